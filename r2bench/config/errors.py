@@ -1,0 +1,52 @@
+"""Configuration errors that point at a file, line, column and field path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+FieldPath = tuple[str | int, ...]
+
+
+def format_path(path: FieldPath) -> str:
+    """Render a field path the way a user writes it: `faults[1].trigger.after_s`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "<top level>"
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in one file, located as precisely as the YAML allows."""
+
+    file: str
+    line: int | None
+    column: int | None
+    path: FieldPath
+    message: str
+    hint: str = ""
+
+    def render(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        text = f"{where}: {format_path(self.path)}: {self.message}"
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+@dataclass
+class ConfigError(Exception):
+    """Raised when an experiment or testbed file is invalid; carries every issue found."""
+
+    issues: Sequence[ConfigIssue] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(issue.render() for issue in self.issues)

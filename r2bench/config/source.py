@@ -1,0 +1,121 @@
+"""Load YAML while remembering where every value came from.
+
+pydantic reports errors by field path; users need a line and a column. `SourceDoc` keeps a map
+from field path to the position of the value (or key) in the file so every error can point there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
+
+# Cap on file size: configs are small; a huge file is a mistake (or an attack on the parser).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class SourceDoc:
+    """Plain data loaded from one YAML file plus the position of every node in it."""
+
+    file: str
+    data: Any
+    positions: dict[FieldPath, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[FieldPath, tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, path: FieldPath) -> tuple[int | None, int | None]:
+        """Line and column (1-based) of the deepest known node on `path`."""
+        for depth in range(len(path), -1, -1):
+            prefix = tuple(path[:depth])
+            if prefix in self.positions:
+                return self.positions[prefix]
+        return None, None
+
+    def locate_key(self, path: FieldPath) -> tuple[int | None, int | None]:
+        """Position of the mapping key itself (for unknown-key errors), else of the value."""
+        if path in self.key_positions:
+            return self.key_positions[path]
+        return self.locate(path)
+
+    def issue(self, path: FieldPath, message: str, hint: str = "", at_key: bool = False) -> ConfigIssue:
+        line, column = self.locate_key(path) if at_key else self.locate(path)
+        return ConfigIssue(self.file, line, column, path, message, hint)
+
+
+def load_yaml(path: Path) -> SourceDoc:
+    """Read and parse `path`; YAML syntax errors become a located ConfigError."""
+    name = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError([ConfigIssue(name, None, None, (), f"cannot read file: {exc.strerror}")]) from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError([ConfigIssue(name, None, None, (), f"file is {len(raw)} bytes; configs are limited to {MAX_CONFIG_BYTES}")])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigIssue(name, None, None, (), f"not UTF-8 text (byte {exc.start})")]) from exc
+    return parse_yaml(text, name)
+
+
+def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
+    """Parse YAML text into a SourceDoc (single document, safe constructors only)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        message = f"YAML syntax error: {exc.problem}" if exc.problem else "YAML syntax error"
+        raise ConfigError([ConfigIssue(name, line, column, (), message, exc.context or "")]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([ConfigIssue(name, None, None, (), f"YAML error: {exc}")]) from exc
+    doc = SourceDoc(name, None)
+    if root is None:
+        raise ConfigError([ConfigIssue(name, 1, 1, (), "file is empty; expected a mapping of settings")])
+    doc.data = _Converter(doc).convert(root, ())
+    return doc
+
+
+class _Converter:
+    """Turns a composed YAML node tree into plain data, recording positions on the way."""
+
+    # Aliases can make a tiny file expand exponentially ("billion laughs"): cap the node count.
+    MAX_NODES = 100_000
+
+    def __init__(self, doc: SourceDoc) -> None:
+        self.doc = doc
+        self.loader = yaml.SafeLoader("")
+        self.count = 0
+
+    def convert(self, node: yaml.Node, path: FieldPath) -> Any:
+        self.count += 1
+        if self.count > self.MAX_NODES:
+            raise ConfigError([self.doc.issue(path, f"more than {self.MAX_NODES} values (alias expansion?)")])
+        self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise ConfigError([self.doc.issue(path, f"cannot read value: {exc}")]) from exc
+
+    def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise ConfigError([self.doc.issue(path, "mapping keys must be plain names, found a structure")])
+            key = key_node.value
+            child = (*path, key)
+            position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            self.doc.key_positions[child] = position
+            if key in result:
+                self.doc.positions[child] = position
+                raise ConfigError([self.doc.issue(child, f"duplicate key '{key}'", "each key may appear once")])
+            result[key] = self.convert(value_node, child)
+        return result

@@ -1,0 +1,158 @@
+"""The testbed file: which nodes exist, how to reach them, their GPUs and NICs, how to launch."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, model_validator
+
+from r2bench.config.types import FreeText, HostAddress, IfName, Name, StrictModel
+
+
+class NicKind(str, Enum):
+    """Link layer of a NIC: InfiniBand, RDMA over Converged Ethernet, or plain Ethernet."""
+
+    IB = "ib"
+    ROCE = "roce"
+    ETH = "eth"
+
+
+class Nic(StrictModel):
+    """One network interface of a node."""
+
+    name: Name = Field(description="How experiments refer to this NIC, e.g. mlx5_1 or nic1.")
+    kind: NicKind = Field(NicKind.IB, description="ib, roce or eth.")
+    rdma_device: Name | None = Field(None, description="RDMA device (mlx5_1); needed for ib.")
+    port: int = Field(1, ge=1, le=255, description="Port number on the RDMA device.")
+    netdev: IfName | None = Field(None, description="Kernel interface name (ib1, ens1f0, eth1).")
+    address: HostAddress | None = Field(None, description="IP address on this NIC, if any.")
+    management: bool = Field(
+        False, description="The interface the controller and MPI bootstrap use: never faulted."
+    )
+
+    @model_validator(mode="after")
+    def _needs_identity(self) -> Nic:
+        if self.kind is NicKind.IB and self.rdma_device is None:
+            raise ValueError("an ib NIC needs rdma_device (e.g. mlx5_0)")
+        if self.kind is not NicKind.IB and self.netdev is None:
+            raise ValueError(f"a {self.kind.value} NIC needs netdev (the kernel interface name)")
+        return self
+
+
+class SshOptions(StrictModel):
+    """How the controller reaches a node over ssh (unset fields fall back to ~/.ssh/config)."""
+
+    user: Name | None = None
+    port: int = Field(22, ge=1, le=65535)
+    key: FreeText | None = Field(None, description="Private key file.")
+    jump_host: FreeText | None = Field(None, description="user@host[:port] of a bastion.")
+    config_file: FreeText | None = Field(None, description="An ssh_config file to honor.")
+    known_hosts: FreeText | None = Field(None, description="known_hosts file to verify against.")
+    strict_host_key_checking: bool = Field(
+        True, description="Verify host keys. Turn off only for throwaway testbeds."
+    )
+
+
+class Node(StrictModel):
+    """One machine of the testbed."""
+
+    name: Name
+    address: HostAddress = Field(description="Hostname or IP the controller connects to.")
+    ssh: SshOptions = SshOptions()
+    sudo: bool = Field(True, description="Prefix root-only commands with `sudo -n`.")
+    gpus: int = Field(0, ge=0, le=64, description="GPUs on this node.")
+    gpu_arch: str | None = Field(
+        None, pattern=r"^[0-9]{2,3}a?$", description="CUDA compute capability, e.g. 90 for H100."
+    )
+    nics: list[Nic] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_nics(self) -> Node:
+        seen: set[str] = set()
+        for nic in self.nics:
+            if nic.name in seen:
+                raise ValueError(f"NIC name '{nic.name}' appears twice on node '{self.name}'")
+            seen.add(nic.name)
+        return self
+
+    def nic(self, name: str) -> Nic | None:
+        """The NIC called `name`, or None."""
+        return next((nic for nic in self.nics if nic.name == name), None)
+
+    @property
+    def data_nics(self) -> list[Nic]:
+        """NICs that carry collective traffic (every NIC but the management one)."""
+        return [nic for nic in self.nics if not nic.management]
+
+
+class LauncherKind(str, Enum):
+    """How jobs start: Open MPI/HPC-X mpirun, Slurm srun, or one local process."""
+
+    MPIRUN = "mpirun"
+    SRUN = "srun"
+    LOCAL = "local"
+
+
+class Launcher(StrictModel):
+    """Launcher settings shared by every run on this testbed."""
+
+    kind: LauncherKind = LauncherKind.MPIRUN
+    command: FreeText | None = Field(None, description="Path of mpirun/srun (default: on PATH).")
+    args: list[FreeText] = Field(default_factory=list, description="Extra launcher arguments.")
+    mca: dict[Name, FreeText] = Field(default_factory=dict, description="Open MPI --mca settings.")
+    bootstrap_interface: IfName | None = Field(
+        None, description="Interface for MPI's own traffic (btl_tcp_if_include/oob_tcp_if_include)."
+    )
+    allow_run_as_root: bool = Field(False, description="Pass --allow-run-as-root to mpirun.")
+    bind_to: Name = Field("none", description="mpirun --bind-to value.")
+
+
+class Paths(StrictModel):
+    """Where things live on the nodes (relative paths are relative to the login directory)."""
+
+    work_dir: FreeText = Field(".r2bench", description="Builds, injectors and run files.")
+    cuda_home: FreeText | None = Field(None, description="CUDA toolkit (default: detected).")
+    mpi_home: FreeText | None = Field(None, description="MPI installation (default: detected).")
+    nccl_home: FreeText | None = Field(
+        None, description="NCCL already installed on the nodes (for the `system` library)."
+    )
+    python: FreeText = Field("python3", description="Python on the nodes (emulated workload).")
+
+
+class TestbedKind(str, Enum):
+    """ssh: real machines; local: this machine; virtual: network namespaces made by r2bench."""
+
+    SSH = "ssh"
+    LOCAL = "local"
+    VIRTUAL = "virtual"
+
+
+class Testbed(StrictModel):
+    """A set of nodes plus how to reach and launch on them."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    name: Name
+    kind: TestbedKind = TestbedKind.SSH
+    description: FreeText = ""
+    nodes: list[Node] = Field(min_length=1)
+    launcher: Launcher = Launcher()
+    paths: Paths = Paths()
+    features: dict[Name, bool] = Field(
+        default_factory=dict,
+        description="Kernel features found on the host (virtual testbeds): veth, tbf, nftables...",
+    )
+    state_dir: FreeText | None = Field(None, description="Where a virtual testbed keeps its state.")
+
+    @model_validator(mode="after")
+    def _unique_nodes(self) -> Testbed:
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name in seen:
+                raise ValueError(f"node name '{node.name}' appears twice")
+            seen.add(node.name)
+        return self
+
+    def node(self, name: str) -> Node | None:
+        """The node called `name`, or None."""
+        return next((node for node in self.nodes if node.name == name), None)

@@ -1,0 +1,86 @@
+"""Constrained scalar types shared by the testbed, experiment and recipe models.
+
+Names that end up in shell commands (node names, interface names, variable names) are restricted
+to characters that need no quoting; free-form values (environment values, paths) are allowed
+anything but NUL and are shell-quoted wherever they are used.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints
+
+
+class StrictModel(BaseModel):
+    """Base for config models: unknown keys are errors, values are immutable once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("contains a NUL byte")
+    return value
+
+
+Name = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"),
+]
+"""A name used in ids and commands: letters, digits, `_ . -`, starting with a letter or digit."""
+
+IfName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,14}$")]
+"""A Linux network interface name (at most 15 characters, no spaces or slashes)."""
+
+HostAddress = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:%-]{0,252}$")]
+"""A hostname or an IPv4/IPv6 address."""
+
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+"""An environment variable name."""
+
+FreeText = Annotated[str, AfterValidator(_no_nul)]
+"""Any text; always shell-quoted when it reaches a command line."""
+
+
+def _env_value(value: Any) -> str:
+    """Environment values may be written as YAML numbers or booleans; keep them as text."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float | str):
+        return _no_nul(str(value))
+    raise ValueError(f"expected a string or number, found {type(value).__name__}")
+
+
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from `8`, `"64K"`, `"8G"`, `"8GiB"` (binary units, as nccl-tests reads them)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 8, 64K or 8G, found a boolean")
+    if isinstance(value, int):
+        size = value
+    elif isinstance(value, str) and (match := _SIZE_RE.match(value)):
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+    else:
+        raise ValueError(f"expected a size such as 8, 64K or 8G, found {value!r}")
+    if size <= 0:
+        raise ValueError(f"size must be positive, found {value!r}")
+    return size
+
+
+def format_size(size: int) -> str:
+    """Short binary-unit text for a byte count: 8, 64K, 8G (as nccl-tests flags accept)."""
+    for unit in ("T", "G", "M", "K"):
+        scale = _SIZE_UNITS[unit]
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+Size = Annotated[int, BeforeValidator(parse_size)]

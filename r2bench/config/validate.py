@@ -1,0 +1,126 @@
+"""Turn pydantic validation errors into located, actionable ConfigIssues."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
+from r2bench.config.source import SourceDoc
+
+M = TypeVar("M", bound=BaseModel)
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+
+def validate_model(model: type[M], doc: SourceDoc, path: FieldPath = ()) -> M:
+    """Validate `doc.data` (or the part of it at `path`) as `model`; errors point into the file."""
+    data: Any = doc.data
+    for part in path:
+        data = data[part]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([_issue(model, doc, path, err) for err in exc.errors()]) from None
+
+
+def _issue(model: type[BaseModel], doc: SourceDoc, base: FieldPath, err: Any) -> ConfigIssue:
+    loc = _clean_loc(err["loc"])
+    path = (*base, *loc)
+    kind = err["type"]
+    found = _describe(err.get("input"))
+    if kind == "extra_forbidden":
+        return doc.issue(path, f"unknown key '{path[-1]}'", _suggest(model, loc), at_key=True)
+    if kind == "missing":
+        return doc.issue(path, "required field is missing", f"add `{path[-1]}:`", at_key=False)
+    if kind in _EXPECTED:
+        return doc.issue(path, f"expected {_EXPECTED[kind]}, found {found}")
+    if kind == "enum" or kind == "literal_error":
+        allowed = err.get("ctx", {}).get("expected", "")
+        return doc.issue(path, f"expected one of {allowed}, found {found}")
+    if kind == "string_pattern_mismatch":
+        return doc.issue(
+            path,
+            f"invalid value {found}",
+            "use letters, digits and _ . - only (no spaces or shell characters)",
+        )
+    message = err["msg"].removeprefix("Value error, ")
+    if "found" in message or isinstance(err.get("input"), dict | list):
+        return doc.issue(path, message)
+    return doc.issue(path, f"{message}; found {found}")
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> FieldPath:
+    """Drop pydantic's internal union/validator tags from a location."""
+    clean: list[str | int] = []
+    for part in loc:
+        if isinstance(part, int):
+            clean.append(part)
+        elif isinstance(part, str) and not part.startswith(("function-", "list[", "dict[", "int", "str")):
+            if "[" in part or part.startswith(("tagged-union", "union")):
+                continue
+            clean.append(part)
+    return tuple(clean)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing (null)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _suggest(model: type[BaseModel], loc: FieldPath) -> str:
+    """'did you mean ...' for a misspelt key, by walking the model to the enclosing mapping."""
+    fields = _fields_at(model, loc[:-1])
+    if not fields:
+        return "remove it"
+    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return "known keys: " + ", ".join(sorted(fields))
+
+
+def _fields_at(model: type[BaseModel], loc: FieldPath) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The BaseModel inside Optional[...] / list[...] / dict[..., ...] annotations, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
