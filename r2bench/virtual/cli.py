@@ -1,0 +1,148 @@
+"""`r2bench testbed up|down|status`: the virtual 2-node (or N-node) testbed on one host."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from r2bench.virtual.lifecycle import up
+from r2bench.virtual.plan import PlanError, VirtualSpec, check_name, default_state_dir
+from r2bench.virtual.status import known_testbeds, testbed_status
+from r2bench.virtual.teardown import TestbedError, teardown
+
+testbed_app = typer.Typer(
+    help="Create, remove and inspect virtual testbeds (network namespaces on this host).",
+    no_args_is_help=True,
+)
+
+StateDirOption = Annotated[
+    Path | None,
+    typer.Option("--state-dir", help="State directory (default /var/lib/r2bench/virtual/NAME)."),
+]
+
+
+def _fail(console: Console, message: str, code: int) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _progress(console: Console) -> Any:
+    start = time.monotonic()
+
+    def show(line: str) -> None:
+        console.print(f"  [dim]{time.monotonic() - start:6.2f}s[/] {line}", highlight=False)
+
+    return show
+
+
+@testbed_app.command("up")
+def up_command(
+    kind: Annotated[str, typer.Argument(help="Testbed kind; only `virtual` is built here.")],
+    nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 2,
+    nics: Annotated[int, typer.Option(help="Data NICs (rails) per node.")] = 2,
+    name: Annotated[str, typer.Option(help="Testbed name (namespaces r2b-NAME-*).")] = "vt",
+    router: Annotated[
+        bool, typer.Option(help="Put an nft bridge filter (flow-drop point) on rail 0.")
+    ] = False,
+    state_dir: StateDirOption = None,
+) -> None:
+    """Create a virtual testbed and write <state-dir>/testbed.yaml."""
+    console = Console(stderr=True)
+    if kind != "virtual":
+        raise _fail(console, f"unknown testbed kind {kind!r}: only `virtual` can be created", 2)
+    try:
+        spec = VirtualSpec(name, nodes, nics, router, state_dir)
+        console.print(f"creating virtual testbed [bold]{name}[/]: {nodes} nodes x {nics} NICs")
+        result = up(spec, _progress(console))
+    except PlanError as exc:
+        raise _fail(console, str(exc), 2) from None
+    except TestbedError as exc:
+        raise _fail(console, str(exc), exc.exit_code) from None
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    console.print(f"up in {result.seconds:.1f}s; testbed file: {result.testbed_yaml}")
+    typer.echo(str(result.testbed_yaml))
+
+
+@testbed_app.command("down")
+def down_command(
+    name: Annotated[str, typer.Argument(help="Testbed name.")],
+    state_dir: StateDirOption = None,
+) -> None:
+    """Remove everything `up` created for NAME (safe to run twice)."""
+    console = Console(stderr=True)
+    try:
+        check_name(name)
+        done = teardown(name, state_dir or default_state_dir(name), _progress(console))
+    except PlanError as exc:
+        raise _fail(console, str(exc), 2) from None
+    except RuntimeError as exc:
+        raise _fail(console, str(exc), 1) from None
+    console.print(f"testbed {name}: " + ("removed" if done else "nothing to do"))
+
+
+def _status_table(status: dict[str, Any]) -> Table:
+    table = Table(title=f"testbed {status['name']} ({status['state_dir']})")
+    for column in ("node", "namespace", "mgmt", "sshd", "links"):
+        table.add_column(column)
+    for node in status["nodes"]:
+        links = " ".join(
+            f"{ifname}:[{'green' if st == 'up' else 'red'}]{st}[/]"
+            for ifname, st in node["links"].items()
+        )
+        table.add_row(
+            node["name"],
+            node["netns"] + ("" if node["netns_present"] else " [red](missing)[/]"),
+            node["mgmt_address"],
+            f"[green]pid {node['sshd_pid']}[/]" if node["sshd_alive"] else "[red]dead[/]",
+            links,
+        )
+    return table
+
+
+def _print_status(console: Console, status: dict[str, Any]) -> None:
+    if not status["up"]:
+        leftovers = status["leftover_namespaces"]
+        extra = f"; leftover namespaces {leftovers} (run down)" if leftovers else ""
+        console.print(f"testbed {status['name']}: not up{extra}")
+        return
+    console.print(_status_table(status))
+    missing = [ns for ns, present in status["namespaces"].items() if not present]
+    console.print(f"host link {status['host_link']['name']}: {status['host_link']['state']}")
+    if missing:
+        console.print(f"[red]missing namespaces:[/] {', '.join(missing)}")
+    if status["router"]:
+        router = status["router"]
+        console.print(
+            f"router: nft {router['family']} table {router['table']} in {router['netns']}"
+        )
+
+
+@testbed_app.command("status")
+def status_command(
+    name: Annotated[str | None, typer.Argument(help="Testbed name (default: all known).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    state_dir: StateDirOption = None,
+) -> None:
+    """Show nodes, namespaces, sshd and link states of a virtual testbed."""
+    console = Console()
+    names = [name] if name else known_testbeds()
+    try:
+        statuses = [
+            testbed_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)
+        ]
+    except PlanError as exc:
+        raise _fail(Console(stderr=True), str(exc), 2) from None
+    if as_json:
+        typer.echo(json.dumps(statuses if name is None else statuses[0], indent=2))
+        return
+    if not statuses:
+        console.print("no virtual testbeds")
+    for status in statuses:
+        _print_status(console, status)

@@ -1,0 +1,91 @@
+"""The testbed YAML a virtual testbed is described by (pure: plan + features -> Testbed)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+import yaml
+
+from r2bench.config.testbed import (
+    Launcher,
+    LauncherKind,
+    Nic,
+    NicKind,
+    Node,
+    Paths,
+    SshOptions,
+    Testbed,
+    TestbedKind,
+)
+from r2bench.virtual.plan import MGMT_IF, NodePlan, TestbedPlan
+from r2bench.virtual.state import StatePaths
+
+
+def _nics(node: NodePlan) -> list[Nic]:
+    mgmt = Nic(
+        name=MGMT_IF,
+        kind=NicKind.ETH,
+        netdev=MGMT_IF,
+        address=node.mgmt_address,
+        management=True,
+    )
+    data = [
+        Nic(name=name, kind=NicKind.ETH, netdev=name, address=address)
+        for name, address in zip(node.nic_names, node.nic_addresses, strict=True)
+    ]
+    return [mgmt, *data]
+
+
+def _node(node: NodePlan, paths: StatePaths) -> Node:
+    ssh = SshOptions(
+        user="root",
+        key=str(paths.client_key),
+        config_file=str(paths.ssh_config),
+        known_hosts=str(paths.known_hosts),
+        strict_host_key_checking=True,
+    )
+    return Node(
+        name=node.hostname, address=node.mgmt_address, ssh=ssh, sudo=False, nics=_nics(node)
+    )
+
+
+def launcher(paths: StatePaths) -> Launcher:
+    """mpirun across the nodes: ssh through the testbed's ssh_config, MPI traffic on mgmt0."""
+    return Launcher(
+        kind=LauncherKind.MPIRUN,
+        mca={
+            "plm_rsh_agent": f"ssh -F {paths.ssh_config}",
+            "btl_tcp_if_include": MGMT_IF,
+            "oob_tcp_if_include": MGMT_IF,
+        },
+        bootstrap_interface=MGMT_IF,
+        allow_run_as_root=True,
+    )
+
+
+def build_testbed(
+    plan: TestbedPlan, features: Mapping[str, bool], python: str = sys.executable
+) -> Testbed:
+    """The Testbed model of a planned virtual testbed."""
+    spec = plan.spec
+    paths = StatePaths(spec.state)
+    return Testbed(
+        name=spec.name,
+        kind=TestbedKind.VIRTUAL,
+        description=(
+            f"virtual testbed: {spec.nodes} nodes x {spec.nics} data NICs in network namespaces"
+            + (" (rail 0 through an nft bridge filter)" if spec.router else "")
+        ),
+        nodes=[_node(node, paths) for node in plan.nodes],
+        launcher=launcher(paths),
+        paths=Paths(work_dir=str(paths.work_dir), python=python),
+        features=dict(features),
+        state_dir=str(spec.state),
+    )
+
+
+def testbed_yaml(testbed: Testbed) -> str:
+    """YAML text of `testbed` (defaults left out)."""
+    data = testbed.model_dump(mode="json", exclude_defaults=True)
+    return yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,254 @@
+"""Bring a virtual testbed up, tear it down, report its status (the effectful part).
+
+Every object is recorded in the manifest before it is created; `down` removes what the manifest
+names plus any namespace of the testbed's exact naming shape, so it also cleans a crashed `up`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from r2bench.config.testbed import Testbed
+from r2bench.virtual import sshd
+from r2bench.virtual.describe import build_testbed, testbed_yaml
+from r2bench.virtual.plan import (
+    HOST_ADDRESS,
+    TestbedPlan,
+    VirtualSpec,
+    netns_name,
+    plan_testbed,
+    subnet,
+)
+from r2bench.virtual.probe import probe_features
+from r2bench.virtual.runner import CommandError, run, which
+from r2bench.virtual.state import Manifest, StatePaths
+from r2bench.virtual.teardown import TestbedError, teardown
+
+Progress = Callable[[str], None]
+
+REQUIRED_TOOLS = {
+    "ip": "iproute2",
+    "tc": "iproute2",
+    "sshd": "openssh-server",
+    "ssh": "openssh-client",
+    "ssh-keygen": "openssh-client",
+    "nft": "nftables",
+    "unshare": "util-linux",
+    "mount": "mount",
+    "hostname": "hostname",
+}
+OPTIONAL_TOOLS = {"mpirun": "openmpi-bin"}
+
+
+@dataclass
+class UpResult:
+    """What `up` made and how long it took."""
+
+    testbed: Testbed
+    testbed_yaml: Path
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def missing_tools(tools: dict[str, str]) -> list[str]:
+    """'tool (apt package)' for every tool of `tools` that is not installed."""
+    return [f"{tool} (apt install {pkg})" for tool, pkg in tools.items() if which(tool) is None]
+
+
+def _check_state_dir(state: Path) -> None:
+    """sshd's StrictModes needs root-owned, not group/world-writable directories up to /."""
+    if any(ch.isspace() or ch in "\"'\\" for ch in str(state)):
+        raise TestbedError(f"state dir {state} must not contain spaces or quotes", 2)
+    for parent in [state, *state.parents]:
+        if not parent.exists():
+            continue
+        info = parent.stat()
+        if info.st_uid != 0 or info.st_mode & 0o022:
+            raise TestbedError(
+                f"state dir {state}: {parent} is not root-owned or is group/world-writable; "
+                "sshd refuses keys below it (use e.g. /var/lib/r2bench/virtual/NAME)",
+                2,
+            )
+
+
+def _mgmt_subnet_users() -> list[str]:
+    """Root-namespace interfaces that already hold an address of the management subnet."""
+    out = run(["ip", "-o", "-4", "addr", "show"]).stdout
+    users = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and ipaddress.ip_address(parts[3].split("/")[0]) in subnet(0):
+            users.append(parts[1])
+    return users
+
+
+def preflight(spec: VirtualSpec) -> str:
+    """Refuse with a clear reason (exit 2) when `up` cannot work; return sshd's path."""
+    if os.geteuid() != 0:
+        raise TestbedError("the virtual testbed needs root (network namespaces, sshd)", 2)
+    missing = missing_tools(REQUIRED_TOOLS)
+    if missing:
+        raise TestbedError("missing tools: " + ", ".join(missing), 2)
+    _check_state_dir(spec.state)
+    if Manifest.load(spec.state) is not None:
+        raise TestbedError(
+            f"testbed {spec.name} is already up (state in {spec.state}); "
+            f"run `r2bench testbed down {spec.name}` first",
+            2,
+        )
+    users = _mgmt_subnet_users()
+    if users:
+        raise TestbedError(
+            f"{subnet(0)} is already used by {', '.join(users)} (another virtual testbed?); "
+            "one virtual testbed per host",
+            2,
+        )
+    sshd_path = which("sshd")
+    assert sshd_path is not None
+    return sshd_path
+
+
+def _mkdir(manifest: Manifest, path: Path) -> None:
+    if not path.exists():
+        manifest.record("dir", path=str(path))
+        path.mkdir(mode=0o700)
+
+
+def _write(manifest: Manifest, path: Path, text: str, mode: int = 0o644) -> None:
+    manifest.record("path", path=str(path))
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def _new_manifest(plan: TestbedPlan) -> Manifest:
+    state = plan.spec.state
+    created = not state.exists()
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    manifest = Manifest(name=plan.spec.name, state_dir=str(state))
+    manifest.info = _manifest_info(plan, created)
+    manifest.save()
+    return manifest
+
+
+def _manifest_info(plan: TestbedPlan, created_state_dir: bool) -> dict[str, object]:
+    router = plan.router
+    return {
+        "created_state_dir": created_state_dir,
+        "host_if": plan.host_if,
+        "host_address": HOST_ADDRESS,
+        "nodes": [
+            {
+                "hostname": n.hostname,
+                "netns": n.netns,
+                "mgmt_address": n.mgmt_address,
+                "nics": dict(zip(n.nic_names, n.nic_addresses, strict=True)),
+            }
+            for n in plan.nodes
+        ],
+        "namespaces": list(plan.namespaces),
+        "switches": [s.__dict__ for s in (plan.mgmt, *plan.rails)],
+        "interfaces": plan.interface_names(),
+        "router": None
+        if router is None
+        else {**router.__dict__, "exec": ["ip", "netns", "exec", router.netns]},
+    }
+
+
+def _run_steps(plan: TestbedPlan, manifest: Manifest, progress: Progress) -> None:
+    for step in plan.steps:
+        if step.creates is not None:
+            manifest.record(step.creates.kind, name=step.creates.name)
+        for argv in step.commands:
+            run(argv)
+        progress(step.what)
+
+
+def _write_keys(plan: TestbedPlan, manifest: Manifest, paths: StatePaths) -> dict[str, str]:
+    """Client key, authorized_keys and one host key per node; returns hostname -> host pubkey."""
+    _mkdir(manifest, paths.ssh_dir)
+    _mkdir(manifest, paths.sshd_dir)
+    _mkdir(manifest, paths.work_dir)
+    keys = [(paths.client_key, f"r2bench-{plan.spec.name}-client")]
+    keys += [
+        (paths.host_key(n.hostname), f"r2bench-{plan.spec.name}-{n.hostname}") for n in plan.nodes
+    ]
+    pubs = {}
+    for key, comment in keys:
+        manifest.record("path", path=str(key))
+        manifest.record("path", path=f"{key}.pub")
+        pubs[key] = sshd.keygen(key, comment)
+    _write(manifest, paths.authorized_keys, pubs[paths.client_key] + "\n", 0o600)
+    return {n.hostname: pubs[paths.host_key(n.hostname)] for n in plan.nodes}
+
+
+def _start_sshds(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Progress) -> None:
+    paths = StatePaths(plan.spec.state)
+    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin") + ":/usr/sbin:/sbin"
+    for node in plan.nodes:
+        conf = sshd.sshd_config_text(paths, node, path_env)
+        _write(manifest, paths.sshd_config(node.hostname), conf)
+        for path in (paths.sshd_pid(node.hostname), paths.sshd_log(node.hostname)):
+            manifest.record("path", path=str(path))
+        manifest.record(
+            "sshd", node=node.hostname, netns=node.netns, pidfile=str(paths.sshd_pid(node.hostname))
+        )
+        try:
+            run(sshd.start_command(sshd_path, paths, node))
+        except CommandError as exc:
+            log = paths.sshd_log(node.hostname)
+            raise CommandError(
+                exc.argv, exc.returncode, log.read_text() if log.is_file() else exc.stderr
+            ) from exc
+        pid = sshd.wait_for_pid(paths.sshd_pid(node.hostname), paths.sshd_log(node.hostname))
+        manifest.record("pid", node=node.hostname, pid=pid)
+        progress(f"sshd of {node.hostname} (pid {pid}) on {node.mgmt_address}:22")
+
+
+def _build(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Progress) -> Testbed:
+    paths = StatePaths(plan.spec.state)
+    probe_ns = netns_name(plan.spec.name, "probe")
+    probed = probe_features(probe_ns, lambda: manifest.record("netns", name=probe_ns))
+    manifest.info["missing_features"] = probed.reasons
+    manifest.save()
+    if plan.router is not None and not probed.features.get("nft_bridge"):
+        reason = probed.reasons.get("nft_bridge", "")
+        raise TestbedError(f"--router needs nftables' bridge family: {reason}", 2)
+    progress(
+        "kernel features: "
+        + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in probed.features.items())
+    )
+    _run_steps(plan, manifest, progress)
+    host_keys = _write_keys(plan, manifest, paths)
+    _write(manifest, paths.known_hosts, sshd.known_hosts_text(host_keys, plan.nodes))
+    _write(manifest, paths.ssh_config, sshd.ssh_config_text(paths, plan.nodes))
+    progress("keys, known_hosts and ssh_config")
+    _start_sshds(plan, manifest, sshd_path, progress)
+    testbed = build_testbed(plan, probed.features)
+    _write(manifest, paths.testbed_yaml, testbed_yaml(testbed))
+    return testbed
+
+
+def up(spec: VirtualSpec, progress: Progress = lambda _: None) -> UpResult:
+    """Create the testbed of `spec`; on failure roll back and raise TestbedError."""
+    start = time.monotonic()
+    sshd_path = preflight(spec)
+    warnings = [f"optional tool missing: {m}" for m in missing_tools(OPTIONAL_TOOLS)]
+    plan = plan_testbed(spec)
+    manifest = _new_manifest(plan)
+    try:
+        testbed = _build(plan, manifest, sshd_path, progress)
+    except (CommandError, OSError) as exc:
+        progress(f"failed: {exc}; rolling back")
+        teardown(spec.name, spec.state, lambda _: None)
+        raise TestbedError(f"up failed: {exc}", 1) from exc
+    except BaseException:
+        progress("stopped; rolling back")
+        teardown(spec.name, spec.state, lambda _: None)
+        raise
+    paths = StatePaths(spec.state)
+    return UpResult(testbed, paths.testbed_yaml, time.monotonic() - start, warnings)
