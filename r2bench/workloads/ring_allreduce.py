@@ -1,0 +1,460 @@
+"""Emulated resilient ring AllReduce: nccl-tests' ``all_reduce_perf`` look-alike, no GPU.
+
+This is an EMULATOR of the system under test (R2CCL + nccl-tests), not NCCL: a float32
+sum AllReduce (reduce-scatter then all-gather around the ring) between MPI ranks, its data
+striped over several "NICs" (local IPv4 addresses) with plain TCP sockets. mpi4py is used for
+the control plane only (rank/size, address exchange, barriers, gathering the timings and
+error counts to print); the data moves over :mod:`r2bench.workloads.transport`.
+
+Run: ``mpirun -np 2 -x R2CC_MODE python -m r2bench.workloads.ring_allreduce -b 8 -e 64M -f 2``
+
+Flags (nccl-tests'): ``-b/-e`` min/max bytes (``8``, ``1K``, ``64M``, ``1G``), ``-f`` step
+factor, ``-i`` step bytes, ``-n`` iterations, ``-w`` warm-up iterations, ``-c`` check (every
+timed iteration is verified against a closed form), ``-N`` cycles (0 = forever), ``-S 1``
+timestamp column, ``-I 1`` per-iteration timing, ``-T s`` timeout per collective, ``-J file``
+JSON, ``-o sum`` and ``-d float`` only, ``-t 1 -g 1`` only. Emulator flag: ``--nic-addrs``.
+
+Environment: ``R2B_NIC_ADDRS`` (comma list of this node's data-NIC IPv4 addresses; default
+``127.0.0.1`` repeated ``R2B_NICS`` times, ``R2B_NICS`` default 2), ``R2B_NIC_NAMES`` (comma
+list of names for log lines, default ``nic<i>``), ``R2CC_MODE`` (0 fail-stop, 1 migrate to a
+backup NIC, 2 rebalance over healthy NICs, 3 treated as 2; others rejected),
+``R2CC_FAILOVER_TIMEOUT_MS`` (stall before failover; default 1000 ms in this emulator, where
+R2CCL would derive 32 s from NCCL_IB_TIMEOUT/NCCL_IB_RETRY_CNT), ``NCCL_DEBUG`` (INFO/WARN
+log lines on stderr, format in :mod:`r2bench.workloads.transport`), and the test hook
+``R2B_TEST_FREEZE=<rank>:<nic>:<coll>``.
+
+Exit codes (nccl-tests' testResult_t): 0 success, 3 network failure in mode 0 (or no healthy
+NIC left), 4 ``-T`` timeout, 6 invalid usage, 7 wrong results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from r2bench import __version__
+from r2bench.workloads.nccl_format import (
+    DeviceInfo,
+    JsonReport,
+    Measure,
+    Row,
+    RunConfig,
+    bus_bandwidth,
+    column_header,
+    footer_lines,
+    header_lines,
+    parse_size,
+)
+from r2bench.workloads.transport import (
+    CollectiveTimeout,
+    FreezeHook,
+    NetworkFailure,
+    Nic,
+    R2ccLog,
+    RingTransport,
+    TransportConfig,
+)
+
+PROGRAM = "ring_allreduce"
+SOURCE = "ring_allreduce.py"
+DEFAULT_FAILOVER_MS = 1000
+PATTERN_PERIOD = 1021
+EXIT_NET, EXIT_TIMEOUT, EXIT_USAGE, EXIT_WRONG = 3, 4, 6, 7
+
+
+class UsageError(ValueError):
+    """Unsupported flag value or environment setting."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Parsed command line."""
+
+    min_bytes: int
+    max_bytes: int
+    step_factor: int
+    step_bytes: int
+    iters: int
+    warmup: int
+    check: int
+    cycles: int
+    timestamps: bool
+    per_iter: bool
+    timeout_s: int
+    json_path: str | None
+    nic_addrs: str | None
+
+    def sizes(self) -> Iterator[int]:
+        """The swept sizes, as nccl-tests steps them."""
+        size = self.min_bytes
+        while size <= self.max_bytes:
+            yield size
+            size = size * self.step_factor if self.step_factor > 1 else size + self.step_bytes
+            if size == 0:
+                return
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Argument parser with nccl-tests' short and long option names."""
+    p = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.splitlines()[0])
+    add = p.add_argument
+    add("-b", "--minbytes", type=_size, default=32 << 20)
+    add("-e", "--maxbytes", type=_size, default=32 << 20)
+    add("-i", "--stepbytes", type=_size, default=1 << 20)
+    add("-f", "--stepfactor", type=int, default=1)
+    add("-n", "--iters", type=int, default=20)
+    add("-w", "--warmup_iters", type=int, default=1)
+    add("-c", "--check", type=int, default=1)
+    add("-N", "--run_cycles", type=int, default=1)
+    add("-S", "--report_timestamps", type=int, default=0)
+    add("-I", "--per_iter_timing", type=int, default=0)
+    add("-T", "--timeout", type=int, default=0)
+    add("-J", "--output_file", default=None)
+    add("-o", "--op", default="sum")
+    add("-d", "--datatype", default="float")
+    add("-t", "--nthreads", type=int, default=1)
+    add("-g", "--ngpus", type=int, default=1)
+    add("--nic-addrs", default=None, help="comma list of data-NIC IPv4 addresses")
+    return p
+
+
+def parse_options(argv: list[str]) -> Options:
+    """Parse and validate ``argv`` (without the program name)."""
+    a = build_parser().parse_args(argv)
+    if a.op != "sum" or a.datatype != "float" or a.nthreads != 1 or a.ngpus != 1:
+        raise UsageError("the emulator supports only -o sum -d float -t 1 -g 1")
+    if a.minbytes > a.maxbytes or a.iters < 1 or a.warmup_iters < 0:
+        raise UsageError(
+            f"invalid sizes or iterations: -b {a.minbytes} -e {a.maxbytes} -n {a.iters}"
+        )
+    return Options(
+        a.minbytes, a.maxbytes, a.stepfactor, a.stepbytes, a.iters, a.warmup_iters,
+        a.check, a.run_cycles, a.report_timestamps == 1, a.per_iter_timing == 1,
+        a.timeout, a.output_file, a.nic_addrs,
+    )  # fmt: skip
+
+
+def resolve_mode(env: dict[str, str], log: R2ccLog) -> int:
+    """``R2CC_MODE`` as the emulator runs it (3 runs as 2; 4, 5 and others are rejected)."""
+    text = env.get("R2CC_MODE", "0").strip() or "0"
+    if not text.isdigit() or int(text) > 3:
+        raise UsageError(f"R2CC_MODE={text} is not emulated (supported: 0, 1, 2, 3)")
+    mode = int(text)
+    if mode == 3:
+        log.info("R2CC: R2CC_MODE=3 (split AllReduce) is not emulated; running it as R2CC_MODE=2")
+        return 2
+    return mode
+
+
+def failover_timeout_s(env: dict[str, str], log: R2ccLog) -> float:
+    """``R2CC_FAILOVER_TIMEOUT_MS`` in seconds, or the emulator's documented default."""
+    text = env.get("R2CC_FAILOVER_TIMEOUT_MS", "").strip()
+    if text:
+        return max(int(text), 1) / 1000.0
+    ib_timeout = int(env.get("NCCL_IB_TIMEOUT", "20"))
+    retries = int(env.get("NCCL_IB_RETRY_CNT", "7"))
+    derived = 2.0 ** (ib_timeout - 20) * 4 * (retries + 1)
+    log.info(
+        f"R2CC: R2CC_FAILOVER_TIMEOUT_MS unset: emulator default {DEFAULT_FAILOVER_MS} ms "
+        f"(R2CCL would derive {derived * 1000:.0f} ms from NCCL_IB_TIMEOUT={ib_timeout} "
+        f"NCCL_IB_RETRY_CNT={retries})"
+    )
+    return DEFAULT_FAILOVER_MS / 1000.0
+
+
+def local_nics(opts: Options, env: dict[str, str]) -> list[Nic]:
+    """This node's data NICs from ``--nic-addrs``/``R2B_NIC_ADDRS`` (default: loopback)."""
+    text = opts.nic_addrs or env.get("R2B_NIC_ADDRS", "")
+    addrs = [a.strip() for a in text.split(",") if a.strip()]
+    if not addrs:
+        addrs = ["127.0.0.1"] * int(env.get("R2B_NICS", "2"))
+    names = [n.strip() for n in env.get("R2B_NIC_NAMES", "").split(",") if n.strip()]
+    for addr in addrs:
+        socket.inet_aton(addr)
+    return [Nic(i, a, names[i] if i < len(names) else f"nic{i}") for i, a in enumerate(addrs)]
+
+
+@dataclass
+class RingAllreduce:
+    """The ring algorithm of one rank over a :class:`RingTransport`."""
+
+    transport: RingTransport
+    rank: int
+    size: int
+    max_count: int
+    g: int = 0
+    coll: int = 0
+    staging: list[np.ndarray] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        per_chunk = -(-self.max_count // max(self.size, 1)) + 1
+        self.staging = [np.empty(per_chunk, np.float32) for _ in range(2)]
+
+    def run(self, buf: np.ndarray, timeout_s: int) -> None:
+        """Sum-AllReduce ``buf`` (1-D float32, contiguous) in place across the ring."""
+        deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+        n, r, count = self.size, self.rank, len(buf)
+        bounds = [c * count // n for c in range(n + 1)]
+        raw = memoryview(buf).cast("B")
+
+        def chunk(c: int) -> memoryview:
+            return raw[bounds[c] * 4 : bounds[c + 1] * 4]
+
+        for s in range(n - 1):
+            dst = (r - s - 1) % n
+            stage = self.staging[self.g % 2][: bounds[dst + 1] - bounds[dst]]
+            self._step(chunk((r - s) % n), memoryview(stage).cast("B"), deadline)
+            part = buf[bounds[dst] : bounds[dst + 1]]
+            np.add(part, stage, out=part)
+        for s in range(n - 1):
+            self._step(chunk((r + 1 - s) % n), chunk((r - s) % n), deadline)
+        self.coll += 1
+
+    def _step(self, send: memoryview, recv: memoryview, deadline: float | None) -> None:
+        self.transport.exchange(self.coll, self.g, send, recv, deadline)
+        self.g += 1
+
+
+@dataclass
+class Buffers:
+    """Send/receive buffers and the closed-form input pattern.
+
+    Rank r's element i in iteration k is ``(i % 1021) + r + 1 + (k % 5)``, so the sum over
+    n ranks is ``n * (i % 1021) + n(n+1)/2 + n * (k % 5)``: small integers, exact in float32.
+    """
+
+    rank: int
+    size: int
+    max_count: int
+    send: np.ndarray = field(init=False)
+    recv: np.ndarray = field(init=False)
+    base: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.base = (np.arange(self.max_count) % PATTERN_PERIOD).astype(np.float32)
+        self.send = np.empty(self.max_count, np.float32)
+        self.recv = np.empty(self.max_count, np.float32)
+
+    def fill(self, count: int, it: int) -> np.ndarray:
+        """Write this rank's input of iteration ``it`` into ``send[:count]``."""
+        out = self.send[:count]
+        np.add(self.base[:count], np.float32(self.rank + 1 + it % 5), out=out)
+        return out
+
+    def wrong(self, result: np.ndarray, it: int) -> int:
+        """Number of elements of ``result`` that differ from the closed form."""
+        n = self.size
+        const = np.float32(n * (n + 1) // 2 + n * (it % 5))
+        expected = self.base[: len(result)] * np.float32(n) + const
+        return int(np.count_nonzero(result != expected))
+
+
+@dataclass
+class Bench:
+    """One rank's benchmark driver: timing, verification and output (rank 0 prints)."""
+
+    comm: Any
+    opts: Options
+    algo: RingAllreduce
+    bufs: Buffers
+    report: JsonReport | None = None
+    errors: int = 0
+    bw_sum: float = 0.0
+    bw_count: int = 0
+
+    def collective(self, count: int, it: int, in_place: bool) -> tuple[float, int]:
+        """Run one timed AllReduce; returns (seconds, wrong elements or 0)."""
+        src = self.bufs.fill(count, it)
+        target = src if in_place else self.bufs.recv[:count]
+        t0 = time.perf_counter()
+        if not in_place:
+            np.copyto(target, src)
+        self.algo.run(target, self.opts.timeout_s)
+        elapsed = time.perf_counter() - t0
+        return elapsed, self.bufs.wrong(target, it) if self.opts.check else 0
+
+    def measure(self, nbytes: int, in_place: bool) -> Measure:
+        """nccl-tests' BenchTime: time ``-n`` iterations, verify, reduce over ranks."""
+        count = nbytes // 4
+        runs = [self.collective(count, it, in_place) for it in range(self.opts.iters)]
+        times = [t for t, _ in runs]
+        local_wrong = max(w for _, w in runs)
+        self.errors += 1 if local_wrong else 0
+        mean = self.comm.allreduce(sum(times) / len(times)) / self.size
+        wrong = self.comm.allreduce(local_wrong) if self.opts.check else None
+        algbw, busbw = bus_bandwidth(count * 4, mean, self.size)
+        self.bw_sum, self.bw_count = self.bw_sum + busbw, self.bw_count + 1
+        measure = Measure(mean * 1e6, algbw, busbw, wrong)
+        if self.opts.per_iter:
+            rows = self.comm.allgather(times)
+            measure.per_process = rows
+            measure.iter_times = [max(col) for col in zip(*rows, strict=True)]
+        return measure
+
+    @property
+    def size(self) -> int:
+        """Number of ranks."""
+        return self.algo.size
+
+    def warmup(self) -> None:
+        """Warm-up iterations for every power-of-two size from -b to -e (not timed)."""
+        size = self.opts.min_bytes
+        while size <= self.opts.max_bytes and self.opts.warmup > 0:
+            for it in range(self.opts.warmup):
+                self.algo.run(self.bufs.fill(size // 4, it), self.opts.timeout_s)
+            size = size * 2 if size else 1
+
+    def sweep(self) -> None:
+        """All rows, repeated ``-N`` times (0 = forever)."""
+        cycle = 0
+        while self.opts.cycles <= 0 or cycle < self.opts.cycles:
+            for nbytes in self.opts.sizes():
+                out_of_place = self.measure(nbytes, in_place=False)
+                in_place = self.measure(nbytes, in_place=True)
+                row = Row((nbytes // 4) * 4, nbytes // 4, out_of_place, in_place)
+                self.emit(row)
+            cycle += 1
+
+    def emit(self, row: Row) -> None:
+        """Print a row (rank 0) and add it to the JSON report."""
+        if self.algo.rank == 0:
+            print(row.text(self.opts.timestamps), flush=True)
+            if self.report:
+                self.report.add_row(row, self.opts.iters)
+
+    def finish(self) -> int:
+        """Footer, JSON summary; returns the process exit code."""
+        errors = self.comm.allreduce(self.errors)
+        avg = self.bw_sum / self.bw_count if self.bw_count else 0.0
+        if self.algo.rank == 0:
+            print("\n".join(footer_lines(errors, avg, PROGRAM)), flush=True)
+            if self.report:
+                self.report.finish(errors, avg)
+        return EXIT_WRONG if errors else 0
+
+
+def _where() -> str:
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame else None
+    return f"{SOURCE}:{caller.f_lineno if caller else 0}"
+
+
+def _fail(comm: Any, code: int, first_line: str, where: str) -> None:
+    host = socket.gethostname()
+    print(first_line, flush=True)
+    print(f" .. {host} pid {os.getpid()}: Test failure {where}", flush=True)
+    comm.Abort(code)
+
+
+def banner(mode: int, nics: list[Nic], timeout_s: float) -> str:
+    """The first header line: says plainly that this is the emulator, not nccl-tests."""
+    return (
+        f"r2bench emulated ring all_reduce (not NCCL, no GPU) version {__version__}: "
+        f"TCP over {len(nics)} NIC(s) per rank, R2CC_MODE={mode} (emulated), "
+        f"failover timeout {timeout_s * 1000:.0f} ms"
+    )
+
+
+def print_header(
+    comm: Any, cfg: RunConfig, opts: Options, nics: list[Nic], report: JsonReport | None
+) -> None:
+    """Gather every rank's device line and print the header on rank 0."""
+    addrs = ",".join(n.addr for n in nics)
+    mine = DeviceInfo(
+        comm.rank, os.getpid(), socket.gethostname(), f"emulated CPU (TCP NICs {addrs})"
+    )
+    devices = comm.gather(mine, root=0)
+    if comm.rank == 0:
+        print("\n".join(header_lines(cfg, devices)), flush=True)
+        if report:
+            report.set_config(cfg, devices)
+        print("\n".join(column_header(cfg.per_iter, opts.timestamps)), flush=True)
+
+
+def header_config(opts: Options, mode: int, nics: list[Nic], fo_s: float) -> RunConfig:
+    """RunConfig for the header from the options."""
+    return RunConfig(
+        PROGRAM, banner(mode, nics, fo_s), opts.min_bytes, opts.max_bytes, opts.step_factor,
+        opts.step_bytes, opts.warmup, opts.iters, opts.check, opts.per_iter,
+    )  # fmt: skip
+
+
+def setup(comm: Any, opts: Options, env: dict[str, str]) -> Bench:
+    """Resolve the environment, connect the ring and print the header."""
+    log = R2ccLog.from_env(comm.rank, env)
+    mode = resolve_mode(env, log)
+    fo_s = failover_timeout_s(env, log)
+    nics = local_nics(opts, env)
+    report = None
+    if comm.rank == 0 and opts.json_path:
+        report, status = JsonReport.open(opts.json_path, sys.argv, dict(env))
+        print(status, flush=True)
+    cfg = TransportConfig(
+        comm.rank, comm.size, nics, mode, fo_s, log, FreezeHook.parse(env.get("R2B_TEST_FREEZE"))
+    )
+    transport = RingTransport(cfg, comm.allgather)
+    print_header(comm, header_config(opts, mode, nics, fo_s), opts, nics, report)
+    max_count = max(opts.max_bytes // 4, 1)
+    algo = RingAllreduce(transport, comm.rank, comm.size, max_count)
+    return Bench(comm, opts, algo, Buffers(comm.rank, comm.size, max_count), report)
+
+
+def run(comm: Any, opts: Options, env: dict[str, str]) -> int:
+    """Benchmark body; network failures and timeouts abort the whole MPI job."""
+    bench = setup(comm, opts, env)
+    host = socket.gethostname()
+    try:
+        bench.warmup()
+        bench.sweep()
+    except CollectiveTimeout:
+        where = _where()
+        _fail(comm, EXIT_TIMEOUT, f"{host}: Test timeout ({opts.timeout_s}s) {where}", where)
+    except NetworkFailure as exc:
+        where = _where()
+        reason = f"remote process exited or there was a network error / {exc}"
+        _fail(comm, EXIT_NET, f"{host}: Test NCCL failure {where} '{reason}'", where)
+    code = bench.finish()
+    comm.Barrier()
+    bench.algo.transport.close()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m r2bench.workloads.ring_allreduce [flags]``."""
+    try:
+        opts = parse_options(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        print(f"{PROGRAM}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        print(f"{PROGRAM}: mpi4py is required (pip install 'r2bench[workload]')", file=sys.stderr)
+        return EXIT_USAGE
+    comm = MPI.COMM_WORLD
+    try:
+        return run(comm, opts, dict(os.environ))
+    except UsageError as exc:
+        print(f"{PROGRAM}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(EXIT_USAGE)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Tests of the emulated ring AllReduce (r2bench.workloads), run with the real mpirun."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from r2bench.workloads.nccl_format import (
+    IterStats,
+    bus_bandwidth,
+    column_header,
+    float_str,
+    parse_size,
+)
+from r2bench.workloads.transport import FreezeHook, split_bytes
+
+HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpirun or mpi4py missing")
+FAILOVER_MS = 400
+LOG_LINE = re.compile(r"^\[(\d+\.\d{6})\] ([^:]+):(\d+):(\d+) \[(\d+)\] NCCL (INFO|WARN) (.*)$")
+
+
+@dataclass(frozen=True)
+class Run:
+    """Result of one mpirun."""
+
+    rc: int
+    stdout: str
+    stderr: str
+
+    def rows(self) -> list[list[str]]:
+        """Result rows (non-# lines that start with a size)."""
+        return [ln.split() for ln in self.stdout.splitlines() if re.match(r"^\s+\d+\s+\d+ ", ln)]
+
+
+def mpirun(nranks: int, args: list[str], env: dict[str, str] | None = None) -> Run:
+    """Run the workload under the real mpirun on loopback."""
+    cmd = ["mpirun", "--oversubscribe", "-np", str(nranks)]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    extra = {"NCCL_DEBUG": "INFO", **(env or {})}
+    for key in extra:
+        cmd += ["-x", key]
+    cmd += [sys.executable, "-m", "r2bench.workloads.ring_allreduce", *args]
+    proc = subprocess.run(
+        cmd, env={**os.environ, **extra}, capture_output=True, text=True, timeout=60, check=False
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+# ---- pure unit tests ---------------------------------------------------------------------
+def test_parse_size_suffixes() -> None:
+    assert [parse_size(s) for s in ("8", "1K", "64M", "1G", "2k")] == [
+        8,
+        1024,
+        64 << 20,
+        1 << 30,
+        2048,
+    ]
+    with pytest.raises(ValueError):
+        parse_size("3X")
+
+
+def test_float_str_matches_nccl_tests() -> None:
+    assert float_str(12.345, 7) == "  12.35"
+    assert float_str(123456.7, 7) == " 123457"
+    assert float_str(1234567.0, 7) == "1234567"
+    assert float_str(12345678.0, 7) == "1.2e+07"
+    assert float_str(0.004, 6) == "  0.00"
+
+
+def test_column_header_widths() -> None:
+    lines = column_header(per_iter=False, timestamps=False)
+    assert lines[2] == (
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+        "     time   algbw   busbw  #wrong "
+    )
+    stamped = column_header(per_iter=False, timestamps=True)
+    assert stamped[2].endswith("#wrong           timestamp")
+
+
+def test_split_bytes_covers_and_aligns() -> None:
+    pieces = split_bytes(4002, [1.0, 3.0])
+    assert pieces[0][0] == 0 and sum(n for _, n in pieces) == 4002
+    assert pieces[1][0] == pieces[0][1] and pieces[0][1] % 4 == 0
+    assert split_bytes(8, [1.0, 1.0, 1.0]) == [(0, 4), (4, 0), (4, 4)]
+
+
+def test_iter_stats_and_busbw() -> None:
+    st = IterStats.of([3.0, 1.0, 2.0])
+    assert (st.min, st.p50, st.max, st.p99) == (1.0, 2.0, 3.0, 3.0)
+    assert bus_bandwidth(1_000_000_000, 1.0, 4) == (1.0, 1.5)
+    assert FreezeHook.parse("1:0:3") == FreezeHook(1, 0, 3) and FreezeHook.parse("") is None
+
+
+# ---- mpirun tests --------------------------------------------------------------------------
+def check_rows(run: Run, sizes: list[int], nranks: int, per_iter: bool = False) -> None:
+    """Every size has a row, 0 wrong, busbw == size/time * 2(n-1)/n within rounding."""
+    rows = run.rows()
+    assert [int(r[0]) for r in rows] == sizes, run.stdout
+    for r in rows:
+        nbytes = int(r[0])
+        for start in (5, 13 if per_iter else 9):
+            time_us, busbw, wrong = float(r[start]), float(r[start + 2]), float(r[start + 3])
+            assert wrong == 0, r
+            _, expect = bus_bandwidth(nbytes, time_us * 1e-6, nranks)
+            assert abs(busbw - expect) <= 0.006 + 0.01 * expect, r
+    assert "# Out of bounds values : 0 OK" in run.stdout
+    assert re.search(r"^# Avg bus bandwidth    : [0-9.e+-]+ $", run.stdout, re.M)
+
+
+@needs_mpi
+def test_two_ranks_rows_json(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    run = mpirun(2, ["-b", "8", "-e", "1M", "-f", "8", "-n", "3", "-I", "1", "-J", str(out)])
+    assert run.rc == 0, run.stdout + run.stderr
+    assert "# r2bench emulated ring all_reduce (not NCCL" in run.stdout
+    assert re.search(r"^#  Rank  1 Group  0 Pid +\d+ on .* emulated CPU", run.stdout, re.M)
+    sizes = [8, 64, 512, 4096, 32768, 262144]
+    doc = json.loads(out.read_text())
+    assert [r["size"] for r in doc["results"]] == sizes
+    for result in doc["results"]:
+        for key in ("out_of_place", "in_place"):
+            assert result[key]["nwrong"] == 0
+            assert len(result[f"{key}_per_iter"]["times_us"]) == 3
+    assert len(doc["config"]["devices"]) == 2 and doc["errors"] == [] and "end_time" in doc
+    rows = run.rows()
+    assert all(len(r) == 21 for r in rows)  # 5 + 2 x (4 + 4 per-iteration columns)
+
+
+@needs_mpi
+def test_three_ranks_timestamps() -> None:
+    run = mpirun(3, ["-b", "1K", "-e", "256K", "-f", "16", "-n", "2", "-S", "1"])
+    assert run.rc == 0, run.stdout + run.stderr
+    check_rows(run, [1024, 16384, 262144], 3)
+    assert all(re.match(r"\d{4}-\d\d-\d\d", r[-2]) for r in run.rows())
+
+
+@needs_mpi
+def test_busbw_consistent_two_ranks() -> None:
+    run = mpirun(2, ["-b", "4K", "-e", "4M", "-f", "32", "-n", "3"])
+    assert run.rc == 0, run.stdout + run.stderr
+    check_rows(run, [4096, 131072, 4194304], 2)
+
+
+def stall_env(mode: int, failover_ms: int = FAILOVER_MS) -> dict[str, str]:
+    """Freeze rank 1's NIC 0 sender from collective 2 (second timed iteration, -w 1)."""
+    return {
+        "R2CC_MODE": str(mode),
+        "R2CC_FAILOVER_TIMEOUT_MS": str(failover_ms),
+        "R2B_TEST_FREEZE": "1:0:2",
+    }
+
+
+STALL_ARGS = ["-b", "256K", "-e", "256K", "-n", "4", "-w", "1"]
+
+
+@needs_mpi
+def test_timeout_aborts_with_code_4() -> None:
+    run = mpirun(2, [*STALL_ARGS, "-T", "1"], stall_env(0, failover_ms=20000))
+    assert run.rc == 4, run.stdout + run.stderr
+    assert re.search(r"^\S+: Test timeout \(1s\) ring_allreduce\.py:\d+$", run.stdout, re.M)
+
+
+@needs_mpi
+def test_mode0_aborts_on_stall() -> None:
+    run = mpirun(2, STALL_ARGS, stall_env(0))
+    assert run.rc == 3, run.stdout + run.stderr
+    assert "Test NCCL failure" in run.stdout
+    assert "'remote process exited or there was a network error / " in run.stdout
+    assert (
+        "NCCL WARN NET/Socket : send to rank 0 on channel 0 device 0 (nic0) stalled" in run.stderr
+    )
+
+
+@needs_mpi
+@pytest.mark.parametrize("mode", [1, 2])
+def test_failover_modes_finish_clean(mode: int, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    run = mpirun(2, [*STALL_ARGS, "-I", "1", "-J", str(out)], stall_env(mode))
+    assert run.rc == 0, run.stdout + run.stderr
+    check_rows(run, [262144], 2, per_iter=True)
+    lines = [m.groups() for m in map(LOG_LINE.match, run.stderr.splitlines()) if m]
+    messages = [(g[4], g[6]) for g in lines]
+    migrate = (
+        "R2CC_MODE=1 (SEND): Channel 0 will simulate disable of device 0 (nic0) "
+        "and use backup device 1 (nic1)"
+    )
+    assert ("1", migrate) in messages, run.stderr
+    assert ("1", "OOB: Broadcast HOT_REPAIR signal from rank 1 to 1 peers") in messages
+    assert any(m.startswith("OOB: Received HOT_REPAIR signal 'HOT_REPAIR 1'") for _, m in messages)
+    forced = ("1", "R2CC: hot-repair detected, forcing R2CC_MODE=2") in messages
+    assert forced == (mode == 2)
+    times = json.loads(out.read_text())["results"][0]["out_of_place_per_iter"]["times_us"]
+    others = [t for i, t in enumerate(times) if i != 1]
+    assert times[1] >= 0.9 * FAILOVER_MS * 1000, times
+    assert times[1] > 3 * statistics.median(others), times
