@@ -1,0 +1,267 @@
+"""A node reached over ssh (fabric/paramiko), with one persistent connection per node.
+
+Host keys are verified by default against the testbed's `known_hosts` file, or
+~/.ssh/known_hosts; an unknown or changed key is refused. Only `strict_host_key_checking: false`
+accepts unknown keys (with a warning). ~/.ssh/config (or the testbed's `config_file`) is honored,
+including ProxyJump; the testbed's `jump_host` wins over it.
+
+Commands run through exec channels of the one connection, wrapped node-side in
+`timeout -k 5 <seconds>` so a command is killed on the node even if the controller goes away.
+When the connection has dropped, it is reopened once and the command is tried again; a command
+whose connection drops while it runs is reported, never re-run.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import paramiko
+from fabric import Config, Connection
+
+from r2bench.config.testbed import Node as NodeModel
+from r2bench.config.testbed import SshOptions
+from r2bench.nodes.base import CommandResult, Node, NodeError, OutputSink
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 10
+KILL_GRACE_S = 5
+"""Seconds between the node-side TERM at the deadline and KILL."""
+_READ_SIZE = 65536
+_TIMEOUT_EXIT = 124
+
+
+class UnknownHostKeyError(paramiko.SSHException):
+    """The server's host key is not in known_hosts."""
+
+
+class _RejectUnknown(paramiko.MissingHostKeyPolicy):
+    """Refuse hosts whose key is not known (paramiko's RejectPolicy, with a typed error)."""
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        """Raise: an unknown host is never trusted."""
+        raise UnknownHostKeyError(
+            f"host key of {hostname} ({key.get_name()} {key.fingerprint}) is not in known_hosts"
+        )
+
+
+_FATAL = (paramiko.AuthenticationException, paramiko.BadHostKeyException, UnknownHostKeyError)
+_DROPPED = (paramiko.SSHException, EOFError, OSError)
+
+
+def _connection_config(options: SshOptions) -> Config:
+    """Fabric config honoring the testbed's ssh_config file, or ~/.ssh/config by default."""
+    if options.config_file:
+        return Config(runtime_ssh_path=str(Path(options.config_file).expanduser()))
+    return Config()
+
+
+def _secure(connection: Connection, options: SshOptions) -> None:
+    """Apply the host key policy to a connection and every gateway behind it."""
+    client = connection.client
+    if options.strict_host_key_checking:
+        known = Path(options.known_hosts or "~/.ssh/known_hosts").expanduser()
+        if known.exists():
+            client.load_system_host_keys(str(known))
+        client.set_missing_host_key_policy(_RejectUnknown())
+    else:
+        log.warning("host key checking is off for %s: unknown keys are accepted", connection.host)
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    if isinstance(connection.gateway, Connection):
+        _secure(connection.gateway, options)
+
+
+def make_connection(address: str, options: SshOptions) -> Connection:
+    """A fabric Connection (not yet open) for one node, with r2bench's ssh policy."""
+    config = _connection_config(options)
+    connect_kwargs: dict[str, object] = {}
+    if options.key:
+        connect_kwargs.update(
+            key_filename=[str(Path(options.key).expanduser())],
+            look_for_keys=False,
+            allow_agent=False,
+        )
+    gateway = Connection(options.jump_host, config=config) if options.jump_host else None
+    connection = Connection(
+        address,
+        user=options.user,
+        port=options.port,
+        config=config,
+        gateway=gateway,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        connect_kwargs=connect_kwargs,
+    )
+    _secure(connection, options)
+    return connection
+
+
+class SshNode(Node):
+    """A node reached over one persistent ssh connection, reopened once if it drops."""
+
+    def __init__(
+        self, name: str, address: str, options: SshOptions | None = None, *, sudo: bool = True
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.options = options or SshOptions.model_validate({})
+        self.sudo = sudo
+        self.reconnects = 0
+        """How many times a lost connection was reopened (attempts, successful or not)."""
+        self._was_connected = False
+        self._lock = threading.Lock()
+        self._connection: Connection | None = None
+
+    @classmethod
+    def from_model(cls, model: NodeModel) -> SshNode:
+        """An ssh node for a testbed node."""
+        return cls(model.name, model.address, model.ssh, sudo=model.sudo)
+
+    @property
+    def is_root(self) -> bool:
+        """Whether the login user is root (known from the settings, without connecting)."""
+        with self._lock:
+            return self._connection_object().user == "root"
+
+    def connect(self) -> None:
+        """Open the connection now (otherwise it opens on first use)."""
+        self._with_retry("connect", lambda: self._connect().transport)
+
+    def _connection_object(self) -> Connection:
+        if self._connection is None:
+            self._connection = make_connection(self.address, self.options)
+        return self._connection
+
+    def _connect(self) -> Connection:
+        with self._lock:
+            connection = self._connection_object()
+            if not connection.is_connected:
+                if self._was_connected:
+                    self.reconnects += 1
+                    log.info("%s: connection lost, reconnecting", self.name)
+                connection.open()
+                self._was_connected = True
+            return connection
+
+    def _drop(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _with_retry(self, what: str, operation: Callable[[], T]) -> T:
+        """Run `operation`; if the connection dropped, reopen it once and try again."""
+        for attempt in (1, 2):
+            try:
+                return operation()
+            except _FATAL as exc:
+                self._drop()
+                raise NodeError(self.name, what, _fatal_message(self, exc)) from exc
+            except _DROPPED as exc:
+                self._drop()
+                if attempt == 2:
+                    raise NodeError(
+                        self.name, what, f"ssh to {self.address} failed (retried once): {exc!r}"
+                    ) from exc
+                log.info("%s: ssh failed (%r), trying once more", self.name, exc)
+        raise AssertionError("unreachable")
+
+    def _open_channel(self, line: str, timeout: float) -> paramiko.Channel:
+        transport = self._connect().client.get_transport()
+        if transport is None or not transport.is_active():
+            raise EOFError("ssh transport is not active")
+        channel = transport.open_session(timeout=timeout)
+        channel.exec_command(line)
+        channel.shutdown_write()
+        return channel
+
+    def _execute(
+        self, argv: list[str], text: str, timeout: float, sink: OutputSink
+    ) -> CommandResult:
+        line = shlex.join(["timeout", "-k", str(KILL_GRACE_S), f"{timeout:.3f}", *argv])
+        started = time.time()
+        channel = self._with_retry(text, lambda: self._open_channel(line, timeout))
+        try:
+            finished = _pump(channel, sink, started + timeout + KILL_GRACE_S + 1)
+            exit_code = channel.recv_exit_status() if finished else None
+        finally:
+            channel.close()
+        sink.finish()
+        if finished and exit_code == -1:
+            self._drop()
+            raise NodeError(self.name, text, "connection lost while the command ran")
+        node_killed = exit_code == _TIMEOUT_EXIT and time.time() - started >= timeout
+        timed_out = not finished or node_killed
+        return self._result(text, sink, exit_code, started=started, timed_out=timed_out)
+
+    def put(self, local_path: Path | str, remote_path: str, *, timeout: float = 300.0) -> None:
+        """Copy a local file to the node over sftp."""
+        what = f"put {local_path} {remote_path}"
+        self._transfer(what, timeout, lambda sftp: sftp.put(str(local_path), remote_path))
+
+    def get(self, remote_path: str, local_path: Path | str, *, timeout: float = 300.0) -> None:
+        """Copy a file from the node over sftp."""
+        what = f"get {remote_path} {local_path}"
+        self._transfer(what, timeout, lambda sftp: sftp.get(remote_path, str(local_path)))
+
+    def _transfer(
+        self, what: str, timeout: float, operation: Callable[[paramiko.SFTPClient], object]
+    ) -> None:
+        sftp = self._with_retry(what, lambda: self._open_sftp(timeout))
+        try:
+            operation(sftp)
+        except (OSError, paramiko.SSHException) as exc:
+            raise NodeError(self.name, what, f"transfer failed: {exc}") from exc
+        finally:
+            sftp.close()
+
+    def _open_sftp(self, timeout: float) -> paramiko.SFTPClient:
+        client = self._connect().client
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise EOFError("ssh transport is not active")
+        sftp = client.open_sftp()
+        sftp.get_channel().settimeout(timeout)
+        return sftp
+
+    def close(self) -> None:
+        """Close the connection (and any gateway)."""
+        self._drop()
+
+
+def _fatal_message(node: SshNode, exc: Exception) -> str:
+    """Explain a failure that retrying cannot fix (host key or authentication)."""
+    where = f"{node.address}:{node.options.port}"
+    if isinstance(exc, paramiko.BadHostKeyException | UnknownHostKeyError):
+        source = node.options.known_hosts or "~/.ssh/known_hosts"
+        return (
+            f"host key verification failed for {where}: {exc} (checked against {source}; "
+            "fix known_hosts, or set strict_host_key_checking: false for a throwaway testbed)"
+        )
+    return f"ssh authentication failed for {where}: {exc}"
+
+
+def _pump(channel: paramiko.Channel, sink: OutputSink, deadline: float) -> bool:
+    """Move output to `sink` until the channel closes; False if the deadline passed first."""
+    while True:
+        while channel.recv_ready():
+            sink.feed("stdout", channel.recv(_READ_SIZE))
+        while channel.recv_stderr_ready():
+            sink.feed("stderr", channel.recv_stderr(_READ_SIZE))
+        ended = channel.closed or (channel.exit_status_ready() and channel.eof_received)
+        if ended and not channel.recv_ready() and not channel.recv_stderr_ready():
+            return True
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return False
+        select.select([channel], [], [], min(remaining, 0.1))
