@@ -13,7 +13,7 @@ from rich.table import Table
 
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import PlanError, VirtualSpec, check_name, default_state_dir
-from r2bench.virtual.status import known_testbeds, testbed_status
+from r2bench.virtual.status import known_testbeds, read_status
 from r2bench.virtual.teardown import TestbedError, teardown
 
 testbed_app = typer.Typer(
@@ -28,7 +28,7 @@ StateDirOption = Annotated[
 
 
 def _fail(console: Console, message: str, code: int) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -36,7 +36,9 @@ def _progress(console: Console) -> Any:
     start = time.monotonic()
 
     def show(line: str) -> None:
-        console.print(f"  [dim]{time.monotonic() - start:6.2f}s[/] {line}", highlight=False)
+        console.print(
+            f"  [dim]{time.monotonic() - start:6.2f}s[/] {line}", highlight=False, soft_wrap=True
+        )
 
     return show
 
@@ -135,7 +137,7 @@ def status_command(
     names = [name] if name else known_testbeds()
     try:
         statuses = [
-            testbed_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)
+            read_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)
         ]
     except PlanError as exc:
         raise _fail(Console(stderr=True), str(exc), 2) from None

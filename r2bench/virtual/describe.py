@@ -85,7 +85,7 @@ def build_testbed(
     )
 
 
-def testbed_yaml(testbed: Testbed) -> str:
+def to_yaml(testbed: Testbed) -> str:
     """YAML text of `testbed` (defaults left out)."""
     data = testbed.model_dump(mode="json", exclude_defaults=True)
     return yaml.safe_dump(data, sort_keys=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from r2bench.config.testbed import Testbed
 from r2bench.virtual import sshd
-from r2bench.virtual.describe import build_testbed, testbed_yaml
+from r2bench.virtual.describe import build_testbed, to_yaml
 from r2bench.virtual.plan import (
     HOST_ADDRESS,
     TestbedPlan,
@@ -229,7 +229,7 @@ def _build(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Prog
     progress("keys, known_hosts and ssh_config")
     _start_sshds(plan, manifest, sshd_path, progress)
     testbed = build_testbed(plan, probed.features)
-    _write(manifest, paths.testbed_yaml, testbed_yaml(testbed))
+    _write(manifest, paths.testbed_yaml, to_yaml(testbed))
     return testbed
 
 

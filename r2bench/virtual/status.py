@@ -46,7 +46,7 @@ def _node_status(node: dict[str, Any], manifest: Manifest, present: set[str]) ->
     }
 
 
-def testbed_status(name: str, state_dir: Path) -> dict[str, Any]:
+def read_status(name: str, state_dir: Path) -> dict[str, Any]:
     """Status of testbed `name` as plain data (for a table or --json)."""
     manifest = Manifest.load(state_dir)
     present = set(list_netns())
