@@ -205,3 +205,16 @@ def test_failover_modes_finish_clean(mode: int, tmp_path: Path) -> None:
     others = [t for i, t in enumerate(times) if i != 1]
     assert times[1] >= 0.9 * FAILOVER_MS * 1000, times
     assert times[1] > 3 * statistics.median(others), times
+
+
+@needs_mpi
+def test_three_ranks_only_frozen_rank_fails_over() -> None:
+    """A peer that waits on the stalled rank must not mistake it for a dead link."""
+    env = {**stall_env(1), "R2B_NICS": "3", "R2B_TEST_FREEZE": "2:1:2"}
+    run = mpirun(3, ["-b", "1M", "-e", "1M", "-n", "3"], env)
+    assert run.rc == 0, run.stdout + run.stderr
+    check_rows(run, [1 << 20], 3)
+    warns = [
+        m.group(5) for m in map(LOG_LINE.match, run.stderr.splitlines()) if m and m[6] == "WARN"
+    ]
+    assert warns == ["2"], run.stderr

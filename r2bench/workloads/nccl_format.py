@@ -133,8 +133,9 @@ def column_header(per_iter: bool, timestamps: bool) -> list[str]:
             "                                in-place (+ per-iteration)"
         )
         block = "  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  {:>7s}  {:>7s}  {:>7s}"
-        names = ("time", "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%")
-        units = ("(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)")
+        names: tuple[str, ...] = ("time", "algbw", "busbw", "#wrong")
+        names += ("i_min", "i_max", "i_p99", "i_cv%")
+        units: tuple[str, ...] = ("(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)")
     else:
         titles = lead.format("", "", "", "", "") + (
             "           out-of-place                       in-place          "

@@ -211,7 +211,7 @@ class RingAllreduce:
         deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
         n, r, count = self.size, self.rank, len(buf)
         bounds = [c * count // n for c in range(n + 1)]
-        raw = memoryview(buf).cast("B")
+        raw = memoryview(buf.data).cast("B")
 
         def chunk(c: int) -> memoryview:
             return raw[bounds[c] * 4 : bounds[c + 1] * 4]
@@ -219,7 +219,7 @@ class RingAllreduce:
         for s in range(n - 1):
             dst = (r - s - 1) % n
             stage = self.staging[self.g % 2][: bounds[dst + 1] - bounds[dst]]
-            self._step(chunk((r - s) % n), memoryview(stage).cast("B"), deadline)
+            self._step(chunk((r - s) % n), memoryview(stage.data).cast("B"), deadline)
             part = buf[bounds[dst] : bounds[dst + 1]]
             np.add(part, stage, out=part)
         for s in range(n - 1):

@@ -8,8 +8,10 @@ another NIC (channel i's backup uses NIC (i+1) % k), like R2CCL's PRIMARY/BACKUP
 Protocol: every ring step carries a global step id ``g``. The sender splits the step's
 chunk into *shares* (one per channel) and sends ``header + payload`` on each share's
 connection; the receiver places the payload at its offset in the destination buffer and
-acknowledges ``(g, share)`` on the same connection. A share not acknowledged, with no
-send/ack progress on its connection for ``R2CC_FAILOVER_TIMEOUT_MS``, is a stall:
+acknowledges ``(g, share)`` on the same connection; while a receiver is not yet at step
+``g`` it sends heartbeat frames instead, so a slow peer is not mistaken for a dead link. A
+share not acknowledged, with no send progress and no frame back on its connection for
+``R2CC_FAILOVER_TIMEOUT_MS``, is a stall:
 
 * mode 0 (fail-stop) raises :class:`NetworkFailure`;
 * modes 1 and 2 resend every unacknowledged share of that connection on a backup
@@ -54,6 +56,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 HEADER = struct.Struct("!IQQIIQQ")  # magic, coll, g, share, attempt, offset, nbytes
 ACK = struct.Struct("!IQI")  # magic, g, share
@@ -63,6 +66,7 @@ PRIMARY, BACKUP = 0, 1
 KIND_NAMES = ("PRIMARY", "BACKUP")
 POLL_S = 0.02
 SCRATCH_BYTES = 1 << 20
+HEARTBEAT = (1 << 64) - 1  # ack frame meaning "receiver alive, step not posted yet"
 
 
 @dataclass(frozen=True)
@@ -214,11 +218,16 @@ class RecvWindow:
         with self.cond:
             self.slots.pop(g, None)
 
+    def wait_posted(self, g: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` for step ``g`` to be posted (True also if already past)."""
+        with self.cond:
+            if g not in self.slots and g > self.latest and not self.closing:
+                self.cond.wait(timeout)
+            return g in self.slots or g <= self.latest or self.closing
+
     def claim(self, conn: RecvConn, g: int, sid: int, attempt: int) -> memoryview | None:
         """Reserve share ``sid`` of step ``g`` for ``conn``; None means discard the payload."""
         with self.cond:
-            while g not in self.slots and g > self.latest and not self.closing:
-                self.cond.wait(POLL_S)
             slot = self.slots.get(g)
             if slot is None or sid in slot.received:
                 return None
@@ -317,7 +326,8 @@ class SendConn:
                 pos = 0
                 _, g, sid = ACK.unpack(buf)
                 self.last_progress = time.monotonic()
-                self.ring.on_ack(self, g, sid)
+                if g != HEARTBEAT:
+                    self.ring.on_ack(self, g, sid)
 
     def retire(self) -> None:
         """Stop using this connection for good."""
@@ -349,6 +359,9 @@ class RecvConn:
         if attempt > 0 and self.kind == BACKUP:
             self.ring.note_backup_recv(self)
         window = self.ring.window
+        while not window.wait_posted(g, self.ring.heartbeat_s):
+            if not self._send_ack(HEARTBEAT, 0):  # "alive, not ready yet": not a stall
+                return False
         dest = window.claim(self, g, sid, attempt)
         if dest is None:
             ok = self._discard(nbytes, scratch)
@@ -357,12 +370,14 @@ class RecvConn:
                 self.sock, dest[offset : offset + nbytes]
             )
             window.finish(g, sid, nbytes, ok)
-        if ok:
-            try:
-                self.sock.sendall(ACK.pack(MAGIC, g, sid))
-            except OSError:
-                return False
-        return ok
+        return ok and self._send_ack(g, sid)
+
+    def _send_ack(self, g: int, sid: int) -> bool:
+        try:
+            self.sock.sendall(ACK.pack(MAGIC, g, sid))
+        except OSError:
+            return False
+        return True
 
     def _loop(self) -> None:
         head = bytearray(HEADER.size)
@@ -499,6 +514,7 @@ class RingTransport:
         self.weights: list[tuple[SendConn, float]] | None = None
         self.oob = OobNet(cfg)
         self.right = (cfg.rank + 1) % cfg.size
+        self.heartbeat_s = min(0.1, cfg.failover_timeout_s / 4)
         self._connect(allgather)
 
     # ---- setup -------------------------------------------------------------------------
@@ -517,14 +533,15 @@ class RingTransport:
             sock.close()
         self.oob.start([[tuple(a) for a in entry["oob"]] for entry in table])
 
-    def _dial_right(self, remote: list[tuple[str, int]]) -> None:
+    def _dial_right(self, remote: list[list[Any]]) -> None:
         nics, k = self.cfg.nics, len(self.cfg.nics)
         plan = [(PRIMARY, i, i) for i in range(k)]
         if k > 1:
             plan += [(BACKUP, i, (i + 1) % k) for i in range(k)]
         for kind, channel, nic in plan:
             hello = HELLO.pack(MAGIC, self.cfg.rank, kind, channel, nic)
-            sock = _dial(nics[nic].addr, tuple(remote[nic]), hello)
+            addr, port = remote[nic]
+            sock = _dial(nics[nic].addr, (str(addr), int(port)), hello)
             conn = SendConn(self, sock, channel, nics[nic], kind)
             if kind == PRIMARY:
                 self.routes.append(conn)
