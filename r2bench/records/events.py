@@ -1,0 +1,326 @@
+"""Typed events from NCCL / R2CCL logs, nccl-tests error lines and mpirun messages.
+
+Public API:
+
+- `iter_events(source, include_info=False, tz=timezone.utc)`: stream `Event`s from text
+  (str, bytes or an iterable of lines), one event at most per line, in line order.
+- `parse_events(...)`: the same, as a list.
+
+NCCL INFO lines with no particular meaning are skipped unless `include_info` is set (a long
+`NCCL_DEBUG=INFO` log has millions of them). NCCL prints timestamps in the node's local time
+without a zone: pass that zone as `tz` to get correct epoch seconds.
+
+The bracketed number in `host:pid:tid [N] NCCL ...` is NCCL's CUDA device index, which equals
+the rank only with one process per GPU on one node; it is reported as `rank` and the outcome
+classifier prefers the nccl-tests `# Rank` table (pid -> rank) when it has one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone, tzinfo
+from typing import Any
+
+from r2bench.records.models import Event, EventKind
+from r2bench.records.nccltests import MAX_LINE, iter_lines
+
+MAX_TEXT = 500
+
+_NCCL_RE = re.compile(
+    r"^(?:\[(?P<ts>[^\]]{1,64})\]\s*)?"
+    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+)\s+"
+    r"(?:\[(?P<dev>\d+)\]\s+)?(?:(?:[\d.]+\s+)?(?P<src>[^\s:]+:\d+)\s+)?"
+    r"NCCL (?P<level>INFO|WARN|TRACE|CALL|ABORT)\b ?(?P<msg>.*)$"
+)
+_TS_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?")
+_EPOCH_RE = re.compile(r"^\d{9,11}(?:\.\d+)?$")
+_BARE_VERSION_RE = re.compile(r"^NCCL version (\S+)")
+_ROW_PREFIX_RE = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+(?=\S)")
+_TEST_RE = re.compile(
+    r"^(?P<host>\S+): Test (?P<what>NCCL failure|CUDA failure|timeout \((?P<secs>\d+)s\))"
+    r"\s*(?P<where>\S+:\d+)?\s*(?P<rest>.*)$"
+)
+_TEST_STACK_RE = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure (?P<where>\S+)")
+_SIGNAL_RE = re.compile(
+    r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) "
+    r"exited on signal (?P<sig>\d+)(?: \((?P<name>[^)]*)\))?"
+)
+_IMPROPER_RE = re.compile(r"due to process rank (?P<rank>\d+) with PID (?P<pid>\d+) on\s*$")
+_PROCNAME_RE = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
+_EXITCODE_RE = re.compile(r"Exit code:\s*(?P<code>-?\d+)")
+_NODE_RE = re.compile(r"^\s*(?:node\s+(?P<host>\S+)\s+exiting improperly|Node:\s*(?P<h2>\S+))")
+_IB_RE = re.compile(
+    r"Got completion from peer (?P<peer>\S+) with (?:error |status=)(?P<status>\d+)"
+    r".*?vendor err (?P<vendor>\d+)"
+)
+_SOCKET_WORDS = (
+    "socketProgress",
+    "socketPoll",
+    "Connection reset by peer",
+    "Connection closed by remote peer",
+    "Connection refused",
+    "Broken pipe",
+    "NET/Socket",
+)
+_LAUNCH_PATTERNS = (
+    "mpirun was unable to launch",
+    "mpirun was unable to find the specified executable",
+    "There are not enough slots available",
+    "ORTE was unable to reliably start",
+    "ORTE does not know how to route",
+    "total processes failed to start",
+    "command not found",
+    "No such file or directory",
+    "cannot open shared object file",
+    "Host key verification failed",
+    "Permission denied (publickey",
+    "Could not resolve hostname",
+    "execvp error",
+)
+_R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
+    (
+        EventKind.R2CC_HOT_REPAIR_BROADCAST,
+        re.compile(r"Broadcast HOT_REPAIR signal from rank (?P<from_rank>\d+) to (?P<peers>\d+)"),
+    ),
+    (
+        EventKind.R2CC_HOT_REPAIR_RECEIVED,
+        re.compile(r"Received HOT_REPAIR signal '(?P<signal>[^']*)' from (?P<peer>\S+)"),
+    ),
+    (
+        EventKind.R2CC_STEP_SYNC,
+        re.compile(
+            r"(?P<direction>Sent|Received) STEP_SYNC channel=(?P<channel>\d+) step=(?P<step>\d+)"
+            r" (?:to rank (?P<peer_rank>\d+)|from (?P<peer>\S+))"
+        ),
+    ),
+    (EventKind.R2CC_HOT_REPAIR_DETECTED, re.compile(r"R2CC: hot-repair detected")),
+    (
+        EventKind.R2CC_GATHER_COMPLETE,
+        re.compile(
+            r"gather complete: localMask=(?P<local_mask>\S+)"
+            r" globalMask=(?P<global_mask>\S+)"
+        ),
+    ),
+    (
+        EventKind.R2CC_BACKUP_SWITCH,
+        re.compile(
+            r"R2CC_MODE=(?P<mode>\d+) \((?P<side>SEND|RECV)\): Channel (?P<channel>\d+)"
+            r" will simulate disable of device (?P<failed_dev>\d+) \((?P<failed_name>[^)]*)\)"
+            r" and use backup device (?P<backup_dev>\d+) \((?P<backup_name>[^)]*)\)"
+        ),
+    ),
+    (
+        EventKind.R2CC_BACKUP_CONNECTED,
+        re.compile(
+            r"Connect COMPLETED rank=(?P<peer_rank>\d+) channel=(?P<channel>\d+) type=BACKUP"
+            r" dev=(?P<dev>\d+)"
+        ),
+    ),
+    (EventKind.R2CC_OOB_INIT, re.compile(r"OOB: Socket Initialized on Port (?P<port>\d+)")),
+    (EventKind.NCCL_VERSION, re.compile(r"^NCCL version (?P<version>\S+)")),
+)
+
+
+def clean(text: str, limit: int = MAX_TEXT) -> str:
+    """A log line made safe to store and show: control characters replaced, length capped."""
+    out = "".join(c if c >= " " or c == "\t" else "\ufffd" for c in text[:limit])
+    return out.replace("\x7f", "\ufffd")
+
+
+def parse_events(
+    source: str | bytes | Iterable[str] | Iterable[bytes],
+    include_info: bool = False,
+    tz: tzinfo = timezone.utc,
+) -> list[Event]:
+    """All events of a log, in line order. See `iter_events`."""
+    return list(iter_events(source, include_info=include_info, tz=tz))
+
+
+def iter_events(
+    source: str | bytes | Iterable[str] | Iterable[bytes],
+    include_info: bool = False,
+    tz: tzinfo = timezone.utc,
+) -> Iterator[Event]:
+    """Stream typed events from a log. Never raises on bad input; unknown lines are skipped."""
+    scanner = _Scanner(include_info=include_info, tz=tz)
+    for lineno, line in enumerate(iter_lines(source), start=1):
+        if len(line) > MAX_LINE:
+            continue
+        yield from scanner.feed(lineno, line)
+    yield from scanner.flush()
+
+
+@dataclass
+class _Pending:
+    """An mpirun message spread over several lines, completed as its lines arrive."""
+
+    kind: EventKind
+    line: int
+    text: str
+    fields: dict[str, Any]
+    details: dict[str, str] = field(default_factory=dict)
+    ttl: int = 8  # lines to wait for the remaining fields
+
+
+@dataclass
+class _Scanner:
+    include_info: bool
+    tz: tzinfo
+    pending: _Pending | None = None
+
+    def feed(self, lineno: int, line: str) -> Iterator[Event]:
+        if self.pending is not None:
+            yield from self._continue_pending(line)
+        if "NCCL " in line and (m := _NCCL_RE.match(line)) is not None:
+            event = self._nccl(lineno, line, m)
+            if event is not None:
+                yield event
+            return
+        event = self._other(lineno, line)
+        if event is not None:
+            yield event
+
+    def flush(self) -> Iterator[Event]:
+        if self.pending is not None:
+            p, self.pending = self.pending, None
+            yield _event(p.kind, p.line, p.text, details=p.details, **p.fields)
+
+    def _continue_pending(self, line: str) -> Iterator[Event]:
+        p = self.pending
+        assert p is not None
+        for rx, key in ((_PROCNAME_RE, "rank"), (_EXITCODE_RE, "code")):
+            m = rx.search(line)
+            if m:
+                value = m.group(1)
+                if key == "rank":
+                    p.fields["rank"] = int(value)
+                else:
+                    p.details["exit_code"] = value
+        m = _NODE_RE.match(line)
+        if m:
+            p.fields["host"] = m.group("host") or m.group("h2")
+        p.ttl -= 1
+        if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields) or "host" in p.fields:
+            yield from self.flush()
+
+    def _nccl(self, lineno: int, line: str, m: re.Match[str]) -> Event | None:
+        msg = m.group("msg").strip()
+        level = m.group("level")
+        kind, details = _classify_nccl(level, msg)
+        if kind is EventKind.NCCL_INFO and not self.include_info:
+            return None
+        if m.group("src"):
+            details["source"] = m.group("src")
+        return _event(
+            kind,
+            lineno,
+            line,
+            message=msg,
+            time=_parse_time(m.group("ts"), self.tz),
+            host=m.group("host"),
+            pid=int(m.group("pid")),
+            tid=int(m.group("tid")),
+            rank=int(m.group("dev")) if m.group("dev") is not None else None,
+            details=details,
+        )
+
+    def _other(self, lineno: int, line: str) -> Event | None:
+        body = _ROW_PREFIX_RE.sub("", line, count=1).strip()
+        if not body:
+            return None
+        if (m := _TEST_RE.match(body)) is not None:
+            return _test_event(lineno, line, body, m)
+        if (m := _TEST_STACK_RE.match(body)) is not None:
+            return _event(
+                EventKind.TEST_FAILURE,
+                lineno,
+                line,
+                message=body,
+                host=m.group("host"),
+                pid=int(m.group("pid")),
+                details={"where": m.group("where")},
+            )
+        return self._mpi(lineno, line, body)
+
+    def _mpi(self, lineno: int, line: str, body: str) -> Event | None:
+        if (m := _SIGNAL_RE.search(body)) is not None:
+            details = {"signal": m.group("sig"), "signal_name": m.group("name") or ""}
+            pid = int(m.group("pid"))
+            return _event(
+                EventKind.MPI_PROCESS_SIGNALED,
+                lineno,
+                line,
+                message=body,
+                rank=int(m.group("rank")),
+                pid=pid or None,  # Open MPI 4 often prints PID 0
+                host=m.group("host").rstrip("."),
+                details=details,
+            )
+        if re.match(r"Primary job\s+terminated normally", body):
+            return _event(EventKind.MPI_JOB_ABORTED, lineno, line, message=body)
+        improper = _IMPROPER_RE.search(body)
+        if improper is not None or "exited with non-zero status" in body:
+            fields: dict[str, Any] = {"message": body}
+            if improper is not None:
+                fields["rank"] = int(improper.group("rank"))
+            self.pending = _Pending(EventKind.MPI_PROCESS_EXIT, lineno, line, fields)
+            return None
+        if (m := _BARE_VERSION_RE.match(body)) is not None:
+            details = {"version": m.group(1)}
+            return _event(EventKind.NCCL_VERSION, lineno, line, message=body, details=details)
+        if any(p in body for p in _LAUNCH_PATTERNS):
+            return _event(EventKind.LAUNCH_ERROR, lineno, line, message=body)
+        return None
+
+
+def _classify_nccl(level: str, msg: str) -> tuple[EventKind, dict[str, str]]:
+    for kind, rx in _R2CC_RULES:
+        m = rx.search(msg)
+        if m:
+            return kind, {k: v for k, v in m.groupdict().items() if v is not None}
+    if "Got completion from peer" in msg:
+        m = _IB_RE.search(msg)
+        return EventKind.NET_IB_COMPLETION_ERROR, (m.groupdict() if m else {})
+    if level == "WARN":
+        if any(w in msg for w in _SOCKET_WORDS):
+            return EventKind.SOCKET_ERROR, {}
+        return EventKind.NCCL_WARN, {}
+    return EventKind.NCCL_INFO, {}
+
+
+def _test_event(lineno: int, line: str, body: str, m: re.Match[str]) -> Event:
+    what = m.group("what")
+    details = {"where": m.group("where") or "", "error": m.group("rest").strip(" '")}
+    if m.group("secs"):
+        kind = EventKind.TEST_TIMEOUT
+        details["timeout_s"] = m.group("secs")
+    elif what == "NCCL failure":
+        kind = EventKind.TEST_NCCL_FAILURE
+    else:
+        kind = EventKind.TEST_FAILURE
+        details["what"] = what
+    return _event(kind, lineno, line, message=body, host=m.group("host"), details=details)
+
+
+def _event(kind: EventKind, lineno: int, line: str, **fields: Any) -> Event:
+    fields["message"] = clean(fields.get("message", ""))
+    return Event(kind=kind, line=lineno, text=clean(line.strip()), **fields)
+
+
+def _parse_time(ts: str | None, tz: tzinfo) -> float | None:
+    if not ts:
+        return None
+    ts = ts.strip()
+    if _EPOCH_RE.match(ts):
+        return float(ts)
+    m = _TS_RE.match(ts)
+    if not m:
+        return None
+    try:
+        base = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    frac = float("0." + m.group(3)) if m.group(3) else 0.0
+    return base.replace(tzinfo=tz).timestamp() + frac
