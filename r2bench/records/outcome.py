@@ -1,0 +1,270 @@
+"""Classify how a run ended, from its exit status, parsed output and log events.
+
+Public API: `classify(...) -> Outcome`. Rules, first match wins:
+
+1. `build_failed`      -> build_failed (reason from the first compiler errors of `build_log`)
+2. `interrupted`       -> interrupted
+3. nccl-tests `Test timeout` or the harness deadline passed -> timeout
+4. launch errors (mpirun could not start it, missing binary/library) and no results -> launch_failed
+5. a rank died by a signal, a network/socket error, `Test NCCL failure`, a non-zero rank exit
+   -> crashed, naming the rank and host that failed first
+6. `#wrong` > 0 or `Out of bounds values : N FAILED` -> wrong_results
+7. any other non-zero exit, or output that stops before the test concluded -> crashed
+8. otherwise -> ok
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from r2bench.records.events import clean
+from r2bench.records.models import (
+    Event,
+    EventKind,
+    Evidence,
+    LaunchInfo,
+    Outcome,
+    OutcomeStatus,
+    ParsedNcclTests,
+)
+
+MAX_EVIDENCE = 8
+_BUILD_ERROR_RE = re.compile(r"(\berror\b|\*\*\*)", re.IGNORECASE)
+_CUDA13_HINT_RE = re.compile(r"\bpfn_cu\w+|PFN_cu\w+' does not name a type|‘PFN_cu")
+_NETWORK_KINDS = (EventKind.NET_IB_COMPLETION_ERROR, EventKind.SOCKET_ERROR)
+
+
+def classify(
+    exit_code: int | None,
+    *,
+    timed_out: bool = False,
+    interrupted: bool = False,
+    build_failed: bool = False,
+    launch: LaunchInfo | None = None,
+    parsed: ParsedNcclTests | None = None,
+    events: Sequence[Event] = (),
+    build_log: str | None = None,
+    source: str | None = None,
+) -> Outcome:
+    """Classify one run.
+
+    `exit_code` is the launcher's exit status (None if unknown; negative = killed by that
+    signal, as Python's subprocess reports it). `timed_out` means the harness's own deadline
+    killed it. `source` names the log file the events' line numbers refer to.
+    """
+    if build_failed:
+        return _build_failed(build_log or "", source)
+    ctx = _Context(parsed, events, source)
+    if interrupted:
+        return Outcome(
+            status=OutcomeStatus.INTERRUPTED,
+            reason=f"interrupted by the user after {ctx.n_rows} result rows",
+            evidence=ctx.last_row_evidence(),
+        )
+    for rule in (_timeout, _launch_failed, _crashed_by_events, _wrong_results, _fallback):
+        outcome = rule(ctx, exit_code, timed_out, launch)
+        if outcome is not None:
+            return outcome
+    raise AssertionError("unreachable: _fallback always decides")
+
+
+class _Context:
+    """Inputs of the rules plus small helpers shared by them."""
+
+    def __init__(self, parsed: ParsedNcclTests | None, events: Sequence[Event], source: str | None):
+        self.parsed = parsed
+        self.events = list(events)
+        self.source = source
+        self.n_rows = len(parsed.rows) if parsed else 0
+        self.pid_rank: dict[tuple[str | None, int | None], int] = (
+            {(d.host, d.pid): d.rank for d in parsed.devices} if parsed else {}
+        )
+
+    def of(self, *kinds: EventKind) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def evidence(self, events: Iterable[Event]) -> list[Evidence]:
+        return [Evidence(line=e.line, text=e.text, source=self.source) for e in events][
+            :MAX_EVIDENCE
+        ]
+
+    def rank_of(self, event: Event) -> int | None:
+        """MPI rank of an event: the nccl-tests `# Rank` table wins over NCCL's [device]."""
+        if event.pid is not None and (event.host, event.pid) in self.pid_rank:
+            return self.pid_rank[(event.host, event.pid)]
+        return event.rank
+
+    def rank_label(self, event: Event) -> str:
+        rank = self.rank_of(event)
+        return f"rank {rank if rank is not None else '?'} on {event.host or '?'}"
+
+    def last_row_evidence(self) -> list[Evidence]:
+        if not self.parsed or not self.parsed.rows:
+            return []
+        row = self.parsed.rows[-1]
+        text = f"last result: {row.size_bytes} B {row.placement} busbw {row.busbw_gbps} GB/s"
+        return [Evidence(line=row.line, text=text, source=self.source)]
+
+
+def _timeout(
+    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
+) -> Outcome | None:
+    hits = ctx.of(EventKind.TEST_TIMEOUT)
+    if hits:
+        first = hits[0]
+        secs = first.details.get("timeout_s", "?")
+        return Outcome(
+            status=OutcomeStatus.TIMEOUT,
+            reason=f"nccl-tests timeout ({secs}s, -T) on {first.host}: a collective stopped "
+            f"progressing after {ctx.n_rows} result rows",
+            failed_host=first.host,
+            evidence=ctx.evidence(hits) + ctx.last_row_evidence(),
+        )
+    if timed_out:
+        limit = f" of {launch.deadline_s:g} s" if launch and launch.deadline_s else ""
+        return Outcome(
+            status=OutcomeStatus.TIMEOUT,
+            reason=f"harness deadline{limit} passed after {ctx.n_rows} result rows; run killed",
+            evidence=ctx.last_row_evidence(),
+        )
+    return None
+
+
+def _launch_failed(
+    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
+) -> Outcome | None:
+    if ctx.n_rows:
+        return None
+    hits = ctx.of(EventKind.LAUNCH_ERROR)
+    started = ctx.parsed is not None and ctx.parsed.nccl_tests_version is not None
+    if hits:
+        return Outcome(
+            status=OutcomeStatus.LAUNCH_FAILED,
+            reason=f"could not start the run: {hits[0].message}",
+            failed_host=hits[0].host,
+            evidence=ctx.evidence(hits),
+        )
+    if exit_code in (126, 127) and not started:
+        cmd = f" ({launch.command})" if launch and launch.command else ""
+        return Outcome(
+            status=OutcomeStatus.LAUNCH_FAILED,
+            reason=f"launcher exited {exit_code} (command not found or not executable){cmd}",
+        )
+    return None
+
+
+def _crashed_by_events(
+    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
+) -> Outcome | None:
+    signaled = ctx.of(EventKind.MPI_PROCESS_SIGNALED)
+    network = sorted(ctx.of(*_NETWORK_KINDS), key=lambda e: (e.time is None, e.time, e.line))
+    nccl_fail = ctx.of(EventKind.TEST_NCCL_FAILURE)
+    exits = [e for e in ctx.of(EventKind.MPI_PROCESS_EXIT) if e.details.get("exit_code") != "0"]
+    cuda_fail = [e for e in ctx.of(EventKind.TEST_FAILURE) if e.details.get("what")]
+    if not (signaled or network or nccl_fail or exits or cuda_fail):
+        return None
+    culprit = (signaled or network or nccl_fail or cuda_fail or exits)[0]
+    rank, host, who = ctx.rank_of(culprit), culprit.host, ctx.rank_label(culprit)
+    if signaled:
+        sig = culprit.details
+        what = f"{who} was killed by signal {sig.get('signal')} ({sig.get('signal_name') or '?'})"
+    elif network:
+        what = f"{who} hit a network error first: {culprit.message}"
+    elif exits:
+        what = f"{who} exited with code {culprit.details.get('exit_code', '?')}"
+    else:
+        what = f"{who} reported: {culprit.message}"
+    if network and culprit.kind not in _NETWORK_KINDS:
+        what += f"; then {ctx.rank_label(network[0])} saw: {network[0].message}"
+    evidence = ctx.evidence([culprit, *network[:2], *nccl_fail[:1], *cuda_fail[:1], *exits[:1]])
+    return Outcome(
+        status=OutcomeStatus.CRASHED,
+        reason=f"{what} (after {ctx.n_rows} result rows)",
+        failed_rank=rank,
+        failed_host=host,
+        evidence=_dedupe(evidence),
+    )
+
+
+def _wrong_results(
+    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
+) -> Outcome | None:
+    parsed = ctx.parsed
+    if parsed is None or not (parsed.wrong_rows or parsed.oob_failed):
+        return None
+    bad = parsed.wrong_rows
+    evidence = [
+        Evidence(
+            line=r.line,
+            text=f"{r.size_bytes} B {r.type} {r.redop} {r.placement}: #wrong {r.wrong}",
+            source=ctx.source,
+        )
+        for r in bad[:MAX_EVIDENCE]
+    ]
+    if parsed.oob_failed:
+        text = f"# Out of bounds values : {parsed.oob_values} FAILED"
+        evidence.append(Evidence(text=text, source=ctx.source))
+    sizes = sorted({r.size_bytes for r in bad})
+    return Outcome(
+        status=OutcomeStatus.WRONG_RESULTS,
+        reason=f"{len(bad)} result(s) with #wrong > 0 (sizes {sizes[:5]})"
+        if bad
+        else f"out of bounds values: {parsed.oob_values} FAILED",
+        evidence=evidence,
+    )
+
+
+def _fallback(
+    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
+) -> Outcome:
+    if exit_code is not None and exit_code != 0:
+        sig = -exit_code if exit_code < 0 else exit_code - 128 if exit_code > 128 else None
+        how = f"killed by signal {sig}" if sig else f"exited with code {exit_code}"
+        return Outcome(
+            status=OutcomeStatus.CRASHED,
+            reason=f"launcher {how} after {ctx.n_rows} result rows",
+            evidence=ctx.last_row_evidence(),
+        )
+    if ctx.parsed is not None and not ctx.parsed.concluded:
+        return Outcome(
+            status=OutcomeStatus.CRASHED,
+            reason=f"output ends after {ctx.n_rows} result rows, before the test concluded",
+            evidence=ctx.last_row_evidence(),
+        )
+    avg = ctx.parsed.avg_busbw_gbps if ctx.parsed else None
+    return Outcome(
+        status=OutcomeStatus.OK,
+        reason=f"{ctx.n_rows} result rows, avg busbw {avg} GB/s"
+        if ctx.parsed
+        else f"exit code {exit_code}",
+    )
+
+
+def _build_failed(log: str, source: str | None) -> Outcome:
+    errors: list[Evidence] = []
+    cuda13 = False
+    for lineno, line in enumerate(log.splitlines(), start=1):
+        if _BUILD_ERROR_RE.search(line):
+            if len(errors) < MAX_EVIDENCE:
+                errors.append(Evidence(line=lineno, text=clean(line.strip()), source=source))
+            cuda13 = cuda13 or bool(_CUDA13_HINT_RE.search(line))
+    reason = "build failed"
+    if errors:
+        reason += f": {errors[0].text}"
+    if cuda13:
+        reason += (
+            " (CUDA driver-API declarations missing: this NCCL 2.23-based source does not build"
+            " with CUDA 13; use a CUDA 12.x toolkit)"
+        )
+    return Outcome(status=OutcomeStatus.BUILD_FAILED, reason=reason, evidence=errors)
+
+
+def _dedupe(evidence: list[Evidence]) -> list[Evidence]:
+    seen: set[int | None] = set()
+    out = []
+    for ev in evidence:
+        if ev.line not in seen:
+            seen.add(ev.line)
+            out.append(ev)
+    return out
