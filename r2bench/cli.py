@@ -2,12 +2,132 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+import r2bench
+from r2bench.config.errors import ConfigError
 
 app = typer.Typer(
     name="r2bench",
-    help="Fault-injection and benchmarking harness for R2CCL and NCCL.",
+    help="Fault-injection and benchmarking harness for R2CCL and NCCL.\n\n"
+    "Typical flow: [bold]testbed up[/] (or write a testbed file), [bold]plan[/] to see every "
+    "command a sweep will run, [bold]setup[/], [bold]sweep[/], [bold]report[/].",
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+EXIT_USAGE = 2
+
+
+@contextmanager
+def config_errors(console: Console) -> Iterator[None]:
+    """Print ConfigError issues (file:line:col: field: message) and exit 2, never a traceback."""
+    try:
+        yield
+    except ConfigError as error:
+        for issue in error.issues:
+            console.print(issue.render(), markup=False, highlight=False, soft_wrap=True)
+        count = len(error.issues)
+        console.print(
+            f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", style="red"
+        )
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+ExperimentArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
+TestbedOpt = Annotated[
+    Path, typer.Option("--testbed", "-t", help="Testbed YAML file.", show_default=False)
+]
+
+
+@app.command()
+def plan(
+    experiment: ExperimentArg,
+    testbed: TestbedOpt,
+    commands: Annotated[
+        bool, typer.Option("--commands", "-c", help="Show every command of every run.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the plan as JSON for tools.")
+    ] = False,
+) -> None:
+    """Expand an experiment into runs and show exactly what each will execute. Touches nothing.
+
+    Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
+    file, line, column and field).
+    """
+    from r2bench.plan.build import load_inputs, make_plan
+    from r2bench.plan.render import plan_json, print_plan
+
+    with config_errors(_stderr()):
+        result = make_plan(load_inputs(experiment, testbed))
+    if as_json:
+        sys.stdout.write(plan_json(result) + "\n")
+    else:
+        print_plan(result, Console(), commands)
+
+
+@app.command()
+def schema(
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write testbed/experiment/recipe .schema.json here."),
+    ] = None,
+) -> None:
+    """JSON Schema of the testbed, experiment and recipe files (for editor completion).
+
+    Without --out, prints one JSON object {"testbed": ..., "experiment": ..., "recipe": ...}.
+    """
+    from r2bench.config.schema import all_schemas
+
+    schemas = all_schemas()
+    if out_dir is None:
+        sys.stdout.write(json.dumps(schemas, indent=2) + "\n")
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, body in schemas.items():
+        path = out_dir / f"{name}.schema.json"
+        path.write_text(json.dumps(body, indent=2) + "\n")
+        Console().print(f"wrote {path}")
+
+
+@app.command()
+def version() -> None:
+    """Print r2bench's version."""
+    typer.echo(f"r2bench {r2bench.__version__}")
+
+
+def _not_implemented(name: str, summary: str) -> Callable[[], None]:
+    def command() -> None:
+        _stderr().print(f"r2bench {name}: not implemented yet.", style="red")
+        raise typer.Exit(EXIT_USAGE)
+
+    command.__doc__ = f"{summary} [red](not implemented yet)[/]"
+    return command
+
+
+for _name, _summary in (
+    ("setup", "Build the library under test and nccl-tests on every node (cached)."),
+    ("sweep", "Run every planned run: launch, inject faults, record, heal."),
+    ("heal", "Revert every r2bench fault still active on the testbed."),
+):
+    app.command(_name)(_not_implemented(_name, _summary))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

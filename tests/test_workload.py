@@ -218,3 +218,11 @@ def test_three_ranks_only_frozen_rank_fails_over() -> None:
         m.group(5) for m in map(LOG_LINE.match, run.stderr.splitlines()) if m and m[6] == "WARN"
     ]
     assert warns == ["2"], run.stderr
+
+
+def test_nic_map_picks_this_hosts_addresses() -> None:
+    from r2bench.workloads.ring_allreduce import nic_addrs_from_map
+
+    nic_map = "node0=198.18.1.10,198.18.2.10;node1=198.18.1.11,198.18.2.11"
+    assert nic_addrs_from_map(nic_map, "node1") == "198.18.1.11,198.18.2.11"
+    assert nic_addrs_from_map(nic_map, "node9") == ""

@@ -41,7 +41,9 @@ class SourceDoc:
             return self.key_positions[path]
         return self.locate(path)
 
-    def issue(self, path: FieldPath, message: str, hint: str = "", at_key: bool = False) -> ConfigIssue:
+    def issue(
+        self, path: FieldPath, message: str, hint: str = "", at_key: bool = False
+    ) -> ConfigIssue:
         line, column = self.locate_key(path) if at_key else self.locate(path)
         return ConfigIssue(self.file, line, column, path, message, hint)
 
@@ -52,13 +54,27 @@ def load_yaml(path: Path) -> SourceDoc:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError([ConfigIssue(name, None, None, (), f"cannot read file: {exc.strerror}")]) from exc
+        raise ConfigError(
+            [ConfigIssue(name, None, None, (), f"cannot read file: {exc.strerror}")]
+        ) from exc
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError([ConfigIssue(name, None, None, (), f"file is {len(raw)} bytes; configs are limited to {MAX_CONFIG_BYTES}")])
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    name,
+                    None,
+                    None,
+                    (),
+                    f"file is {len(raw)} bytes; configs are limited to {MAX_CONFIG_BYTES}",
+                )
+            ]
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([ConfigIssue(name, None, None, (), f"not UTF-8 text (byte {exc.start})")]) from exc
+        raise ConfigError(
+            [ConfigIssue(name, None, None, (), f"not UTF-8 text (byte {exc.start})")]
+        ) from exc
     return parse_yaml(text, name)
 
 
@@ -70,12 +86,16 @@ def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
         mark = exc.problem_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
         message = f"YAML syntax error: {exc.problem}" if exc.problem else "YAML syntax error"
-        raise ConfigError([ConfigIssue(name, line, column, (), message, exc.context or "")]) from exc
+        raise ConfigError(
+            [ConfigIssue(name, line, column, (), message, exc.context or "")]
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigIssue(name, None, None, (), f"YAML error: {exc}")]) from exc
     doc = SourceDoc(name, None)
     if root is None:
-        raise ConfigError([ConfigIssue(name, 1, 1, (), "file is empty; expected a mapping of settings")])
+        raise ConfigError(
+            [ConfigIssue(name, 1, 1, (), "file is empty; expected a mapping of settings")]
+        )
     doc.data = _Converter(doc).convert(root, ())
     return doc
 
@@ -94,7 +114,9 @@ class _Converter:
     def convert(self, node: yaml.Node, path: FieldPath) -> Any:
         self.count += 1
         if self.count > self.MAX_NODES:
-            raise ConfigError([self.doc.issue(path, f"more than {self.MAX_NODES} values (alias expansion?)")])
+            raise ConfigError(
+                [self.doc.issue(path, f"more than {self.MAX_NODES} values (alias expansion?)")]
+            )
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, path)
@@ -109,13 +131,17 @@ class _Converter:
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError([self.doc.issue(path, "mapping keys must be plain names, found a structure")])
+                raise ConfigError(
+                    [self.doc.issue(path, "mapping keys must be plain names, found a structure")]
+                )
             key = key_node.value
             child = (*path, key)
             position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             self.doc.key_positions[child] = position
             if key in result:
                 self.doc.positions[child] = position
-                raise ConfigError([self.doc.issue(child, f"duplicate key '{key}'", "each key may appear once")])
+                raise ConfigError(
+                    [self.doc.issue(child, f"duplicate key '{key}'", "each key may appear once")]
+                )
             result[key] = self.convert(value_node, child)
         return result

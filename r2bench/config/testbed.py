@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from r2bench.config.types import FreeText, HostAddress, IfName, Name, StrictModel
+
+
+def _reject_duplicates(names: list[str], what: str) -> None:
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise ValueError(
+                f"{what} name '{name}' appears twice (entries {names.index(name)} and {index})"
+            )
 
 
 class NicKind(str, Enum):
@@ -66,14 +74,11 @@ class Node(StrictModel):
     )
     nics: list[Nic] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _unique_nics(self) -> Node:
-        seen: set[str] = set()
-        for nic in self.nics:
-            if nic.name in seen:
-                raise ValueError(f"NIC name '{nic.name}' appears twice on node '{self.name}'")
-            seen.add(nic.name)
-        return self
+    @field_validator("nics")
+    @classmethod
+    def _unique_nics(cls, nics: list[Nic]) -> list[Nic]:
+        _reject_duplicates([nic.name for nic in nics], "NIC")
+        return nics
 
     def nic(self, name: str) -> Nic | None:
         """The NIC called `name`, or None."""
@@ -144,14 +149,11 @@ class Testbed(StrictModel):
     )
     state_dir: FreeText | None = Field(None, description="Where a virtual testbed keeps its state.")
 
-    @model_validator(mode="after")
-    def _unique_nodes(self) -> Testbed:
-        seen: set[str] = set()
-        for node in self.nodes:
-            if node.name in seen:
-                raise ValueError(f"node name '{node.name}' appears twice")
-            seen.add(node.name)
-        return self
+    @field_validator("nodes")
+    @classmethod
+    def _unique_nodes(cls, nodes: list[Node]) -> list[Node]:
+        _reject_duplicates([node.name for node in nodes], "node")
+        return nodes
 
     def node(self, name: str) -> Node | None:
         """The node called `name`, or None."""

@@ -35,18 +35,43 @@ def validate_model(model: type[M], doc: SourceDoc, path: FieldPath = ()) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([_issue(model, doc, path, err) for err in exc.errors()]) from None
+        errors = _drop_losing_union_branches(exc.errors(), data)
+        raise ConfigError([_issue(model, doc, path, err, data) for err in errors]) from None
 
 
-def _issue(model: type[BaseModel], doc: SourceDoc, base: FieldPath, err: Any) -> ConfigIssue:
-    loc = _clean_loc(err["loc"])
+_SHAPE_ERRORS = {"list_type", "dict_type", "model_type", "model_attributes_type"}
+
+
+def _drop_losing_union_branches(errors: list[Any], data: Any) -> list[Any]:
+    """For `A | list[B]` fields pydantic reports every branch; keep the branch whose shape
+    matched the input (the one with errors deeper inside it) and drop "expected a list"."""
+    located = [(_clean_loc(err["loc"], data, err["type"] == "missing"), err) for err in errors]
+    substantive = [path for path, err in located if err["type"] not in _SHAPE_ERRORS]
+    return [
+        err
+        for path, err in located
+        if err["type"] not in _SHAPE_ERRORS
+        or not any(other[: len(path)] == path for other in substantive)
+    ]
+
+
+def _issue(
+    model: type[BaseModel], doc: SourceDoc, base: FieldPath, err: Any, data: Any
+) -> ConfigIssue:
+    loc = _clean_loc(err["loc"], data, err["type"] == "missing")
     path = (*base, *loc)
     kind = err["type"]
     found = _describe(err.get("input"))
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and path:
         return doc.issue(path, f"unknown key '{path[-1]}'", _suggest(model, loc), at_key=True)
     if kind == "missing":
         return doc.issue(path, "required field is missing", f"add `{path[-1]}:`", at_key=False)
+    if kind in ("too_short", "too_long"):
+        limit = err.get("ctx", {}).get("min_length" if kind == "too_short" else "max_length")
+        bound = "at least" if kind == "too_short" else "at most"
+        return doc.issue(
+            path, f"needs {bound} {limit} item(s), found {err.get('ctx', {}).get('actual_length')}"
+        )
     if kind in _EXPECTED:
         return doc.issue(path, f"expected {_EXPECTED[kind]}, found {found}")
     if kind == "enum" or kind == "literal_error":
@@ -64,16 +89,18 @@ def _issue(model: type[BaseModel], doc: SourceDoc, base: FieldPath, err: Any) ->
     return doc.issue(path, f"{message}; found {found}")
 
 
-def _clean_loc(loc: tuple[Any, ...]) -> FieldPath:
-    """Drop pydantic's internal union/validator tags from a location."""
+def _clean_loc(loc: tuple[Any, ...], data: Any, missing: bool = False) -> FieldPath:
+    """Keep the parts of a pydantic location that exist in the data (union and validator
+    tags such as `function-after[...]` do not); a missing final key is kept (for `missing`)."""
     clean: list[str | int] = []
-    for part in loc:
-        if isinstance(part, int):
-            clean.append(part)
-        elif isinstance(part, str) and not part.startswith(("function-", "list[", "dict[", "int", "str")):
-            if "[" in part or part.startswith(("tagged-union", "union")):
-                continue
-            clean.append(part)
+    for index, part in enumerate(loc):
+        if (isinstance(data, dict) and part in data) or (isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)):
+            data = data[part]
+        elif missing and index == len(loc) - 1 and isinstance(data, dict):
+            pass  # a required key that is absent
+        else:
+            continue
+        clean.append(part)
     return tuple(clean)
 
 

@@ -15,7 +15,8 @@ timestamp column, ``-I 1`` per-iteration timing, ``-T s`` timeout per collective
 JSON, ``-o sum`` and ``-d float`` only, ``-t 1 -g 1`` only. Emulator flag: ``--nic-addrs``.
 
 Environment: ``R2B_NIC_ADDRS`` (comma list of this node's data-NIC IPv4 addresses; default
-``127.0.0.1`` repeated ``R2B_NICS`` times, ``R2B_NICS`` default 2), ``R2B_NIC_NAMES`` (comma
+``127.0.0.1`` repeated ``R2B_NICS`` times, ``R2B_NICS`` default 2), ``R2B_NIC_MAP``
+(``node0=a,b;node1=c,d``: the same, for every node at once, picked by hostname), ``R2B_NIC_NAMES`` (comma
 list of names for log lines, default ``nic<i>``), ``R2CC_MODE`` (0 fail-stop, 1 migrate to a
 backup NIC, 2 rebalance over healthy NICs, 3 treated as 2; others rejected),
 ``R2CC_FAILOVER_TIMEOUT_MS`` (stall before failover; default 1000 ms in this emulator, where
@@ -178,9 +179,24 @@ def failover_timeout_s(env: dict[str, str], log: R2ccLog) -> float:
     return DEFAULT_FAILOVER_MS / 1000.0
 
 
+def nic_addrs_from_map(nic_map: str, host: str) -> str:
+    """This host's entry of ``R2B_NIC_MAP`` (``node0=a,b;node1=c,d``), or "" if absent.
+
+    mpirun's ``-x`` gives every rank the same value, so per-node addresses travel as one map
+    keyed by hostname (the virtual testbed gives each node its own UTS hostname)."""
+    for entry in nic_map.split(";"):
+        name, _, addrs = entry.partition("=")
+        if name.strip() == host:
+            return addrs
+    return ""
+
+
 def local_nics(opts: Options, env: dict[str, str]) -> list[Nic]:
-    """This node's data NICs from ``--nic-addrs``/``R2B_NIC_ADDRS`` (default: loopback)."""
+    """This node's data NICs from ``--nic-addrs``, ``R2B_NIC_ADDRS`` or this host's entry of
+    ``R2B_NIC_MAP`` (default: loopback)."""
     text = opts.nic_addrs or env.get("R2B_NIC_ADDRS", "")
+    if not text and env.get("R2B_NIC_MAP"):
+        text = nic_addrs_from_map(env["R2B_NIC_MAP"], socket.gethostname())
     addrs = [a.strip() for a in text.split(",") if a.strip()]
     if not addrs:
         addrs = ["127.0.0.1"] * int(env.get("R2B_NICS", "2"))

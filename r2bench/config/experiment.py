@@ -1,0 +1,163 @@
+"""The experiment file: what to build, what to run, which faults to inject, and the sweep.
+
+Sweep dimensions are `library`, `collective`, `scenario`, `size` (when sizes is a list) and any
+environment variable (UPPER_CASE names such as R2CC_MODE). A dimension the sweep does not name
+takes every declared value (libraries, collectives, scenarios incl. `none`, sizes).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from r2bench.config.types import EnvName, EnvValue, FreeText, Name, Size, StrictModel
+
+NO_FAULT = "none"
+CORE_DIMENSIONS = ("library", "collective", "scenario", "size")
+
+
+class Component(StrictModel):
+    """A recipe from `plugin/` plus the version of it to use."""
+
+    recipe: Name
+    ref: FreeText | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
+
+
+class SizeRange(StrictModel):
+    """Message sizes as nccl-tests sweeps them in one job: -b begin -e end -f factor."""
+
+    begin: Size
+    end: Size
+    factor: int = Field(2, ge=2, le=1024)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SizeRange:
+        if self.begin > self.end:
+            raise ValueError(f"begin ({self.begin} B) is larger than end ({self.end} B)")
+        return self
+
+
+class Since(str, Enum):
+    """What a fault trigger counts from."""
+
+    LAUNCH = "launch"
+    FIRST_RESULT = "first_result"
+
+
+class Trigger(StrictModel):
+    """When a fault is injected: `after_s` seconds after the job launched or printed a result."""
+
+    after_s: float = Field(ge=0, le=86400)
+    since: Since = Since.LAUNCH
+
+
+class FaultSpec(StrictModel):
+    """One fault: what kind, on which NIC of which node, when, and for how long."""
+
+    kind: Name = Field(description="ib_port_down, link_down, flow_drop, route_drop, bandwidth_cap.")
+    node: Name
+    nic: Name
+    trigger: Trigger
+    duration_s: float | None = Field(
+        None, gt=0, description="Heal after this long; unset = until the run ends."
+    )
+    params: dict[Name, EnvValue] = Field(
+        default_factory=dict, description="Kind-specific settings, e.g. rate: 10gbit."
+    )
+
+
+class Scenario(StrictModel):
+    """A named set of faults injected together in one run."""
+
+    name: Name
+    description: FreeText = ""
+    faults: list[FaultSpec] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name == NO_FAULT:
+            raise ValueError(f"'{NO_FAULT}' is the built-in fault-free scenario; pick another name")
+        return name
+
+
+DimensionValues = list[Any]
+
+
+class Sweep(StrictModel):
+    """Ramble-style grammar: the cross product of `matrix`, with each `zip` group varying its
+    dimensions together (as one dimension), minus any run matching an `exclude` rule."""
+
+    matrix: dict[str, DimensionValues] = Field(default_factory=dict)
+    zip: list[dict[str, DimensionValues]] = Field(default_factory=list)
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Sweep:
+        named: list[str] = list(self.matrix)
+        for group in self.zip:
+            lengths = {len(values) for values in group.values()}
+            if len(lengths) > 1:
+                raise ValueError(f"zip group {sorted(group)} has lists of different lengths")
+            named.extend(group)
+        duplicates = {name for name in named if named.count(name) > 1}
+        if duplicates:
+            raise ValueError(f"dimension(s) {sorted(duplicates)} named more than once")
+        return self
+
+
+class NcclTestsOptions(StrictModel):
+    """Options passed to every benchmark job (nccl-tests flags)."""
+
+    iterations: int = Field(20, ge=1, description="-n")
+    warmup: int = Field(5, ge=0, description="-w")
+    check: bool = Field(True, description="-c: verify results (#wrong column).")
+    cycles: int | None = Field(None, ge=0, description="-N: repeat cycles (0 = until stopped).")
+    timestamps: bool = Field(True, description="-S 1: timestamp on every result line.")
+    per_iteration: bool = Field(True, description="-I 1: per-iteration times in the JSON.")
+    timeout_s: int | None = Field(None, ge=1, description="-T: nccl-tests' own per-test timeout.")
+    datatype: Name = Field("float", description="-d")
+    op: Name = Field("sum", description="-o")
+    extra_args: list[FreeText] = Field(default_factory=list)
+
+
+class Experiment(StrictModel):
+    """Everything that defines a sweep, independent of the testbed it runs on."""
+
+    name: Name
+    description: FreeText = ""
+    libraries: dict[Name, Component] = Field(min_length=1)
+    benchmark: Component = Component(recipe="nccl-tests")
+    collectives: list[Name] = Field(["all_reduce"], min_length=1)
+    sizes: SizeRange | list[Size] = SizeRange(begin=8, end=128 << 20)
+    options: NcclTestsOptions = NcclTestsOptions()
+    nodes: list[Name] | int | None = Field(
+        None, description="Node names, a count of the testbed's first nodes, or all."
+    )
+    gpus_per_node: int | None = Field(None, ge=1, description="Ranks per node (default: GPUs).")
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
+    scenarios: list[Scenario] = Field(default_factory=list)
+    sweep: Sweep = Sweep()
+    repeats: int = Field(1, ge=1, le=1000)
+    deadline_s: float = Field(600, gt=0, description="Harness kills a run after this long.")
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes_not_empty(cls, sizes: SizeRange | list[int]) -> SizeRange | list[int]:
+        if isinstance(sizes, list) and not sizes:
+            raise ValueError("sizes is an empty list; give at least one size or a begin/end range")
+        return sizes
+
+    @model_validator(mode="after")
+    def _unique_scenarios(self) -> Experiment:
+        names = [scenario.name for scenario in self.scenarios]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"scenario name '{name}' appears twice")
+        return self
+
+    def scenario(self, name: str) -> Scenario | None:
+        """The scenario called `name` (None for the fault-free `none`)."""
+        return next((s for s in self.scenarios if s.name == name), None)

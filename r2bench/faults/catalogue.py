@@ -1,0 +1,130 @@
+"""The fault kinds r2bench knows, what each needs, and the node-side command that does it.
+
+Each kind maps to one script in `injectors/` with the same shape:
+`<script> inject|revert|status --tag TAG [--lease-s S] <kind options>`. Inject arms a detached
+timer on the node that reverts after the lease, so a lost controller never leaves a fault behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from r2bench.config.testbed import Nic, NicKind
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """A kind of fault: which injector runs it and what it needs from the NIC."""
+
+    name: str
+    script: str
+    summary: str
+    nic_kinds: frozenset[NicKind]
+    needs_rdma_device: bool = False
+    needs_netdev: bool = False
+    kernel_features: tuple[str, ...] = ()
+    required_params: tuple[str, ...] = ()
+    optional_params: tuple[str, ...] = ()
+    target_args: Callable[[Nic, Mapping[str, str]], list[str]] = field(
+        default=lambda nic, params: [], repr=False
+    )
+
+
+def _ib_port_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    return ["--ca", nic.rdma_device or "", "--port", str(nic.port)]
+
+
+def _netdev_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    return ["--dev", nic.netdev or ""]
+
+
+def _drop_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    args = _netdev_args(nic, params)
+    if "peer" in params:
+        args += ["--peer", params["peer"]]
+    return args
+
+
+def _rate_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    return [*_netdev_args(nic, params), "--rate", params["rate"]]
+
+
+def _ovs_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    args = ["--bridge", params["bridge"], "--peer", params["peer"]]
+    if "port" in params:
+        args += ["--udp-port", params["port"]]
+    return args
+
+
+_ALL_KINDS = (
+    FaultKind(
+        name="ib_port_down",
+        script="ib_port.sh",
+        summary="Disable the local HCA port with ibportstate (link goes down).",
+        nic_kinds=frozenset({NicKind.IB, NicKind.ROCE}),
+        needs_rdma_device=True,
+        target_args=_ib_port_args,
+    ),
+    FaultKind(
+        name="link_down",
+        script="link.sh",
+        summary="ip link set dev DEV down (RoCE/Ethernet port admin-down).",
+        nic_kinds=frozenset({NicKind.ROCE, NicKind.ETH, NicKind.IB}),
+        needs_netdev=True,
+        target_args=_netdev_args,
+    ),
+    FaultKind(
+        name="route_drop",
+        script="nft_drop.sh",
+        summary="Drop traffic leaving DEV (optionally only to `peer`) with a tagged nft table.",
+        nic_kinds=frozenset({NicKind.ROCE, NicKind.ETH}),
+        needs_netdev=True,
+        kernel_features=("nftables",),
+        optional_params=("peer",),
+        target_args=_drop_args,
+    ),
+    FaultKind(
+        name="bandwidth_cap",
+        script="tbf.sh",
+        summary="Cap DEV's egress rate with a tbf qdisc (degraded link, not a dead one).",
+        nic_kinds=frozenset({NicKind.ROCE, NicKind.ETH}),
+        needs_netdev=True,
+        kernel_features=("tbf",),
+        required_params=("rate",),
+        target_args=_rate_args,
+    ),
+    FaultKind(
+        name="flow_drop",
+        script="ovs_flow.sh",
+        summary="Drop RoCEv2 flows to `peer` on a BlueField's OVS bridge with a tagged flow.",
+        nic_kinds=frozenset({NicKind.ROCE}),
+        required_params=("bridge", "peer"),
+        optional_params=("port",),
+        target_args=_ovs_args,
+    ),
+)
+
+FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType({kind.name: kind for kind in _ALL_KINDS})
+
+
+def fault_tag(run_id: str, index: int) -> str:
+    """The tag an injector puts on everything it changes for this fault."""
+    return f"r2b-{run_id[-10:]}-f{index}"
+
+
+def injector_argv(
+    kind: FaultKind,
+    action: str,
+    nic: Nic,
+    params: Mapping[str, str],
+    tag: str,
+    injectors_dir: str,
+    lease_s: float | None = None,
+) -> list[str]:
+    """argv of the node-side command for `action` (inject, revert or status)."""
+    argv = ["bash", f"{injectors_dir}/{kind.script}", action, "--tag", tag]
+    if action == "inject" and lease_s is not None:
+        argv += ["--lease-s", f"{lease_s:g}"]
+    return argv + kind.target_args(nic, params)

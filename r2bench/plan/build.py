@@ -1,0 +1,294 @@
+"""Build a Plan from an experiment file and a testbed file (pure: reads files, runs nothing)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from r2bench.config.errors import ConfigError, ConfigIssue
+from r2bench.config.experiment import Component, Experiment
+from r2bench.config.recipe import GitSource, LocalSource, Recipe
+from r2bench.config.recipes import load_recipes
+from r2bench.config.source import SourceDoc, load_yaml
+from r2bench.config.testbed import LauncherKind, Node, Testbed
+from r2bench.config.validate import validate_model
+from r2bench.faults.catalogue import FAULT_KINDS, fault_tag, injector_argv
+from r2bench.launch.launchers import Job, launch_command
+from r2bench.plan import checks
+from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun, SetupStep
+from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.plan.sweep import Point, expand, size_arguments
+
+DEFAULT_CUDA_HOME = "/usr/local/cuda"
+DEFAULT_MPI_HOME = "/usr/lib/x86_64-linux-gnu/openmpi"
+DEFAULT_GPU_ARCH = "90"
+# A fault's node-side lease outlives its planned window by this much before the node reverts it.
+LEASE_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Both validated files, the recipes they use, and the source of the experiment file."""
+
+    experiment: Experiment
+    testbed: Testbed
+    recipes: dict[str, Recipe]
+    doc: SourceDoc
+    experiment_file: str
+    testbed_file: str
+
+
+def load_inputs(
+    experiment_file: Path, testbed_file: Path, recipe_dirs: list[Path] | None = None
+) -> Inputs:
+    """Load and validate both files; every issue is raised together as one ConfigError."""
+    testbed = validate_model(Testbed, load_yaml(testbed_file))
+    doc = load_yaml(experiment_file)
+    experiment = validate_model(Experiment, doc)
+    recipes = load_recipes(recipe_dirs)
+    return Inputs(experiment, testbed, recipes, doc, str(experiment_file), str(testbed_file))
+
+
+def make_plan(inputs: Inputs) -> Plan:
+    """Expand the sweep and render every run's commands; raises ConfigError on any problem."""
+    exp, testbed, doc = inputs.experiment, inputs.testbed, inputs.doc
+    issues: list[ConfigIssue] = checks.check_recipes(exp, inputs.recipes, doc)
+    nodes, node_issues = checks.select_nodes(exp, testbed, doc)
+    ranks, rank_issues = checks.ranks_per_node(exp, nodes, doc)
+    issues += node_issues + rank_issues + checks.check_faults(exp, testbed, nodes, doc)
+    points, sweep_issues = expand(exp, doc)
+    issues += sweep_issues
+    if not issues:
+        issues += checks.check_modes(exp, points, inputs.recipes, doc)
+    if issues:
+        raise ConfigError(issues)
+    renderer = _Renderer(inputs, nodes, ranks)
+    runs = [renderer.run(point, repeat) for point in points for repeat in range(exp.repeats)]
+    return Plan(
+        experiment=exp.name,
+        testbed=testbed.name,
+        experiment_file=inputs.experiment_file,
+        testbed_file=inputs.testbed_file,
+        setup=renderer.setup_steps(points),
+        runs=runs,
+        notes=renderer.notes,
+    )
+
+
+class _Renderer:
+    """Turns sweep points into RunSpecs and their node-side commands."""
+
+    def __init__(self, inputs: Inputs, nodes: list[Node], ranks: int) -> None:
+        self.inputs = inputs
+        self.exp = inputs.experiment
+        self.testbed = inputs.testbed
+        self.nodes = nodes
+        self.ranks = ranks
+        self.work = self.testbed.paths.work_dir
+        self.notes: list[str] = []
+        if any(n.gpus and not n.gpu_arch for n in nodes):
+            self.notes.append(
+                f"gpu_arch unset in the testbed: builds assume sm_{DEFAULT_GPU_ARCH} (H100/H200)"
+            )
+
+    # ---- runs -------------------------------------------------------------------------------
+    def run(self, point: Point, repeat: int) -> PlannedRun:
+        spec = self.spec(point, repeat)
+        run_dir = f"{self.work}/runs/{spec.run_id}"
+        program = self.program(spec, run_dir)
+        job = Job(program, list(spec.nodes), spec.ranks_per_node, self.run_env(spec))
+        launch = launch_command(self.testbed, job)
+        command = NodeCommand(node=launch.node, command=launch.shell())
+        faults = [self.fault_step(spec, i) for i in range(len(spec.faults))]
+        return PlannedRun(spec=spec, run_dir=run_dir, launch=command, faults=faults)
+
+    def spec(self, point: Point, repeat: int) -> RunSpec:
+        label = point.values["library"]
+        scenario = self.exp.scenario(point.values["scenario"])
+        begin, end, factor = size_arguments(self.exp, point)
+        return RunSpec(
+            experiment=self.exp.name,
+            testbed=self.testbed.name,
+            library_label=label,
+            library=self.ref(self.exp.libraries[label]),
+            benchmark=self.ref(self.exp.benchmark),
+            collective=point.values["collective"],
+            size_begin=begin,
+            size_end=end,
+            size_factor=factor,
+            nodes=tuple(n.name for n in self.nodes),
+            ranks_per_node=self.ranks,
+            env={**self.exp.env, **point.env()},
+            scenario=point.values["scenario"],
+            faults=tuple(scenario.faults) if scenario else (),
+            options=self.exp.options,
+            deadline_s=self.exp.deadline_s,
+            repeat=repeat,
+        )
+
+    def ref(self, component: Component) -> ComponentRef:
+        recipe = self.inputs.recipes[component.recipe]
+        default = recipe.source.ref if isinstance(recipe.source, GitSource) else None
+        return ComponentRef(recipe=component.recipe, ref=component.ref or default)
+
+    def program(self, spec: RunSpec, run_dir: str) -> list[str]:
+        bench = self.inputs.recipes[spec.benchmark.recipe]
+        fill = {
+            "src": self.component_dir(spec.benchmark),
+            "collective": spec.collective,
+            "python": self.testbed.paths.python,
+        }
+        argv = [part.format(**fill) for part in bench.command]
+        opts = spec.options
+        argv += ["-b", str(spec.size_begin), "-e", str(spec.size_end), "-f", str(spec.size_factor)]
+        gpus = spec.ranks_per_node if self.testbed.launcher.kind is LauncherKind.LOCAL else 1
+        argv += ["-g", str(gpus), "-n", str(opts.iterations), "-w", str(opts.warmup)]
+        argv += ["-c", "1" if opts.check else "0", "-d", opts.datatype, "-o", opts.op]
+        if opts.timestamps:
+            argv += ["-S", "1"]
+        if opts.per_iteration:
+            argv += ["-I", "1"]
+        if opts.cycles is not None:
+            argv += ["-N", str(opts.cycles)]
+        if opts.timeout_s is not None:
+            argv += ["-T", str(opts.timeout_s)]
+        return [*argv, "-J", f"{run_dir}/result.json", *opts.extra_args]
+
+    def run_env(self, spec: RunSpec) -> dict[str, str]:
+        env = dict(spec.env)
+        library = self.inputs.recipes[spec.library.recipe]
+        lib_paths = []
+        if library.lib_dir:
+            lib_paths.append(self.fill_home(library.lib_dir, spec.library))
+        if self.testbed.paths.cuda_home:
+            lib_paths.append(f"{self.testbed.paths.cuda_home}/lib64")
+        if lib_paths:
+            env.setdefault("LD_LIBRARY_PATH", ":".join(lib_paths))
+        bench = self.inputs.recipes[spec.benchmark.recipe]
+        if bench.nic_map_env:
+            env.setdefault(bench.nic_map_env, self.nic_map())
+        return env
+
+    def nic_map(self) -> str:
+        """node=addr,addr;node=... of every node's data-NIC addresses (emulated workload)."""
+        return ";".join(
+            f"{node.name}=" + ",".join(nic.address or "" for nic in node.data_nics if nic.address)
+            for node in self.nodes
+        )
+
+    def fault_step(self, spec: RunSpec, index: int) -> FaultStep:
+        fault = spec.faults[index]
+        kind = FAULT_KINDS[fault.kind]
+        node = self.testbed.node(fault.node)
+        assert node is not None  # checked before rendering
+        nic = node.nic(fault.nic)
+        assert nic is not None
+        tag = fault_tag(spec.run_id, index)
+        window = (
+            fault.duration_s
+            if fault.duration_s is not None
+            else spec.deadline_s - fault.trigger.after_s
+        )
+        lease = window + LEASE_GRACE_S
+        injectors = f"{self.work}/injectors"
+
+        def command(action: str) -> NodeCommand:
+            argv = injector_argv(
+                kind,
+                action,
+                nic,
+                fault.params,
+                tag,
+                injectors,
+                lease if action == "inject" else None,
+            )
+            return NodeCommand(node=node.name, command=shlex.join(argv), root=True)
+
+        return FaultStep(
+            index=index,
+            kind=fault.kind,
+            node=fault.node,
+            nic=fault.nic,
+            tag=tag,
+            inject_after_s=fault.trigger.after_s,
+            since=fault.trigger.since.value,
+            heal_after_s=None
+            if fault.duration_s is None
+            else fault.trigger.after_s + fault.duration_s,
+            lease_s=lease,
+            inject=command("inject"),
+            revert=command("revert"),
+            status=command("status"),
+        )
+
+    # ---- setup ------------------------------------------------------------------------------
+    def component_dir(self, ref: ComponentRef) -> str:
+        version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref) if ref.ref else "local"
+        return f"{self.work}/src/{ref.recipe}-{version}"
+
+    def fill_home(self, template: str, ref: ComponentRef) -> str:
+        nccl_home = self.testbed.paths.nccl_home or "/usr"
+        text = template.replace("{nccl_home}", nccl_home)
+        return text if text.startswith("/") else f"{self.component_dir(ref)}/{text}"
+
+    def setup_steps(self, points: list[Point]) -> list[SetupStep]:
+        steps: list[SetupStep] = []
+        seen: set[tuple[str, str | None]] = set()
+        for point in points:
+            library = self.ref(self.exp.libraries[point.values["library"]])
+            for component, home_of in ((library, None), (self.ref(self.exp.benchmark), library)):
+                if (component.recipe, component.ref) in seen:
+                    continue
+                seen.add((component.recipe, component.ref))
+                step = self.setup_step(component, home_of)
+                if step is not None:
+                    steps.append(step)
+        return steps
+
+    def setup_step(self, ref: ComponentRef, library: ComponentRef | None) -> SetupStep | None:
+        recipe = self.inputs.recipes[ref.recipe]
+        directory = self.component_dir(ref)
+        commands = self.fetch_commands(recipe, ref, directory)
+        nccl_home = (
+            self.fill_home(self.inputs.recipes[library.recipe].home, library) if library else ""
+        )
+        for template in recipe.build.steps:
+            commands.append(
+                f"cd {shlex.quote(directory)} && " + self.fill_build(template, nccl_home)
+            )
+        if not commands:
+            return None
+        return SetupStep(
+            component=recipe.kind.value,
+            recipe=recipe.name,
+            ref=ref.ref,
+            directory=directory,
+            nodes=[n.name for n in self.nodes],
+            commands=commands,
+        )
+
+    def fetch_commands(self, recipe: Recipe, ref: ComponentRef, directory: str) -> list[str]:
+        d = shlex.quote(directory)
+        if isinstance(recipe.source, GitSource):
+            url, version = shlex.quote(recipe.source.git), shlex.quote(ref.ref or recipe.source.ref)
+            return [
+                f"test -d {d}/.git || git clone --filter=blob:none {url} {d}",
+                f"git -C {d} fetch --tags origin && git -C {d} checkout --detach {version}",
+            ]
+        if isinstance(recipe.source, LocalSource):
+            return [f"copy from controller: {recipe.source.path} -> {d}"]
+        return []
+
+    def fill_build(self, template: str, nccl_home: str) -> str:
+        paths = self.testbed.paths
+        arch = next((n.gpu_arch for n in self.nodes if n.gpu_arch), DEFAULT_GPU_ARCH)
+        values = {
+            "jobs": "$(nproc)",
+            "cuda_home": shlex.quote(paths.cuda_home or DEFAULT_CUDA_HOME),
+            "mpi_home": shlex.quote(paths.mpi_home or DEFAULT_MPI_HOME),
+            "gencode": shlex.quote(f"-gencode=arch=compute_{arch},code=sm_{arch}"),
+            "nccl_home": shlex.quote(nccl_home),
+        }
+        return template.format(**values)

@@ -1,0 +1,303 @@
+"""Checks that need both files: faults against the testbed, modes against the library (pure)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from r2bench.config.errors import ConfigIssue, FieldPath
+from r2bench.config.experiment import Experiment, FaultSpec
+from r2bench.config.recipe import Recipe, RecipeKind
+from r2bench.config.source import SourceDoc
+from r2bench.config.testbed import Nic, Node, Testbed, TestbedKind
+from r2bench.faults.catalogue import FAULT_KINDS, FaultKind
+from r2bench.plan.sweep import Point
+
+MODE_VARIABLE = "R2CC_MODE"
+
+
+def _suggest(value: str, known: Iterable[str]) -> str:
+    options = sorted(known)
+    close = difflib.get_close_matches(value, options, n=1)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return "known: " + ", ".join(options) if options else ""
+
+
+def check_recipes(
+    experiment: Experiment, recipes: Mapping[str, Recipe], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """Every component names an existing recipe of the right kind."""
+    issues = []
+    wanted: list[tuple[FieldPath, str, RecipeKind]] = [
+        (("libraries", label, "recipe"), c.recipe, RecipeKind.LIBRARY)
+        for label, c in experiment.libraries.items()
+    ]
+    wanted.append((("benchmark", "recipe"), experiment.benchmark.recipe, RecipeKind.BENCHMARK))
+    for path, name, kind in wanted:
+        recipe = recipes.get(name)
+        if recipe is None:
+            issues.append(
+                doc.issue(path, f"no recipe '{name}' in plugin/", _suggest(name, recipes))
+            )
+        elif recipe.kind is not kind:
+            issues.append(
+                doc.issue(
+                    path, f"recipe '{name}' is a {recipe.kind.value}, expected a {kind.value}"
+                )
+            )
+    bench = recipes.get(experiment.benchmark.recipe)
+    if bench is not None and bench.collectives:
+        for i, collective in enumerate(experiment.collectives):
+            if collective not in bench.collectives:
+                hint = _suggest(collective, bench.collectives)
+                issues.append(
+                    doc.issue(
+                        ("collectives", i), f"{bench.name} has no collective '{collective}'", hint
+                    )
+                )
+    return issues
+
+
+def check_modes(
+    experiment: Experiment, points: list[Point], recipes: Mapping[str, Recipe], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """Each R2CC_MODE value must be one the run's library knows."""
+    issues: dict[FieldPath, ConfigIssue] = {}
+    for point in points:
+        mode = point.values.get(MODE_VARIABLE, experiment.env.get(MODE_VARIABLE))
+        recipe = recipes.get(experiment.libraries[point.values["library"]].recipe)
+        if mode is None or recipe is None:
+            continue
+        if _mode_known(mode, recipe):
+            continue
+        origin = point.origins.get(MODE_VARIABLE, ("env", MODE_VARIABLE))
+        label = point.values["library"]
+        if recipe.modes:
+            message = f"library '{label}' ({recipe.name}) has no R2CC_MODE {mode}"
+            hint = "known modes: " + ", ".join(map(str, recipe.modes))
+        else:
+            message = f"library '{label}' ({recipe.name}) does not read R2CC_MODE (found {mode})"
+            hint = f"exclude it: {{library: {label}, R2CC_MODE: [...]}}"
+        issues.setdefault(origin, doc.issue(origin, message, hint))
+    return list(issues.values())
+
+
+def _mode_known(mode: str, recipe: Recipe) -> bool:
+    try:
+        return int(mode) in recipe.modes
+    except ValueError:
+        return False
+
+
+def select_nodes(
+    experiment: Experiment, testbed: Testbed, doc: SourceDoc
+) -> tuple[list[Node], list[ConfigIssue]]:
+    """The testbed nodes this experiment runs on."""
+    wanted = experiment.nodes
+    if wanted is None:
+        return list(testbed.nodes), []
+    if isinstance(wanted, int):
+        if not 1 <= wanted <= len(testbed.nodes):
+            return [], [
+                doc.issue(
+                    ("nodes",),
+                    f"asks for {wanted} nodes; testbed '{testbed.name}' has {len(testbed.nodes)}",
+                )
+            ]
+        return list(testbed.nodes[:wanted]), []
+    nodes, issues = [], []
+    for i, name in enumerate(wanted):
+        node = testbed.node(name)
+        if node is None:
+            known = [n.name for n in testbed.nodes]
+            issues.append(
+                doc.issue(
+                    ("nodes", i),
+                    f"no node '{name}' in testbed '{testbed.name}'",
+                    _suggest(name, known),
+                )
+            )
+        else:
+            nodes.append(node)
+    return nodes, issues
+
+
+def ranks_per_node(
+    experiment: Experiment, nodes: list[Node], doc: SourceDoc
+) -> tuple[int, list[ConfigIssue]]:
+    """One rank per GPU by default; CPU-only nodes (virtual testbed) run one rank each."""
+    gpus = min((node.gpus for node in nodes), default=0)
+    wanted = experiment.gpus_per_node
+    if wanted is None:
+        return max(gpus, 1), []
+    if gpus and wanted > gpus:
+        return wanted, [
+            doc.issue(
+                ("gpus_per_node",), f"asks for {wanted} GPUs per node; the smallest node has {gpus}"
+            )
+        ]
+    return wanted, []
+
+
+def check_faults(
+    experiment: Experiment, testbed: Testbed, nodes: list[Node], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """Faults target real, non-management NICs of nodes in the run, inside the deadline."""
+    issues: list[ConfigIssue] = []
+    names = {node.name for node in nodes}
+    for s, scenario in enumerate(experiment.scenarios):
+        for f, fault in enumerate(scenario.faults):
+            base: FieldPath = ("scenarios", s, "faults", f)
+            issues += _check_fault(fault, base, experiment, testbed, names, doc)
+        issues += _check_overlaps(scenario.faults, ("scenarios", s, "faults"), doc)
+    return issues
+
+
+def _check_fault(
+    fault: FaultSpec,
+    base: FieldPath,
+    experiment: Experiment,
+    testbed: Testbed,
+    names: set[str],
+    doc: SourceDoc,
+) -> list[ConfigIssue]:
+    kind = FAULT_KINDS.get(fault.kind)
+    issues = []
+    if kind is None:
+        issues.append(
+            doc.issue(
+                (*base, "kind"),
+                f"unknown fault kind '{fault.kind}'",
+                _suggest(fault.kind, FAULT_KINDS),
+            )
+        )
+    issues += _check_timing(fault, base, experiment.deadline_s, doc)
+    node = testbed.node(fault.node)
+    if node is None or fault.node not in names:
+        where = f"testbed '{testbed.name}'" if node is None else "the nodes this experiment runs on"
+        return [
+            *issues,
+            doc.issue(
+                (*base, "node"),
+                f"node '{fault.node}' is not in {where}",
+                _suggest(fault.node, names),
+            ),
+        ]
+    nic = node.nic(fault.nic)
+    if nic is None:
+        hint = _suggest(fault.nic, [n.name for n in node.nics])
+        return [
+            *issues,
+            doc.issue((*base, "nic"), f"node '{node.name}' has no NIC '{fault.nic}'", hint),
+        ]
+    if nic.management or (nic.netdev and nic.netdev == testbed.launcher.bootstrap_interface):
+        return [
+            *issues,
+            doc.issue(
+                (*base, "nic"),
+                f"refused: '{nic.name}' is the management interface of '{node.name}'",
+                "faulting it would cut off the controller and MPI's bootstrap; pick a data NIC",
+            ),
+        ]
+    if kind is not None:
+        issues += _check_kind_fits(kind, fault, nic, base, testbed, doc)
+    return issues
+
+
+def _check_timing(
+    fault: FaultSpec, base: FieldPath, deadline_s: float, doc: SourceDoc
+) -> list[ConfigIssue]:
+    after = fault.trigger.after_s
+    if after >= deadline_s:
+        return [
+            doc.issue(
+                (*base, "trigger", "after_s"),
+                f"trigger at {after:g} s is outside the run's deadline ({deadline_s:g} s)",
+                "raise deadline_s or trigger earlier",
+            )
+        ]
+    if fault.duration_s is not None and after + fault.duration_s > deadline_s:
+        return [
+            doc.issue(
+                (*base, "duration_s"),
+                f"fault would last until {after + fault.duration_s:g} s, past the deadline ({deadline_s:g} s)",
+                "shorten duration_s or raise deadline_s",
+            )
+        ]
+    return []
+
+
+def _check_kind_fits(
+    kind: FaultKind, fault: FaultSpec, nic: Nic, base: FieldPath, testbed: Testbed, doc: SourceDoc
+) -> list[ConfigIssue]:
+    issues = []
+    if nic.kind not in kind.nic_kinds:
+        allowed = ", ".join(sorted(k.value for k in kind.nic_kinds))
+        issues.append(
+            doc.issue(
+                (*base, "kind"),
+                f"{kind.name} does not apply to {nic.kind.value} NIC '{nic.name}' (needs {allowed})",
+            )
+        )
+    if kind.needs_rdma_device and not nic.rdma_device:
+        issues.append(
+            doc.issue(
+                (*base, "nic"), f"{kind.name} needs the NIC's rdma_device; '{nic.name}' has none"
+            )
+        )
+    if kind.needs_netdev and not nic.netdev:
+        issues.append(
+            doc.issue((*base, "nic"), f"{kind.name} needs the NIC's netdev; '{nic.name}' has none")
+        )
+    for param in kind.required_params:
+        if param not in fault.params:
+            issues.append(doc.issue((*base, "params"), f"{kind.name} needs params.{param}"))
+    for param in fault.params:
+        if param not in (*kind.required_params, *kind.optional_params):
+            known = (*kind.required_params, *kind.optional_params)
+            issues.append(
+                doc.issue(
+                    (*base, "params", param),
+                    f"{kind.name} has no parameter '{param}'",
+                    _suggest(param, known),
+                    at_key=True,
+                )
+            )
+    if testbed.kind is TestbedKind.VIRTUAL:
+        for feature in kind.kernel_features:
+            if not testbed.features.get(feature, False):
+                issues.append(
+                    doc.issue(
+                        (*base, "kind"),
+                        f"refused: this virtual testbed's kernel lacks '{feature}', which {kind.name} needs",
+                    )
+                )
+    return issues
+
+
+def _check_overlaps(faults: list[FaultSpec], base: FieldPath, doc: SourceDoc) -> list[ConfigIssue]:
+    issues = []
+    for i, first in enumerate(faults):
+        for j in range(i + 1, len(faults)):
+            second = faults[j]
+            if (first.node, first.nic) == (second.node, second.nic) and _overlap(first, second):
+                issues.append(
+                    doc.issue(
+                        (*base, j),
+                        f"overlaps fault {i} on the same NIC ({first.node}/{first.nic})",
+                        "one fault per NIC at a time: give the first a duration_s that ends before this trigger",
+                    )
+                )
+    return issues
+
+
+def _overlap(a: FaultSpec, b: FaultSpec) -> bool:
+    def window(fault: FaultSpec) -> tuple[float, float]:
+        start = fault.trigger.after_s
+        return start, start + fault.duration_s if fault.duration_s is not None else float("inf")
+
+    if a.trigger.since is not b.trigger.since:
+        return True  # different clocks: cannot prove they are apart
+    (a0, a1), (b0, b1) = window(a), window(b)
+    return a0 < b1 and b0 < a1

@@ -1,0 +1,68 @@
+"""What `r2bench plan` produces: runs with their exact commands, and the setup steps."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from r2bench.plan.runspec import RunSpec
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class NodeCommand(Frozen):
+    """A shell line to run on one node (or on the controller, node = `controller`)."""
+
+    node: str
+    command: str
+    root: bool = False
+
+
+class FaultStep(Frozen):
+    """One fault of a run: when it is injected and healed, and the node-side commands."""
+
+    index: int
+    kind: str
+    node: str
+    nic: str
+    tag: str
+    inject_after_s: float
+    since: str
+    heal_after_s: float | None
+    lease_s: float
+    inject: NodeCommand
+    revert: NodeCommand
+    status: NodeCommand
+
+
+class PlannedRun(Frozen):
+    """A run spec and everything that will be executed for it."""
+
+    spec: RunSpec
+    run_dir: str
+    launch: NodeCommand
+    faults: list[FaultStep]
+
+
+class SetupStep(Frozen):
+    """Fetching and building one component on every node of the sweep."""
+
+    component: str
+    recipe: str
+    ref: str | None
+    directory: str
+    nodes: list[str]
+    commands: list[str]
+
+
+class Plan(Frozen):
+    """The whole expanded sweep, ready to print or execute."""
+
+    experiment: str
+    testbed: str
+    experiment_file: str
+    testbed_file: str
+    setup: list[SetupStep]
+    runs: list[PlannedRun]
+    notes: list[str] = []

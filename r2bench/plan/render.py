@@ -1,0 +1,98 @@
+"""Show a Plan to people (rich tables) and to tools (JSON)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from r2bench.config.types import format_size
+from r2bench.plan.model import Plan, PlannedRun
+
+
+def plan_json(plan: Plan) -> str:
+    """The plan as indented JSON (every run with its id, spec and commands)."""
+    return plan.model_dump_json(indent=2)
+
+
+def runs_table(plan: Plan) -> Table:
+    """One row per run: id, library, collective, sizes, swept variables, scenario, repeat."""
+    variables = sorted({k for run in plan.runs for k in run.spec.env} - _fixed_env(plan))
+    table = Table(title=f"{plan.experiment} on {plan.testbed}: {len(plan.runs)} runs", expand=False)
+    for header in ("run id", "library", "collective", "sizes", *variables, "scenario", "faults"):
+        table.add_column(header, overflow="fold", no_wrap=header == "run id")
+    for run in plan.runs:
+        spec = run.spec
+        sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
+        faults = (
+            ", ".join(f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s" for f in run.faults)
+            or "-"
+        )
+        values = [spec.env.get(v, "-") for v in variables]
+        table.add_row(
+            spec.run_id, spec.library_label, spec.collective, sizes, *values, spec.scenario, faults
+        )
+    return table
+
+
+def _fixed_env(plan: Plan) -> set[str]:
+    """Variables with one value across every run (shown in --commands, not as columns)."""
+    if not plan.runs:
+        return set()
+    first = plan.runs[0].spec.env
+    return {k for k, v in first.items() if all(r.spec.env.get(k) == v for r in plan.runs)}
+
+
+def setup_panel(plan: Plan) -> Panel:
+    """Build commands, once per component and version, on every node."""
+    parts = []
+    for step in plan.setup:
+        title = Text(
+            f"{step.recipe} @ {step.ref or 'local'} on {', '.join(step.nodes)}", style="bold"
+        )
+        parts.append(title)
+        parts.extend(Text("  $ " + command) for command in step.commands)
+    return Panel(Group(*parts) if parts else Text("nothing to build"), title="setup")
+
+
+def run_panel(run: PlannedRun) -> Panel:
+    """Exact commands of one run: the launch line and each fault's inject/revert."""
+    parts = [Text(f"on {run.launch.node}:", style="bold"), Text("  $ " + run.launch.command)]
+    for fault in run.faults:
+        since = "launch" if fault.since == "launch" else "first result"
+        heal = (
+            f"at {fault.heal_after_s:g} s"
+            if fault.heal_after_s is not None
+            else "when the run ends"
+        )
+        parts.append(
+            Text(
+                f"fault {fault.index}: {fault.kind} on {fault.node}/{fault.nic}",
+                style="bold yellow",
+            )
+        )
+        parts.append(
+            Text(
+                f"  inject at {fault.inject_after_s:g} s after {since} (node reverts by itself after {fault.lease_s:g} s):"
+            )
+        )
+        parts.append(Text(f"  {fault.node}$ {_root(fault.inject.command)}"))
+        parts.append(Text(f"  revert {heal}:"))
+        parts.append(Text(f"  {fault.node}$ {_root(fault.revert.command)}"))
+    return Panel(Group(*parts), title=run.spec.run_id, title_align="left")
+
+
+def _root(command: str) -> str:
+    return f"[root] {command}"
+
+
+def print_plan(plan: Plan, console: Console, commands: bool) -> None:
+    """The human view: runs table, and with `commands` the setup and every run's commands."""
+    console.print(runs_table(plan))
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if commands:
+        console.print(setup_panel(plan))
+        for run in plan.runs:
+            console.print(run_panel(run))

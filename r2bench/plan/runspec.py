@@ -1,0 +1,67 @@
+"""RunSpec: everything that defines one run, and the stable id derived from it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from r2bench.config.experiment import FaultSpec, NcclTestsOptions
+
+
+class ComponentRef(BaseModel):
+    """A recipe at a version, as resolved for one run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    recipe: str
+    ref: str | None
+
+
+class RunSpec(BaseModel):
+    """One run: a single launch of the benchmark with one set of settings and faults."""
+
+    model_config = ConfigDict(frozen=True)
+
+    experiment: str
+    testbed: str
+    library_label: str
+    library: ComponentRef
+    benchmark: ComponentRef
+    collective: str
+    size_begin: int
+    size_end: int
+    size_factor: int
+    nodes: tuple[str, ...]
+    ranks_per_node: int
+    env: dict[str, str]
+    scenario: str
+    faults: tuple[FaultSpec, ...]
+    options: NcclTestsOptions
+    deadline_s: float
+    repeat: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def run_id(self) -> str:
+        """Readable prefix plus a hash of the whole spec: same spec, same id (resume relies on it)."""
+        digest = hashlib.sha256(self.canonical_json().encode()).hexdigest()[:10]
+        mode = f"-m{self.env['R2CC_MODE']}" if "R2CC_MODE" in self.env else ""
+        prefix = f"{self.collective}-{self.library_label}{mode}-{self.scenario}-r{self.repeat}"
+        return f"{_slug(prefix)}-{digest}"
+
+    @property
+    def ranks(self) -> int:
+        """Total ranks of the job."""
+        return self.ranks_per_node * len(self.nodes)
+
+    def canonical_json(self) -> str:
+        """The spec as sorted-key JSON, without the derived id."""
+        data = self.model_dump(mode="json", exclude={"run_id"})
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]

@@ -1,0 +1,234 @@
+"""Expand an experiment's sweep into points: one dict of dimension values per run (pure).
+
+Grammar (after Ramble): every `matrix` dimension and every `zip` group is one axis; the runs are
+the cross product of the axes, minus the points matching an `exclude` rule. Core dimensions the
+sweep does not name (library, collective, scenario, size) become axes over all declared values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from r2bench.config.errors import ConfigIssue, FieldPath
+from r2bench.config.experiment import CORE_DIMENSIONS, NO_FAULT, Experiment, SizeRange
+from r2bench.config.source import SourceDoc
+from r2bench.config.types import parse_size
+
+_ENV_DIMENSION = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination of dimension values, and the file path each value came from."""
+
+    values: dict[str, Any]
+    origins: dict[str, FieldPath] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        """The environment-variable dimensions of this point."""
+        return {k: v for k, v in self.values.items() if k not in CORE_DIMENSIONS}
+
+
+Axis = list[Point]
+
+
+def expand(experiment: Experiment, doc: SourceDoc) -> tuple[list[Point], list[ConfigIssue]]:
+    """All sweep points in a stable order, plus every problem found in the sweep section."""
+    issues: list[ConfigIssue] = []
+    axes = _declared_axes(experiment, doc, issues) + _implicit_axes(experiment)
+    swept = {dim for axis in axes for point in axis for dim in point.values}
+    for name in sorted(swept & set(experiment.env)):
+        hint = "set it in env or sweep it, not both"
+        issues.append(
+            doc.issue(("env", name), f"'{name}' is also a sweep dimension", hint, at_key=True)
+        )
+    if issues:
+        return [], issues
+    points = [_merge(combo) for combo in itertools.product(*axes)]
+    rules = _exclude_rules(experiment, doc, axes, issues)
+    kept = [point for point in points if not any(_matches(rule, point) for rule in rules)]
+    if not kept and not issues:
+        where = ("sweep", "exclude") if experiment.sweep.exclude else ("sweep",)
+        issues.append(doc.issue(where, "the sweep expands to no runs", "loosen the exclude rules"))
+    return kept, issues
+
+
+def _declared_axes(experiment: Experiment, doc: SourceDoc, issues: list[ConfigIssue]) -> list[Axis]:
+    axes: list[Axis] = []
+    for dim, values in experiment.sweep.matrix.items():
+        base = ("sweep", "matrix", dim)
+        if _check_dimension(dim, values, base, experiment, doc, issues):
+            axes.append([_point(dim, value, (*base, i)) for i, value in enumerate(values)])
+    for g, group in enumerate(experiment.sweep.zip):
+        good = all(
+            _check_dimension(dim, values, ("sweep", "zip", g, dim), experiment, doc, issues)
+            for dim, values in group.items()
+        )
+        if good and group:
+            length = len(next(iter(group.values())))
+            axes.append([_zip_point(group, g, i) for i in range(length)])
+    return axes
+
+
+def _point(dim: str, value: Any, origin: FieldPath) -> Point:
+    return Point({dim: _normalize(dim, value)}, {dim: origin})
+
+
+def _zip_point(group: dict[str, list[Any]], g: int, i: int) -> Point:
+    values = {dim: _normalize(dim, vals[i]) for dim, vals in group.items()}
+    origins: dict[str, FieldPath] = {dim: ("sweep", "zip", g, dim, i) for dim in group}
+    return Point(values, origins)
+
+
+def _normalize(dim: str, value: Any) -> Any:
+    if dim == "size":
+        return parse_size(value)
+    if dim in CORE_DIMENSIONS:
+        return str(value)
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _implicit_axes(experiment: Experiment) -> list[Axis]:
+    named = set(experiment.sweep.matrix) | {d for group in experiment.sweep.zip for d in group}
+    defaults: dict[str, list[Any]] = {
+        "library": list(experiment.libraries),
+        "collective": list(experiment.collectives),
+        "scenario": [NO_FAULT] + [s.name for s in experiment.scenarios],
+    }
+    if isinstance(experiment.sizes, list):
+        defaults["size"] = list(experiment.sizes)
+    origins = {
+        "library": ("libraries",),
+        "collective": ("collectives",),
+        "scenario": ("scenarios",),
+    }
+    return [
+        [
+            Point({dim: value}, {dim: (*origins.get(dim, ("sizes",)), i)})
+            for i, value in enumerate(values)
+        ]
+        for dim, values in defaults.items()
+        if dim not in named
+    ]
+
+
+def _check_dimension(
+    dim: str,
+    values: Any,
+    path: FieldPath,
+    experiment: Experiment,
+    doc: SourceDoc,
+    issues: list[ConfigIssue],
+) -> bool:
+    """Record an issue and return False if `dim: values` is not a valid sweep dimension."""
+    before = len(issues)
+    if dim not in CORE_DIMENSIONS and not _ENV_DIMENSION.match(dim):
+        close = difflib.get_close_matches(dim, CORE_DIMENSIONS, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "environment variables are UPPER_CASE"
+        issues.append(doc.issue(path, f"unknown sweep dimension '{dim}'", hint, at_key=True))
+        return False
+    if not values:
+        issues.append(doc.issue(path, "empty list: a sweep dimension needs at least one value"))
+        return False
+    allowed = _allowed_values(dim, experiment)
+    for i, value in enumerate(values):
+        problem = _value_problem(dim, value, allowed)
+        if problem:
+            issues.append(doc.issue((*path, i), problem[0], problem[1]))
+    return len(issues) == before
+
+
+def _allowed_values(dim: str, experiment: Experiment) -> list[str] | None:
+    if dim == "library":
+        return list(experiment.libraries)
+    if dim == "collective":
+        return list(experiment.collectives)
+    if dim == "scenario":
+        return [NO_FAULT] + [s.name for s in experiment.scenarios]
+    return None
+
+
+def _value_problem(dim: str, value: Any, allowed: list[str] | None) -> tuple[str, str] | None:
+    if isinstance(value, dict | list) or value is None:
+        return f"expected a single value for '{dim}', found {type(value).__name__}", ""
+    if dim == "size" and (error := _size_error(value)):
+        return error, "use a size such as 8, 64K or 8G"
+    if "\x00" in str(value):
+        return "value contains a NUL byte", ""
+    if allowed is not None and str(value) not in allowed:
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "declared: " + ", ".join(allowed)
+        return f"'{value}' is not a declared {dim}", hint
+    return None
+
+
+def _size_error(value: Any) -> str | None:
+    try:
+        parse_size(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _merge(combo: tuple[Point, ...]) -> Point:
+    values: dict[str, Any] = {}
+    origins: dict[str, FieldPath] = {}
+    for point in combo:
+        values.update(point.values)
+        origins.update(point.origins)
+    return Point(values, origins)
+
+
+def _exclude_rules(
+    experiment: Experiment, doc: SourceDoc, axes: list[Axis], issues: list[ConfigIssue]
+) -> list[dict[str, set[str]]]:
+    dims = {dim for axis in axes for point in axis for dim in point.values}
+    rules = []
+    for r, rule in enumerate(experiment.sweep.exclude):
+        if not rule:
+            issues.append(
+                doc.issue(("sweep", "exclude", r), "empty exclude rule would drop every run")
+            )
+            continue
+        unknown = [dim for dim in rule if dim not in dims]
+        for dim in unknown:
+            close = difflib.get_close_matches(dim, sorted(dims), n=1)
+            hint = (
+                f"did you mean '{close[0]}'?" if close else "dimensions: " + ", ".join(sorted(dims))
+            )
+            issues.append(
+                doc.issue(
+                    ("sweep", "exclude", r, dim),
+                    f"'{dim}' is not a sweep dimension",
+                    hint,
+                    at_key=True,
+                )
+            )
+        if not unknown:
+            rules.append({dim: _value_set(dim, value) for dim, value in rule.items()})
+    return rules
+
+
+def _value_set(dim: str, value: Any) -> set[str]:
+    values = value if isinstance(value, list) else [value]
+    return {str(_normalize(dim, v)) for v in values}
+
+
+def _matches(rule: dict[str, set[str]], point: Point) -> bool:
+    return all(str(point.values.get(dim)) in allowed for dim, allowed in rule.items())
+
+
+def size_arguments(experiment: Experiment, point: Point) -> tuple[int, int, int]:
+    """(begin, end, factor) for nccl-tests' -b -e -f at this point."""
+    if "size" in point.values:
+        size = int(point.values["size"])
+        return size, size, 2
+    sizes = experiment.sizes
+    assert isinstance(sizes, SizeRange)
+    return sizes.begin, sizes.end, sizes.factor

@@ -1,0 +1,185 @@
+"""`r2bench plan`: sweep expansion, exact commands, quoting, stable run ids, JSON output."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from r2bench.cli import app
+from r2bench.plan.build import load_inputs, make_plan
+from r2bench.plan.model import Plan
+
+ROOT = Path(__file__).parents[1]
+PAPER = ROOT / "experiments" / "paper" / "one-nic-down.yaml"
+CLOUDLAB = ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+
+
+def plan_of(experiment: Path, testbed: Path = CLOUDLAB) -> Plan:
+    return make_plan(load_inputs(experiment, testbed))
+
+
+def write_experiment(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: t\nlibraries:\n  r2ccl: {recipe: r2ccl}\n" + body)
+    return path
+
+
+def test_paper_plan_has_mode1_fault_run_with_inject_and_revert() -> None:
+    result = CliRunner().invoke(
+        app, ["plan", str(PAPER), "--testbed", str(CLOUDLAB), "--commands"], env={"COLUMNS": "400"}
+    )
+    assert result.exit_code == 0, result.output
+    plan = plan_of(PAPER)
+    run = next(r for r in plan.runs if r.spec.env["R2CC_MODE"] == "1" and r.faults)
+    argv = shlex.split(run.launch.command)
+    assert (
+        argv[0] == "mpirun"
+        and "R2CC_MODE=1" in argv
+        and argv[argv.index("R2CC_MODE=1") - 1] == "-x"
+    )
+    assert (
+        "ib_port.sh inject" in run.faults[0].inject.command
+        and "--ca mlx5_1" in run.faults[0].inject.command
+    )
+    assert "ib_port.sh revert" in run.faults[0].revert.command
+    assert run.faults[0].node == "node1" and run.faults[0].heal_after_s == 65
+    assert "-x R2CC_MODE=1" in result.output and "--ca mlx5_1" in result.output
+
+
+def test_paper_plan_counts_modes_scenarios_repeats() -> None:
+    plan = plan_of(PAPER)
+    assert len(plan.runs) == 4 * 2 * 3  # modes x (none, nic1-down) x repeats
+    assert {r.spec.env["R2CC_MODE"] for r in plan.runs} == {"0", "1", "2", "3"}
+    assert len({r.spec.run_id for r in plan.runs}) == len(plan.runs)
+
+
+def test_run_ids_are_stable_and_depend_on_the_spec(tmp_path: Path) -> None:
+    first = [r.spec.run_id for r in plan_of(PAPER).runs]
+    assert first == [r.spec.run_id for r in plan_of(PAPER).runs]
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(
+        PAPER.read_text().replace(
+            "R2CC_FAILOVER_TIMEOUT_MS: 5000", "R2CC_FAILOVER_TIMEOUT_MS: 4000"
+        )
+    )
+    assert set(first).isdisjoint(r.spec.run_id for r in plan_of(changed).runs)
+
+
+def test_mpirun_line_carries_library_path_and_bootstrap_interface() -> None:
+    argv = shlex.split(plan_of(PAPER).runs[0].launch.command)
+    assert (
+        "LD_LIBRARY_PATH=/local/r2bench/src/r2ccl-f45cbcb/build/lib:/usr/local/cuda-12.4/lib64"
+        in argv
+    )
+    assert argv[argv.index("btl_tcp_if_include") + 1] == "eno1"
+    assert argv[argv.index("-np") + 1] == "16" and argv[argv.index("--map-by") + 1] == "ppr:8:node"
+    assert argv[-2:] == [
+        "-J",
+        f"/local/r2bench/runs/{plan_of(PAPER).runs[0].spec.run_id}/result.json",
+    ]
+
+
+def test_setup_builds_nccl_tests_against_the_library_under_test() -> None:
+    setup = {step.recipe: step for step in plan_of(PAPER).setup}
+    assert set(setup) == {"r2ccl", "nccl-tests"}
+    assert "NCCL_HOME=/local/r2bench/src/r2ccl-f45cbcb/build" in setup["nccl-tests"].commands[-1]
+    assert "compute_90,code=sm_90" in setup["r2ccl"].commands[-1]
+
+
+def test_shell_metacharacters_in_values_are_quoted_never_interpreted(tmp_path: Path) -> None:
+    hostile = "$(touch /tmp/pwned); `id` && rm -rf / | x > y"
+    exp = write_experiment(tmp_path, f"env:\n  NCCL_SOCKET_IFNAME: {json.dumps(hostile)}\n")
+    for run in plan_of(exp).runs:
+        argv = shlex.split(run.launch.command)
+        assert f"NCCL_SOCKET_IFNAME={hostile}" in argv  # one word, exactly the value
+
+
+def test_sweep_matrix_zip_and_exclude(tmp_path: Path) -> None:
+    exp = write_experiment(
+        tmp_path,
+        "scenarios:\n"
+        "  - name: down\n"
+        "    faults: [{kind: ib_port_down, node: node1, nic: mlx5_2, trigger: {after_s: 1}}]\n"
+        "sweep:\n"
+        "  matrix:\n    R2CC_MODE: [0, 1, 2, 3]\n"
+        "  zip:\n    - {NCCL_IB_TIMEOUT: [18, 20], R2CC_FAILOVER_TIMEOUT_MS: [1000, 5000]}\n"
+        "  exclude:\n    - {scenario: down, R2CC_MODE: 0}\n",
+    )
+    runs = plan_of(exp).runs
+    combos = {
+        (
+            r.spec.env["R2CC_MODE"],
+            r.spec.scenario,
+            r.spec.env["NCCL_IB_TIMEOUT"],
+            r.spec.env["R2CC_FAILOVER_TIMEOUT_MS"],
+        )
+        for r in runs
+    }
+    assert len(runs) == len(combos) == (4 + 3) * 2
+    assert ("0", "down", "18", "1000") not in combos and ("1", "down", "20", "5000") in combos
+    assert ("1", "none", "18", "5000") not in combos  # zip pairs values, it does not cross them
+
+
+def test_size_list_makes_one_job_per_size(tmp_path: Path) -> None:
+    exp = write_experiment(tmp_path, "sizes: [1M, 64M]\n")
+    runs = plan_of(exp).runs
+    assert sorted((r.spec.size_begin, r.spec.size_end) for r in runs) == [
+        (1 << 20, 1 << 20),
+        (64 << 20, 64 << 20),
+    ]
+
+
+def test_quickstart_on_virtual_testbed_maps_nics_per_node() -> None:
+    plan = plan_of(QUICKSTART, VIRTUAL)
+    argv = shlex.split(plan.runs[0].launch.command)
+    assert "R2B_NIC_MAP=node0=198.18.1.10,198.18.2.10;node1=198.18.1.11,198.18.2.11" in argv
+    fault_run = next(r for r in plan.runs if r.faults)
+    assert (
+        "link.sh inject" in fault_run.faults[0].inject.command
+        and "--dev nic1" in fault_run.faults[0].inject.command
+    )
+
+
+def test_json_output_round_trips() -> None:
+    result = CliRunner().invoke(app, ["plan", str(PAPER), "-t", str(CLOUDLAB), "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert Plan.model_validate(data).runs[0].spec.run_id == data["runs"][0]["spec"]["run_id"]
+
+
+def test_help_lists_commands_and_stubs_say_not_implemented() -> None:
+    runner = CliRunner()
+    help_text = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    for command in ("plan", "schema", "version"):
+        assert command in help_text
+    result = runner.invoke(app, ["sweep"])
+    assert result.exit_code == 2 and "not implemented yet" in result.output
+
+
+def test_schema_describes_both_files(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["schema", "--out", str(tmp_path)])
+    assert result.exit_code == 0
+    experiment = json.loads((tmp_path / "experiment.schema.json").read_text())
+    testbed = json.loads((tmp_path / "testbed.schema.json").read_text())
+    assert "sweep" in experiment["properties"] and "nodes" in testbed["properties"]
+
+
+@pytest.mark.parametrize(
+    "example", sorted((ROOT / "experiments").rglob("*.yaml")), ids=lambda p: p.name
+)
+def test_every_example_file_is_valid(example: Path) -> None:
+    if example.parent.name == "testbeds":
+        experiment = QUICKSTART if "virtual" in example.name else PAPER
+        result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(example)])
+    else:
+        testbed = (
+            VIRTUAL if "quickstart" in example.name or example.parent.name == "ci" else CLOUDLAB
+        )
+        result = CliRunner().invoke(app, ["plan", str(example), "-t", str(testbed)])
+    assert result.exit_code == 0, result.output
