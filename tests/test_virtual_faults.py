@@ -1,0 +1,149 @@
+"""A NIC dies in the middle of the emulated ring all_reduce on the virtual testbed.
+
+Two nodes x two data NICs; the real mpirun runs on node0 (reached with ssh) and starts one rank
+per node through the testbed's own launcher settings; each rank's data goes over its node's
+``nic0``/``nic1`` (R2B_NIC_ADDRS). Once the timed loop has started, node1's ``nic1`` is taken
+down: R2CC_MODE=0 must fail, modes 1 and 2 must finish with 0 wrong values after a visible stall.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from r2bench.config.load import load_testbed
+from r2bench.config.testbed import Testbed
+from r2bench.virtual import cli
+from r2bench.virtual.plan import default_state_dir
+from r2bench.virtual.teardown import teardown
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
+    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py missing"),
+]
+
+FAILOVER_MS = 500
+ARGS = ["-b", "8M", "-e", "8M", "-n", "60", "-w", "1", "-I", "1"]
+HEADER = "#       size"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Bed:
+    """The testbed of this module."""
+
+    name: str
+    testbed: Testbed
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One mpirun, with the fault injected in its middle."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    report: dict | None
+
+
+@pytest.fixture(scope="module")
+def bed() -> Iterator[Bed]:
+    name = f"fx-{uuid.uuid4().hex[:8]}"
+    state = default_state_dir(name)
+    try:
+        result = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", name])
+        assert result.exit_code == 0, result.output
+        yield Bed(name, load_testbed(state / "testbed.yaml"))
+    finally:
+        teardown(name, state, lambda _: None)
+
+
+def mpirun_argv(testbed: Testbed, env: dict[str, str], report: Path) -> list[str]:
+    """mpirun on node0 for one rank per node, built from the testbed's launcher settings."""
+    launcher = testbed.launcher
+    argv = ["mpirun", "--bind-to", launcher.bind_to]
+    argv += ["--allow-run-as-root"] if launcher.allow_run_as_root else []
+    for key, value in launcher.mca.items():
+        argv += ["--mca", key, value]
+    argv += ["-H", ",".join(node.name for node in testbed.nodes)]
+    workload = [testbed.paths.python, "-m", "r2bench.workloads.ring_allreduce", *ARGS]
+    for node in testbed.nodes:
+        # One app context per node: Open MPI applies -x per context, so each gets the full env.
+        node_env = {**env, "R2B_NIC_ADDRS": ",".join(nic.address or "" for nic in node.data_nics)}
+        exports = [arg for key, value in node_env.items() for arg in ("-x", f"{key}={value}")]
+        argv += ["-np", "1", "-H", node.name, *exports, *workload, "-J", str(report), ":"]
+    return argv[:-1]
+
+
+def set_link(bed: Bed, node: str, ifname: str, state: str) -> None:
+    """`ip link set IF up|down` inside a node's namespace."""
+    netns = f"r2b-{bed.name}-{node}"
+    subprocess.run(["ip", "netns", "exec", netns, "ip", "link", "set", ifname, state], check=True)
+
+
+def run_with_fault(bed: Bed, mode: int, report: Path) -> Outcome:
+    """Start the job on node0, take node1's nic1 down once timing starts, collect the outcome."""
+    env = {
+        "R2CC_MODE": str(mode),
+        "R2CC_FAILOVER_TIMEOUT_MS": str(FAILOVER_MS),
+        "NCCL_DEBUG": "INFO",
+    }
+    node0 = bed.testbed.nodes[0]
+    remote = f"cd {shlex.quote(str(REPO))} && " + shlex.join(mpirun_argv(bed.testbed, env, report))
+    ssh = ["ssh", "-F", node0.ssh.config_file or "", node0.name, remote]
+    proc = subprocess.Popen(ssh, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith(HEADER):
+                break
+        time.sleep(0.2)
+        set_link(bed, "node1", "nic1", "down")
+        out, err = proc.communicate(timeout=90)
+    finally:
+        set_link(bed, "node1", "nic1", "up")
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    data = json.loads(report.read_text()) if report.is_file() else None
+    return Outcome(proc.returncode, "".join(lines) + out, err, data)
+
+
+def _stall_us(report: dict) -> float:
+    result = report["results"][0]
+    return max(max(result[f"{kind}_per_iter"]["times_us"]) for kind in ("out_of_place", "in_place"))
+
+
+def test_mode0_fails_when_a_nic_dies(bed: Bed, tmp_path: Path) -> None:
+    outcome = run_with_fault(bed, 0, tmp_path / "r.json")
+    assert outcome.rc != 0, outcome.stdout + outcome.stderr
+    assert "Test NCCL failure" in outcome.stdout, outcome.stdout + outcome.stderr
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_failover_modes_complete_after_a_stall(bed: Bed, mode: int, tmp_path: Path) -> None:
+    outcome = run_with_fault(bed, mode, tmp_path / "r.json")
+    assert outcome.rc == 0, outcome.stdout + outcome.stderr
+    assert "# Out of bounds values : 0 OK" in outcome.stdout
+    assert outcome.report is not None
+    result = outcome.report["results"][0]
+    assert result["out_of_place"]["nwrong"] == 0 and result["in_place"]["nwrong"] == 0
+    assert _stall_us(outcome.report) >= 0.9 * FAILOVER_MS * 1000, outcome.report
+    assert "will simulate disable of device 1 (nic1)" in outcome.stderr
