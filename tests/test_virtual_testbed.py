@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from r2bench.config.load import load_testbed
-from r2bench.virtual import cli
+from r2bench.virtual import cli, sshd
 from r2bench.virtual.plan import default_state_dir, host_ifname
 from r2bench.virtual.teardown import owned_pid, teardown
 
@@ -187,6 +187,14 @@ def test_flow_drop_in_rail0_filter(live: Live, server: None) -> None:
     assert _wait_connect(live, "198.18.1.11")
 
 
+def test_second_testbed_and_second_up_are_refused(live: Live) -> None:
+    again = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", live.name])
+    assert again.exit_code == 2 and "already up" in again.output
+    other = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", f"{live.name}x"])
+    assert other.exit_code == 2 and "198.18.0.0/24 is already used" in other.output
+    assert not default_state_dir(f"{live.name}x").exists()
+
+
 def test_down_restores_the_host_and_is_idempotent(live: Live) -> None:
     pids = [int(p.read_text()) for p in (live.state / "sshd").glob("*.pid")]
     assert len(pids) == 2
@@ -199,3 +207,17 @@ def test_down_restores_the_host_and_is_idempotent(live: Live) -> None:
     assert not live.state.exists()
     second = CliRunner().invoke(cli.testbed_app, ["down", live.name])
     assert second.exit_code == 0 and "nothing to do" in second.output
+
+
+def test_failed_up_rolls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"rb-{uuid.uuid4().hex[:8]}"
+    before = snapshot()
+    monkeypatch.setattr(sshd, "start_command", lambda *_: ["ip", "netns", "exec", "r2b-no-such"])
+    try:
+        result = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", name])
+        assert result.exit_code == 1
+        assert "`ip netns exec r2b-no-such` exited with" in result.output
+        assert snapshot() == before
+        assert not default_state_dir(name).exists()
+    finally:
+        teardown(name, default_state_dir(name), lambda _: None)

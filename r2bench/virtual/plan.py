@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-POOL = ipaddress.ip_network("198.18.0.0/15")
+POOL = ipaddress.IPv4Network("198.18.0.0/15")
 """Every address the virtual testbed uses comes from this benchmarking block (RFC 2544)."""
 
 PREFIX = "r2b"
@@ -77,8 +77,8 @@ def default_state_dir(name: str) -> Path:
 
 def subnet(index: int) -> ipaddress.IPv4Network:
     """Subnet number `index` of the pool: 0 is management, i+1 is rail i."""
-    net = ipaddress.ip_network(f"198.18.{index}.0/{SUBNET_LEN}")
-    assert isinstance(net, ipaddress.IPv4Network) and net.subnet_of(POOL)
+    net = ipaddress.IPv4Network(f"198.18.{index}.0/{SUBNET_LEN}")
+    assert net.subnet_of(POOL)
     return net
 
 
