@@ -1,0 +1,149 @@
+"""What doctor reads on a node: one bash script printing marked sections, and its parser.
+
+The script is built from the testbed (pure text) and runs in one round trip. Each section starts
+with a marker line `@@r2bench-doctor:<name>@@`; commands send stderr to stdout so that error
+messages (a missing sysfs file, an unreadable `carrier`) land in the section they explain.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from r2bench.config.testbed import LauncherKind, Nic, NicKind, Testbed
+from r2bench.config.testbed import Node as NodeModel
+
+MARKER = "@@r2bench-doctor:"
+ABSENT = "@absent"
+"""Printed in place of a tool's output when the tool is not installed."""
+
+SSH_PROBE_TIMEOUT_S = 5
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """Everything gathered from one node (sections empty when it was unreachable)."""
+
+    node: str
+    reachable: bool
+    error: str = ""
+    latency_s: float | None = None
+    clock_offset_s: float | None = None
+    sections: dict[str, str] = field(default_factory=dict)
+
+    def section(self, name: str) -> str:
+        """The text of one section ('' when absent)."""
+        return self.sections.get(name, "")
+
+
+def node_path(path: str) -> str:
+    """A shell word for a node path: `~/x` and relative paths are taken from $HOME."""
+    if path.startswith("~/"):
+        path = path[2:]
+    if path.startswith("/"):
+        return shlex.quote(path)
+    return '"$HOME"/' + shlex.quote(path)
+
+
+def _section(name: str, body: str) -> str:
+    return f"echo '{MARKER}{name}@@'\n{body}\n"
+
+
+def _tool(command: str, body: str) -> str:
+    """Run `body` if `command` exists, else print ABSENT."""
+    return f"if command -v {command} >/dev/null 2>&1; then {body}; else echo {ABSENT}; fi"
+
+
+def _nic_body(nic: Nic) -> str:
+    lines = []
+    if nic.rdma_device is not None:
+        port = f"/sys/class/infiniband/{nic.rdma_device}/ports/{nic.port}"
+        lines.append(
+            f"for f in state phys_state link_layer; do printf '%s=' $f; cat {port}/$f 2>&1; done"
+        )
+        lines.append("printf 'rdma_devices='; echo $(ls /sys/class/infiniband 2>/dev/null)")
+    if nic.netdev is not None:
+        net = f"/sys/class/net/{nic.netdev}"
+        lines.append(f"printf 'operstate='; cat {net}/operstate 2>&1")
+        lines.append(f"printf 'carrier='; cat {net}/carrier 2>&1")
+        lines.append(f"[ -e {net}/device ] && echo device=physical || echo device=virtual")
+        lines.append("printf 'netdevs='; echo $(ls /sys/class/net 2>/dev/null)")
+    return "\n".join(lines)
+
+
+def mpirun_path(testbed: Testbed) -> str:
+    """The mpirun the launcher will use: launcher.command, else mpi_home/bin, else PATH."""
+    if testbed.launcher.command:
+        return testbed.launcher.command
+    if testbed.paths.mpi_home:
+        return testbed.paths.mpi_home.rstrip("/") + "/bin/mpirun"
+    return "mpirun"
+
+
+def _ssh_probe(peer: NodeModel) -> str:
+    """Try passwordless ssh to a peer; print `name<TAB>exit code<TAB>message`."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_PROBE_TIMEOUT_S}"]
+    if peer.ssh.config_file:
+        argv += ["-F", peer.ssh.config_file]
+    if peer.ssh.port != 22:
+        argv += ["-p", str(peer.ssh.port)]
+    if peer.ssh.user:
+        argv += ["-l", peer.ssh.user]
+    argv += [peer.address, "true"]
+    return (
+        f"out=$({shlex.join(argv)} </dev/null 2>&1); rc=$?; "
+        f"printf '%s\\t%s\\t%s\\n' {shlex.quote(peer.name)} $rc \"$(echo $out)\""
+    )
+
+
+def _gpu_sections(node: NodeModel) -> str:
+    query = "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n 1"
+    text = _section("driver", _tool("nvidia-smi", query))
+    text += _section("gpus", _tool("nvidia-smi", "nvidia-smi -L 2>&1"))
+    if node.gpus > 0:
+        text += _section("topo", _tool("nvidia-smi", "nvidia-smi topo -m 2>&1"))
+        text += _section("gdr", "lsmod 2>&1 | awk '$1 ~ /^(nvidia_peermem|nv_peer_mem)$/'")
+    return text
+
+
+def _faults_body(work_dir: str) -> str:
+    active = node_path(work_dir.rstrip("/") + "/faults/active")
+    return (
+        f'for f in {active}/*; do [ -e "$f" ] || continue; '
+        "printf '%s\\t%s\\n' \"${f##*/}\" \"$(head -c 300 \"$f\" | tr '\\n\\t' '  ')\"; done"
+    )
+
+
+def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) -> str:
+    """The bash script that prints every section doctor needs from `node`."""
+    text = 'cd "$HOME" 2>/dev/null\n'
+    text += _section("os", 'uname -r\n( . /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-}" )')
+    text += _gpu_sections(node)
+    for nic in node.nics:
+        text += _section(f"nic.{nic.name}", _nic_body(nic))
+    if testbed.launcher.kind is LauncherKind.MPIRUN:
+        mpirun = shlex.quote(mpirun_path(testbed))
+        body = f"command -v {mpirun}; {mpirun} --version 2>&1 | head -n 5"
+        text += _section("mpirun", _tool(mpirun, body))
+    text += _section("procs", "ps -ww -eo pid=,args= 2>&1")
+    text += _section("faults", _faults_body(testbed.paths.work_dir))
+    if ssh_peers:
+        text += _section("ssh", "\n".join(_ssh_probe(peer) for peer in ssh_peers))
+    return text
+
+
+def parse_sections(text: str) -> dict[str, str]:
+    """Split the script's output into {section name: text}."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(MARKER) and line.endswith("@@"):
+            current = sections.setdefault(line[len(MARKER) : -2], [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip("\n") for name, lines in sections.items()}
+
+
+def has_rdma_nic(node: NodeModel) -> bool:
+    """Whether the node has an InfiniBand or RoCE NIC (GPUDirect RDMA matters)."""
+    return any(nic.kind in (NicKind.IB, NicKind.ROCE) for nic in node.nics)

@@ -1,0 +1,102 @@
+"""Gather doctor's facts from every node in parallel, then run the checks.
+
+Per node: three clock probes (`date +%s.%N`; the one with the shortest round trip gives the
+latency and the clock offset, NTP style) and one facts script. The first probe also opens the
+ssh connection, which all later commands reuse.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from r2bench.config.testbed import Node as NodeModel
+from r2bench.config.testbed import Testbed, TestbedKind
+from r2bench.doctor.checks import CheckResult, run_checks
+from r2bench.doctor.facts import NodeFacts, facts_script, parse_sections
+from r2bench.nodes import Node, NodeError, NodePool
+
+CLOCK_PROBES = 3
+PROBE_TIMEOUT_S = 15.0
+FACTS_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    """One `date` probe: controller times around the request and the node's answer."""
+
+    sent: float
+    received: float
+    node_time: float
+
+    @property
+    def round_trip(self) -> float:
+        """Seconds from request to answer."""
+        return self.received - self.sent
+
+    @property
+    def offset(self) -> float:
+        """Node clock minus controller clock, assuming symmetric delays."""
+        return self.node_time - (self.sent + self.received) / 2
+
+
+def probe_clock(node: Node) -> ClockSample:
+    """Ask the node for its time once."""
+    sent = time.time()
+    result = node.run(["date", "+%s.%N"], timeout=PROBE_TIMEOUT_S)
+    received = time.time()
+    try:
+        node_time = float(result.stdout.strip())
+    except ValueError as exc:
+        raise NodeError(
+            node.name, result.command, f"unexpected date output {result.stdout!r}"
+        ) from exc
+    return ClockSample(sent, received, node_time)
+
+
+def gather_node(node: Node, testbed: Testbed, ssh_peers: list[NodeModel]) -> NodeFacts:
+    """All facts from one node; an unreachable node gives facts with the error."""
+    model = testbed.node(node.name)
+    assert model is not None
+    try:
+        samples = [probe_clock(node) for _ in range(CLOCK_PROBES)]
+        script = facts_script(testbed, model, ssh_peers)
+        output = node.run(script, timeout=FACTS_TIMEOUT_S, check=False)
+    except NodeError as exc:
+        return NodeFacts(node.name, reachable=False, error=exc.message)
+    best = min(samples, key=lambda sample: sample.round_trip)
+    return NodeFacts(
+        node.name,
+        reachable=True,
+        latency_s=best.round_trip,
+        clock_offset_s=best.offset,
+        sections=parse_sections(output.stdout),
+    )
+
+
+def ssh_peers_of(testbed: Testbed, model: NodeModel) -> list[NodeModel]:
+    """Nodes the first node must reach by passwordless ssh (none on a local testbed)."""
+    if testbed.kind is TestbedKind.LOCAL or model is not testbed.nodes[0]:
+        return []
+    return testbed.nodes[1:]
+
+
+def gather(testbed: Testbed, pool: NodePool) -> list[NodeFacts]:
+    """Facts from every node, in testbed order."""
+    peers = {model.name: ssh_peers_of(testbed, model) for model in testbed.nodes}
+    gathered = pool.map(lambda node: gather_node(node, testbed, peers[node.name]))
+    return [_as_facts(name, gathered[name]) for name in (m.name for m in testbed.nodes)]
+
+
+def _as_facts(name: str, value: NodeFacts | NodeError) -> NodeFacts:
+    if isinstance(value, NodeError):
+        return NodeFacts(name, reachable=False, error=value.message)
+    return value
+
+
+def diagnose(testbed: Testbed, pool: NodePool | None = None) -> list[CheckResult]:
+    """Gather facts and run every check (opens and closes a pool unless one is given)."""
+    if pool is not None:
+        return run_checks(testbed, gather(testbed, pool))
+    with NodePool.from_testbed(testbed) as own_pool:
+        return run_checks(testbed, gather(testbed, own_pool))
