@@ -111,6 +111,19 @@ def version() -> None:
     typer.echo(f"r2bench {r2bench.__version__}")
 
 
+def _mount_subcommands() -> None:
+    from r2bench.virtual.cli import testbed_app
+
+    app.add_typer(
+        testbed_app,
+        name="testbed",
+        help="Create, inspect and remove testbeds (virtual: network namespaces).",
+    )
+
+
+_mount_subcommands()
+
+
 def _not_implemented(name: str, summary: str) -> Callable[[], None]:
     def command() -> None:
         _stderr().print(f"r2bench {name}: not implemented yet.", style="red")
