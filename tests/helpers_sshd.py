@@ -4,7 +4,9 @@ Everything lives in one directory: a generated host key, a client key, authorize
 known_hosts file for the host key, an ssh_config for clients, the sshd config and its pid file.
 sshd insists on its privilege-separation directory (/run/sshd); when that is missing, the server
 runs in a private mount namespace with a tmpfs over /run, so nothing on the host changes.
-The server is stopped by its pid (and the session processes it forked, found through /proc).
+Sessions get SHLVL=1 so that bash does not source the login user's ~/.bashrc for ssh commands
+(Debian's bash does, and a pyenv-style rc adds ~250 ms to every command, on every kind of
+client alike). The server is stopped by its pid (and the session processes it forked, found through /proc).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ PermitRootLogin prohibit-password
 StrictModes no
 Subsystem sftp internal-sftp
 LogLevel ERROR
+SetEnv SHLVL=1
 """
 
 CLIENT_CONFIG = """\
@@ -102,6 +105,16 @@ class SshServer:
     def client_config(self) -> Path:
         """An ssh_config for `ssh -F` that uses the client key and known_hosts."""
         return self.dir / "ssh_config"
+
+    def ssh_settings(self) -> dict[str, object]:
+        """The testbed `ssh:` block that reaches this server with host-key checking on."""
+        return {
+            "user": self.user,
+            "port": self.port,
+            "key": str(self.client_key),
+            "known_hosts": str(self.known_hosts),
+            "config_file": str(self.client_config),
+        }
 
     def prepare(self) -> SshServer:
         """Generate keys and write every file."""

@@ -430,14 +430,7 @@ def test_doctor_end_to_end_on_a_local_testbed(
 
 def ssh_node_entry(server: SshServer, name: str, **overrides: object) -> dict[str, object]:
     """A testbed node reaching the loopback sshd."""
-    ssh = {
-        "user": server.user,
-        "port": server.port,
-        "key": str(server.client_key),
-        "known_hosts": str(server.known_hosts),
-        "config_file": str(server.client_config),
-    }
-    ssh.update(overrides)
+    ssh = {**server.ssh_settings(), **overrides}
     lo = {"name": "lo", "kind": "eth", "netdev": "lo", "management": True}
     return {"name": name, "address": "127.0.0.1", "sudo": False, "ssh": ssh, "nics": [lo]}
 

@@ -16,13 +16,7 @@ from r2bench.nodes.base import command_text, parse_stamp, shell_argv
 
 def ssh_options(server: SshServer, **overrides: object) -> SshOptions:
     """Options that reach the test server with host-key checking on."""
-    values: dict[str, object] = {
-        "user": server.user,
-        "port": server.port,
-        "key": str(server.client_key),
-        "known_hosts": str(server.known_hosts),
-    }
-    values.update(overrides)
+    values = {**server.ssh_settings(), "config_file": None, **overrides}
     return SshOptions.model_validate(values)
 
 
