@@ -106,6 +106,24 @@ def schema(
 
 
 @app.command()
+def doctor(
+    testbed: TestbedOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check that every node is ready: reachable, same OS/driver/MPI, GPUs and NICs present and
+    up, passwordless ssh between nodes, clocks in sync, builds present, no stray workload or
+    active fault. Each failed check says how to fix it.
+
+    Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 invalid testbed file.
+    """
+    from r2bench.doctor.cli import doctor_command
+
+    with config_errors(_stderr()):
+        code = doctor_command(testbed, as_json)
+    raise typer.Exit(code)
+
+
+@app.command()
 def version() -> None:
     """Print r2bench's version."""
     typer.echo(f"r2bench {r2bench.__version__}")
