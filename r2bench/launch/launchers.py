@@ -74,7 +74,7 @@ def srun_command(testbed: Testbed, job: Job) -> LaunchCommand:
     launcher = testbed.launcher
     argv = [launcher.command or "srun", f"--nodes={len(job.nodes)}"]
     argv += [f"--ntasks-per-node={job.ranks_per_node}", f"--nodelist={','.join(job.nodes)}"]
-    if any(testbed.node(n) and testbed.node(n).gpus for n in job.nodes):  # type: ignore[union-attr]
+    if any((node := testbed.node(name)) is not None and node.gpus for name in job.nodes):
         argv.append(f"--gpus-per-node={job.ranks_per_node * job.gpus_per_rank}")
     exports = ",".join(["ALL", *(f"{k}={v}" for k, v in job.env.items())])
     argv.append(f"--export={exports}")
