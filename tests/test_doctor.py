@@ -312,9 +312,15 @@ def test_stray_processes_and_faults() -> None:
     assert result.status is Status.FAIL and "kill 4242 4250" in result.fix
     assert "5000" not in result.fix and "5001" not in result.fix
     assert check_processes(facts(procs="1 /sbin/init")).status is Status.OK
-    active = "ib_port_down.n1.mlx5_0\tkind=ib_port_down nic=mlx5_0 deadline=1795320000"
+    # The record format of injectors/lib.sh, as the facts script flattens it onto one line.
+    active = (
+        "run3.n1.ib0\tkind=ib_port script=/home/u/.r2bench/injectors/ib_port.sh "
+        "injected_at=1795320000.123456789 opt_ca=mlx5_0 opt_port=1 lease_pid=4711 \n"
+        "odd\tfree text"
+    )
     fault = check_faults(facts(faults=active), ".r2bench")
-    assert fault.status is Status.FAIL and "ib_port_down.n1.mlx5_0" in fault.detail
+    assert fault.status is Status.FAIL
+    assert fault.detail == "run3.n1.ib0 (kind ib_port); odd (free text)"
     assert "r2bench heal" in fault.fix
     assert check_faults(facts(faults=""), ".r2bench").status is Status.OK
 

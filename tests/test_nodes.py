@@ -179,7 +179,7 @@ def test_ssh_honors_config_file(sshd: SshServer) -> None:  # noqa: F811
 @needs_sshd
 def test_ssh_jump_host(sshd: SshServer) -> None:  # noqa: F811
     jump = f"{sshd.user}@127.0.0.1:{sshd.port}"
-    options = ssh_options(sshd, jump_host=jump, config_file=str(sshd.client_config))
+    options = ssh_options(sshd, jump_host=jump)
     with SshNode("jumped", "127.0.0.1", options) as node:
         assert node.run("echo hop").stdout == "hop\n"
         assert node._connect().gateway is not None

@@ -360,12 +360,19 @@ def check_processes(facts: NodeFacts) -> CheckResult:
     return _result(facts.node, "stray processes", Status.FAIL, detail, fix)
 
 
+def _fault_summary(record: str) -> str:
+    """`kind link` from an injector's record (`kind=link script=... injected_at=...`)."""
+    kind = re.search(r"(?:^|\s)kind=(\S+)", record)
+    return f"kind {kind.group(1)}" if kind else record.strip()[:60]
+
+
 def check_faults(facts: NodeFacts, work_dir: str) -> CheckResult:
     """No r2bench fault still active (tag files under <work_dir>/faults/active/)."""
-    entries = [line.split("\t") for line in facts.section("faults").splitlines() if line.strip()]
-    if not entries:
+    entries = [line.partition("\t") for line in facts.section("faults").splitlines()]
+    tags = [(tag, _fault_summary(record)) for tag, _, record in entries if tag.strip()]
+    if not tags:
         return _result(facts.node, "active faults", Status.OK, "none")
-    detail = "; ".join(f"{e[0]}: {e[1][:60]}" if len(e) > 1 else e[0] for e in entries)
+    detail = "; ".join(f"{tag} ({summary})" if summary else tag for tag, summary in tags)
     fix = f"revert them with `r2bench heal`, then check that {work_dir}/faults/active/ is empty"
     return _result(facts.node, "active faults", Status.FAIL, detail, fix)
 

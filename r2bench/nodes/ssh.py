@@ -93,7 +93,14 @@ def make_connection(address: str, options: SshOptions) -> Connection:
             look_for_keys=False,
             allow_agent=False,
         )
-    gateway = Connection(options.jump_host, config=config) if options.jump_host else None
+    gateway = None
+    if options.jump_host:  # the bastion is reached with the same key
+        gateway = Connection(
+            options.jump_host,
+            config=config,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            connect_kwargs=dict(connect_kwargs),
+        )
     connection = Connection(
         address,
         user=options.user,
