@@ -1,0 +1,442 @@
+"""Tidy tables derived from run folders (and only from them: rebuild them at any time).
+
+- `results`: one row per run x size x placement x cycle (nccl-tests result lines)
+- `iterations`: one row per timed iteration (`-I 1` per-iteration times from `-J`), with an
+  estimated epoch timestamp when the run printed `-S 1` timestamps
+- `events`: one row per log event and per fault event (inject/revert/...)
+- `runs`: one row per run folder (complete or not): outcome, reason, failed rank/host, times
+
+`build_tables(sweep_dir)` parses every run once, accumulates plain column lists and makes one
+DataFrame per table at the end; per-run settings (experiment, library, env columns such as
+R2CC_MODE, scenario, repeat, outcome) are joined onto `results` from `runs` in one merge.
+`write_tables` stores each table as Parquet and CSV under `results/<sweep>/tables/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from r2bench.records import store as st
+from r2bench.records.events import parse_events
+from r2bench.records.models import Event, Outcome, ParsedNcclTests
+from r2bench.records.nccltests import combine, parse_json, parse_text
+from r2bench.records.outcome import classify
+
+TABLE_NAMES = ("results", "iterations", "events", "runs")
+INCOMPLETE = "incomplete"
+# Per-run columns joined onto `results` (besides the env columns).
+RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
+_RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
+_RESULT_VALUES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
+EVENT_COLUMNS = (
+    *("run_id", "source", "line", "kind", "time", "host", "pid", "rank"),
+    *("message", "fault", "nic", "ok", "details"),
+)
+
+
+# --------------------------------------------------------------------------- parsing a run
+
+
+def parse_outputs(
+    text_path: Path | None, json_path: Path | None, collective: str | None = None
+) -> ParsedNcclTests:
+    """nccl-tests results of a run from its text output and/or -J JSON (either may be None)."""
+    text = _parse_text_file(text_path, collective) if text_path else None
+    js = parse_json(json_path.read_bytes()) if json_path else None
+    if text is not None and js is not None:
+        return combine(text, js)
+    return text or js or ParsedNcclTests()
+
+
+def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
+    binary = f"{collective}_perf" if collective else None
+    with path.open("rb") as handle:
+        return parse_text(handle, binary_name=binary)
+
+
+def log_events(paths: Iterable[Path]) -> list[tuple[str, Event]]:
+    """(source file name, event) of every log, streamed line by line."""
+    out: list[tuple[str, Event]] = []
+    for path in paths:
+        with path.open("rb") as handle:
+            out.extend((path.name, ev) for ev in parse_events(handle))
+    return out
+
+
+@dataclass
+class ParsedRun:
+    """One run folder, parsed once: results, events and outcome."""
+
+    record: st.RunRecord
+    parsed: ParsedNcclTests
+    events: list[tuple[str, Event]]
+    outcome: Outcome | None
+
+
+def parse_run(record: st.RunRecord) -> ParsedRun:
+    """Parse a run folder's outputs; the outcome is classified again when outcome.json is
+    missing (an incomplete run keeps None)."""
+    collective = record.spec.get("collective")
+    parsed = parse_outputs(record.file(st.STDOUT), record.file(st.RESULT_JSON), collective)
+    if record.file(st.EVENTS):
+        events = [(st.EVENTS, ev) for ev in record.events()]
+    else:
+        events = log_events(p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p)
+    outcome = record.end.outcome if record.end else None
+    if outcome is None and record.complete:
+        outcome = classify(None, parsed=parsed, events=[e for _, e in events])
+    return ParsedRun(record, parsed, events, outcome)
+
+
+# --------------------------------------------------------------------------- accumulation
+
+
+@dataclass
+class _Cols:
+    """Named column lists, filled row by row or block by block."""
+
+    names: tuple[str, ...]
+    data: dict[str, list[Any]] = field(default_factory=dict)
+    _lists: list[list[Any]] = field(default_factory=list)
+    _next: int = 0
+
+    def __post_init__(self) -> None:
+        self.data = {n: [] for n in self.names}
+        self._lists = [self.data[n] for n in self.names]
+        self._next = 0
+
+    def add(self, *values: Any) -> None:
+        """Append values to the next columns; a row may be added in several calls."""
+        start = self._next
+        for column, value in zip(self._lists[start : start + len(values)], values, strict=True):
+            column.append(value)
+        self._next = (start + len(values)) % len(self._lists)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.data, columns=list(self.names))
+
+
+@dataclass
+class _IterBlocks:
+    """Per-iteration times: one flat list of times plus per-block columns (np.repeat later)."""
+
+    times: list[float] = field(default_factory=list)
+    run_id: list[str] = field(default_factory=list)
+    size_bytes: list[int] = field(default_factory=list)
+    placement: list[str] = field(default_factory=list)
+    cycle: list[int] = field(default_factory=list)
+    n: list[int] = field(default_factory=list)
+    bus_factor: list[float] = field(default_factory=list)
+    end_time: list[float] = field(default_factory=list)
+
+
+def _block_end_times(
+    parsed: ParsedNcclTests, row_times: dict[tuple[int, str, int], tuple[float, float]]
+) -> dict[tuple[int, str, int], float]:
+    """Estimated epoch end of each per-iteration block.
+
+    `-S 1` stamps have one-second resolution and are printed when a row (out-of-place, then
+    in-place iterations) ends. The estimate runs a clock over the summed iteration times and
+    keeps it inside each row's printed second: end = clip(previous end + row time, [ts, ts+1)).
+    """
+    totals = {
+        (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
+    }
+    ends: dict[tuple[int, str, int], float] = {}
+    clock = -np.inf
+    for r in parsed.rows:
+        if r.placement != "in_place":
+            continue
+        ts = row_times[(r.size_bytes, "in_place", r.cycle)][0]
+        if ts != ts:  # no -S timestamp on this row
+            continue
+        oop, inp = (r.size_bytes, "out_of_place", r.cycle), (r.size_bytes, "in_place", r.cycle)
+        clock = min(max(clock + totals.get(oop, 0.0) + totals.get(inp, 0.0), ts), ts + 0.999)
+        ends[inp] = clock
+        ends[oop] = clock - totals.get(inp, 0.0)
+    return ends
+
+
+def _epoch(row_ts: Any, offset_s: float) -> float:
+    if row_ts is None:
+        return float("nan")
+    return float(row_ts.replace(tzinfo=timezone.utc).timestamp() - offset_s)
+
+
+class _Builder:
+    """Accumulates the four tables over parsed runs."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.sweep_dir = sweep_dir
+        self.results = _Cols(("run_id", *_RESULT_FIELDS, *_RESULT_VALUES, "timestamp"))
+        self.events = _Cols(EVENT_COLUMNS)
+        self.iters = _IterBlocks()
+        self.runs: list[dict[str, Any]] = []
+        self.env_names: set[str] = set()
+
+    def add(self, run: ParsedRun) -> None:
+        rec = run.record
+        offset = float(rec.provenance.get("node_utc_offset_s") or 0.0)
+        row_times = self._add_results(rec.run_id, run.parsed, offset)
+        self._add_iterations(rec.run_id, run.parsed, row_times)
+        self._add_events(rec.run_id, run.events)
+        self._add_faults(rec.run_id, rec.faults)
+        self.runs.append(_run_row(self.sweep_dir, run, row_times))
+        self.env_names.update((rec.spec.get("env") or {}).keys())
+
+    def add_incomplete(self, rec: st.RunRecord) -> None:
+        run = ParsedRun(rec, ParsedNcclTests(), [], None)
+        self.runs.append(_run_row(self.sweep_dir, run, {}))
+        self.env_names.update((rec.spec.get("env") or {}).keys())
+
+    def _add_results(
+        self, run_id: str, parsed: ParsedNcclTests, offset: float
+    ) -> dict[tuple[int, str, int], tuple[float, float]]:
+        """Add result rows; returns (size, placement, cycle) -> (epoch time, bus factor)."""
+        row_times: dict[tuple[int, str, int], tuple[float, float]] = {}
+        add = self.results.add
+        for r in parsed.rows:
+            ts = _epoch(r.timestamp, offset)
+            add(run_id, r.size_bytes, r.count, r.type, r.redop, r.root, r.placement, r.cycle)
+            add(r.time_us, r.algbw_gbps, r.busbw_gbps, r.wrong, ts)
+            factor = (r.busbw_gbps / r.algbw_gbps) if r.busbw_gbps and r.algbw_gbps else 1.0
+            row_times[(r.size_bytes, r.placement, r.cycle)] = (ts, factor)
+        return row_times
+
+    def _add_iterations(
+        self,
+        run_id: str,
+        parsed: ParsedNcclTests,
+        row_times: dict[tuple[int, str, int], tuple[float, float]],
+    ) -> None:
+        blocks = self.iters
+        ends = _block_end_times(parsed, row_times)
+        for p in parsed.per_iteration:
+            key = (p.size_bytes, p.placement, p.cycle)
+            blocks.times.extend(p.times_us)
+            blocks.run_id.append(run_id)
+            blocks.size_bytes.append(p.size_bytes)
+            blocks.placement.append(p.placement)
+            blocks.cycle.append(p.cycle)
+            blocks.n.append(len(p.times_us))
+            blocks.bus_factor.append(row_times.get(key, (np.nan, 1.0))[1])
+            blocks.end_time.append(ends.get(key, np.nan))
+
+    def _add_events(self, run_id: str, events: list[tuple[str, Event]]) -> None:
+        add = self.events.add
+        for source, ev in events:
+            details = json.dumps(ev.details, sort_keys=True) if ev.details else ""
+            add(run_id, source, ev.line, ev.kind.value, ev.time, ev.host, ev.pid, ev.rank)
+            add(ev.message or ev.text, None, None, None, details)
+
+    def _add_faults(self, run_id: str, faults: list[st.FaultEvent]) -> None:
+        add = self.events.add
+        for i, f in enumerate(faults, start=1):
+            add(run_id, st.FAULTS, i, f"fault_{f.action}", f.time, f.node, None, None)
+            add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, f.tag)
+
+    def tables(self) -> Tables:
+        runs = _runs_frame(self.runs, sorted(self.env_names))
+        results = self.results.frame()
+        results = _join_run_columns(results, runs, sorted(self.env_names))
+        return Tables(
+            results=results,
+            iterations=_iterations_frame(self.iters),
+            events=_typed_events(self.events.frame()),
+            runs=runs,
+        )
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def env_column(name: str) -> str:
+    """The column holding an env var: its own name, unless that collides with a fixed column."""
+    fixed = {"run_id", *RUN_KEYS, *_RESULT_FIELDS, *_RESULT_VALUES, "timestamp"}
+    return f"env:{name}" if name in fixed else name
+
+
+def _run_row(
+    sweep_dir: Path, run: ParsedRun, row_times: dict[tuple[int, str, int], tuple[float, float]]
+) -> dict[str, Any]:
+    rec, spec, end = run.record, run.record.spec, run.record.end
+    times = [t for t, _ in row_times.values() if t == t]
+    outcome = run.outcome
+    row: dict[str, Any] = {
+        "run_id": rec.run_id,
+        "experiment": spec.get("experiment"),
+        "library": spec.get("library_label"),
+        "library_ref": (spec.get("library") or {}).get("ref"),
+        "collective": spec.get("collective") or run.parsed.collective,
+        "scenario": spec.get("scenario"),
+        "repeat": spec.get("repeat"),
+        "nodes": ",".join(spec.get("nodes") or []),
+        "ranks": run.parsed.ranks,
+        "complete": rec.complete,
+        "outcome": outcome.status.value if outcome else INCOMPLETE,
+        "reason": outcome.reason if outcome else "no COMPLETE marker: the run did not finish",
+        "failed_rank": outcome.failed_rank if outcome else None,
+        "failed_host": outcome.failed_host if outcome else None,
+        "exit_code": end.exit_code if end else None,
+        "started_at": end.started_at if end else None,
+        "ended_at": end.ended_at if end else None,
+        "duration_s": _duration(end),
+        "first_result_at": min(times, default=None),
+        "last_result_at": max(times, default=None),
+        "n_rows": len(run.parsed.rows),
+        "avg_busbw_gbps": run.parsed.avg_busbw_gbps,
+        "n_faults": len({f.fault for f in rec.faults if f.action == "inject"}),
+        "nccl_tests_version": run.parsed.nccl_tests_version,
+        "nccl_library": run.parsed.nccl_library,
+        "n_warnings": len(run.parsed.warnings),
+        "imported_from": rec.provenance.get("imported_from"),
+        "path": os.path.relpath(rec.path, sweep_dir),
+    }
+    row["env"] = spec.get("env") or {}
+    return row
+
+
+def _duration(end: st.RunEnd | None) -> float | None:
+    if end is None or end.started_at is None or end.ended_at is None:
+        return None
+    return end.ended_at - end.started_at
+
+
+def _runs_frame(rows: list[dict[str, Any]], env_names: list[str]) -> pd.DataFrame:
+    cols: dict[str, list[Any]] = {}
+    keys = [k for k in (rows[0] if rows else _run_row_keys()) if k != "env"]
+    for key in keys:
+        cols[key] = [r[key] for r in rows]
+    for name in env_names:
+        cols[env_column(name)] = [r["env"].get(name) for r in rows]
+    frame = pd.DataFrame(cols)
+    for name in ("repeat", "ranks", "failed_rank", "exit_code", "nccl_library"):
+        frame[name] = frame[name].astype("Int64")
+    return frame
+
+
+def _run_row_keys() -> list[str]:
+    empty = ParsedRun(
+        st.RunRecord("", Path(), False, {}, {}, None, []), ParsedNcclTests(), [], None
+    )
+    return list(_run_row(Path(), empty, {}))
+
+
+def _join_run_columns(results: pd.DataFrame, runs: pd.DataFrame, env: list[str]) -> pd.DataFrame:
+    """Put the per-run columns (experiment, library, env, scenario, ...) onto every result row."""
+    keys = ["run_id", *RUN_KEYS[:3], *(env_column(n) for n in env), *RUN_KEYS[3:]]
+    merged = results.merge(runs[keys], on="run_id", how="left", sort=False)
+    order = [*keys, *(c for c in results.columns if c != "run_id")]
+    merged = merged[order]
+    merged["wrong"] = merged["wrong"].astype("Int64")
+    return merged
+
+
+def _iterations_frame(b: _IterBlocks) -> pd.DataFrame:
+    n = np.asarray(b.n, dtype=np.int64)
+    times = np.asarray(b.times, dtype=np.float64)
+    size = np.repeat(np.asarray(b.size_bytes, dtype=np.int64), n)
+    factor = np.repeat(np.asarray(b.bus_factor, dtype=np.float64), n)
+    starts = np.cumsum(n) - n
+    index = np.arange(len(times), dtype=np.int64) - np.repeat(starts, n)
+    csum = np.cumsum(times)
+    block_end = np.repeat(np.cumsum(n) - 1, n)
+    after_us = csum[block_end] - csum if len(times) else csum
+    with np.errstate(divide="ignore", invalid="ignore"):
+        busbw = np.where(times > 0, size / (times * 1e3) * factor, np.nan)
+    return pd.DataFrame(
+        {
+            "run_id": pd.Categorical(np.repeat(np.asarray(b.run_id, dtype=object), n)),
+            "size_bytes": size,
+            "placement": pd.Categorical(np.repeat(np.asarray(b.placement, dtype=object), n)),
+            "cycle": np.repeat(np.asarray(b.cycle, dtype=np.int64), n),
+            "iteration": index,
+            "time_us": times,
+            "busbw_gbps": busbw,
+            "timestamp": np.repeat(np.asarray(b.end_time, dtype=np.float64), n) - after_us / 1e6,
+        }
+    )
+
+
+def _typed_events(frame: pd.DataFrame) -> pd.DataFrame:
+    for name in ("line", "pid", "rank", "fault"):
+        frame[name] = frame[name].astype("Int64")
+    frame["time"] = frame["time"].astype("float64")
+    frame["ok"] = frame["ok"].astype("boolean")
+    return frame
+
+
+# --------------------------------------------------------------------------- public API
+
+
+@dataclass
+class Tables:
+    """The four tidy tables of a sweep."""
+
+    results: pd.DataFrame
+    iterations: pd.DataFrame
+    events: pd.DataFrame
+    runs: pd.DataFrame
+
+    def items(self) -> list[tuple[str, pd.DataFrame]]:
+        """(name, frame) pairs in TABLE_NAMES order."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+
+def build_tables(sweep_dir: Path) -> Tables:
+    """Parse every run folder of a sweep once and build the four tables."""
+    store = st.RunStore.at(sweep_dir)
+    builder = _Builder(Path(sweep_dir))
+    for record in store.records(include_incomplete=True):
+        if record.complete:
+            builder.add(parse_run(record))
+        else:
+            builder.add_incomplete(record)
+    return builder.tables()
+
+
+def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
+    """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in tables.items():
+        arrow = pa.Table.from_pandas(frame, preserve_index=False)
+        written.append(_write_atomic(out_dir / f"{name}.parquet", arrow, "parquet"))
+        written.append(_write_atomic(out_dir / f"{name}.csv", arrow, "csv"))
+    return written
+
+
+def _write_atomic(path: Path, table: pa.Table, fmt: str) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp)
+    else:
+        pa_csv.write_csv(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_tables(out_dir: Path) -> Tables:
+    """Read tables written by `write_tables` (Parquet)."""
+    frames = {name: pd.read_parquet(out_dir / f"{name}.parquet") for name in TABLE_NAMES}
+    return Tables(**frames)
+
+
+def rebuild(sweep_dir: Path) -> Tables:
+    """Build the tables of a sweep and write them under `<sweep>/tables/`."""
+    tables = build_tables(sweep_dir)
+    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR)
+    return tables
