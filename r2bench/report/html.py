@@ -1,0 +1,222 @@
+"""The sweep report: one self-contained HTML file that works offline.
+
+plotly.js is written into the page once (inline, no CDN); each figure's data sits in a
+`<script type="application/json" class="r2-figure" id="figure-<id>">` block (JSON with `<`, `>`,
+`&` escaped, so no data string can close the script) and a small loader draws it. Every string
+from the data that goes into HTML passes `html.escape`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from plotly.io.json import to_json_plotly
+from plotly.offline import get_plotlyjs
+
+import r2bench
+from r2bench.records import store as st
+from r2bench.records.tables import Tables
+from r2bench.report.figures import Figure, all_figures, outcome_counts
+
+MAX_LISTED = 50
+MAX_PROBLEM_RUNS = 200
+MAX_VALUE_CHARS = 2000
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
+h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
+td, th { border: 1px solid #ccc; padding: .25em .5em; vertical-align: top; text-align: left; }
+th { background: #f3f3f3; } code, .mono { font-family: ui-monospace, monospace; }
+.note { color: #a33; } .fig { margin: 1em 0; min-height: 200px; }
+.cell { max-width: 70em; overflow-wrap: anywhere; white-space: pre-wrap; }
+"""
+
+_LOADER = """
+document.querySelectorAll('script.r2-figure').forEach(function (node) {
+  var spec = JSON.parse(node.textContent);
+  var div = document.getElementById(node.id.replace('figure-', 'plot-'));
+  Plotly.newPlot(div, spec.data, spec.layout,
+                 {responsive: true, displaylogo: false, scrollZoom: false});
+});
+"""
+
+
+def esc(value: Any) -> str:
+    """HTML-escape any value (None -> empty)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return html.escape(str(value), quote=True)
+
+
+def figure_json(spec: dict[str, Any]) -> str:
+    """A figure spec as JSON safe inside <script> (plotly's encoder escapes <, > and /)."""
+    return to_json_plotly(spec)
+
+
+@dataclass
+class ProvenanceSummary:
+    """Distinct provenance values over the runs of a sweep, with how many runs had each."""
+
+    runs: int = 0
+    values: dict[str, Counter[str]] = field(default_factory=dict)
+    env: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, key: str, value: Any) -> None:
+        """Count one run's value of a field (dicts/lists as compact JSON)."""
+        if value in (None, "", [], {}):
+            return
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        self.values.setdefault(key, Counter())[text[:MAX_VALUE_CHARS]] += 1
+
+
+_PROV_FIELDS = (
+    "r2bench_version",
+    "r2bench_git",
+    "library",
+    "benchmark",
+    "cuda_version",
+    "driver_version",
+    "nccl_version",
+    "nccl_tests_version",
+    "mpi_version",
+    "hostnames",
+    "launch_command",
+    "rerun_command",
+    "imported_from",
+    "env_dropped",
+)
+
+
+def summarize_provenance(records: Iterable[st.RunRecord]) -> ProvenanceSummary:
+    """Fold the provenance.json of every run into distinct values with counts."""
+    summary = ProvenanceSummary()
+    for rec in records:
+        summary.runs += 1
+        prov = rec.provenance
+        for key in _PROV_FIELDS:
+            summary.add(key, prov.get(key))
+        for name, value in (prov.get("env") or {}).items():
+            summary.env.setdefault(str(name), Counter())[str(value)[:MAX_VALUE_CHARS]] += 1
+    return summary
+
+
+def _counted(counter: Counter[str]) -> str:
+    items = counter.most_common(MAX_LISTED)
+    more = len(counter) - len(items)
+    lines = [f"{esc(v)}  <span class='note'>({n} runs)</span>" for v, n in items]
+    if more > 0:
+        lines.append(f"... {more} more distinct values")
+    return "<br>".join(lines)
+
+
+def provenance_html(summary: ProvenanceSummary) -> str:
+    """Two tables: provenance fields, then the environment (secrets were dropped at record)."""
+    rows = [
+        f"<tr><th>{esc(k)}</th><td class='cell mono'>{_counted(v)}</td></tr>"
+        for k, v in summary.values.items()
+    ]
+    env_rows = [
+        f"<tr><th class='mono'>{esc(k)}</th><td class='cell mono'>{_counted(v)}</td></tr>"
+        for k, v in sorted(summary.env.items())
+    ]
+    parts = [f"<p>{summary.runs} run folders.</p>", "<table>", *rows, "</table>"]
+    if env_rows:
+        parts += ["<h3>Environment of the jobs</h3>", "<table>", *env_rows, "</table>"]
+    return "\n".join(parts)
+
+
+def _table(frame: pd.DataFrame) -> str:
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td class='cell'>{esc(v)}</td>" for v in row) + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def outcomes_html(tables: Tables) -> str:
+    """The outcome counts as a table and the runs that did not end ok, with their reasons."""
+    counts = outcome_counts(tables.runs)
+    wide = counts.pivot_table(
+        index=["scenario", "column"], columns="outcome", values="n", fill_value=0
+    ).reset_index()
+    cols = ["run_id", "scenario", "outcome", "reason", "failed_rank", "failed_host", "path"]
+    bad = tables.runs[tables.runs["outcome"] != "ok"][cols]
+    parts = [_table(wide)]
+    if len(bad):
+        parts += [f"<h3>Runs that did not end ok ({len(bad)})</h3>", _table(bad[:MAX_PROBLEM_RUNS])]
+    return "\n".join(parts)
+
+
+def _figure_block(fig: Figure) -> str:
+    note = f"<p class='note'>{esc(fig.note)}</p>" if fig.note else ""
+    if fig.caption:
+        note += f"<p class='cell'>{esc(fig.caption)}</p>"
+    return (
+        f"<div class='fig'>{note}<div id='plot-{esc(fig.id)}' class='r2-plot'></div>"
+        f"<script type='application/json' class='r2-figure' id='figure-{esc(fig.id)}'>"
+        f"{figure_json(fig.spec)}</script></div>"
+    )
+
+
+def _section(title: str, body: str) -> str:
+    return f"<section><h2>{esc(title)}</h2>\n{body}\n</section>"
+
+
+def render_report(
+    sweep_dir: Path, tables: Tables, figures: list[Figure], summary: ProvenanceSummary
+) -> str:
+    """The report page as a string."""
+    by_kind: dict[str, list[Figure]] = {}
+    for fig in figures:
+        by_kind.setdefault(fig.id.split("-")[0], []).append(fig)
+    timelines = "".join(_figure_block(f) for f in by_kind.get("timeline", []))
+    sections = [
+        _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw"))),
+        _section("Overhead vs the no-fault baseline", _blocks(by_kind.get("overhead"))),
+        _section(
+            "Timelines around faults (fault window shaded, sizes from 1 MiB when the run has them)",
+            timelines or "<p>No run with faults in this sweep.</p>",
+        ),
+        _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
+        _section("Provenance", provenance_html(summary)),
+    ]
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    header = (
+        f"<h1>r2bench report: {esc(Path(sweep_dir).name)}</h1>"
+        f"<p>{len(tables.runs)} runs, {len(tables.results)} result rows, "
+        f"{len(tables.iterations)} iterations, {len(tables.events)} events. "
+        f"Generated {stamp} by r2bench {esc(r2bench.__version__)} from "
+        f"<code>{esc(sweep_dir)}</code>.</p>"
+    )
+    return _page(esc(f"r2bench report: {Path(sweep_dir).name}"), header + "\n".join(sections))
+
+
+def _blocks(figs: list[Figure] | None) -> str:
+    return "".join(_figure_block(f) for f in figs or [])
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>{_STYLE}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script></head>"
+        f"<body>{body}<script type='text/javascript'>{_LOADER}</script></body></html>"
+    )
+
+
+def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
+    """Write the report of a sweep to `out` (atomically); returns its figures."""
+    figures = all_figures(tables)
+    summary = summarize_provenance(st.RunStore.at(sweep_dir).records(include_incomplete=True))
+    st.atomic_write(out, render_report(sweep_dir, tables, figures, summary))
+    return figures
