@@ -1,0 +1,220 @@
+"""The functions behind `r2bench parse`, `r2bench import` and `r2bench report`.
+
+Each returns the process exit code: 0 done, 2 a path that cannot be read (or a bad option).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from r2bench.records.events import parse_events
+from r2bench.records.importer import import_dir
+from r2bench.records.models import Event, Outcome, ParsedNcclTests
+from r2bench.records.nccltests import parse_json, parse_text
+from r2bench.records.outcome import classify
+from r2bench.records.tables import rebuild
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+REPORT_NAME = "report.html"
+_SNIFF_BYTES = 4096
+
+
+def _is_json(path: Path) -> bool:
+    if path.suffix.lower() == ".json":
+        return True
+    with path.open("rb") as handle:
+        return handle.read(_SNIFF_BYTES).lstrip()[:1] == b"{"
+
+
+def parse_file(path: Path) -> tuple[ParsedNcclTests, list[Event], Outcome]:
+    """Parse one nccl-tests text/JSON output or NCCL log (streamed); raises OSError only."""
+    if _is_json(path):
+        parsed, events = parse_json(path.read_bytes()), []
+    else:
+        with path.open("rb") as handle:
+            parsed = parse_text(handle)
+        with path.open("rb") as handle:
+            events = parse_events(handle)
+    return parsed, events, classify(None, parsed=parsed, events=events, source=path.name)
+
+
+def file_summary(
+    path: Path, parsed: ParsedNcclTests, events: list[Event], outcome: Outcome
+) -> dict[str, Any]:
+    """The JSON object `r2bench parse --json` prints for one file."""
+    rows = []
+    for r in parsed.rows:
+        row = r.model_dump(mode="json", include=_ROW_KEYS)
+        if r.timestamp is None:
+            row.pop("timestamp", None)
+        rows.append(row)
+    doc: dict[str, Any] = {
+        "file": str(path),
+        "collective": parsed.collective,
+        "nccl_tests_version": parsed.nccl_tests_version,
+        "nccl_library": parsed.nccl_library,
+        "outcome": outcome.status.value,
+        "reason": outcome.reason,
+        "failed_rank": outcome.failed_rank,
+        "failed_host": outcome.failed_host,
+        "evidence": [e.model_dump(mode="json") for e in outcome.evidence],
+        "rows": rows,
+        "per_iteration": [p.model_dump(mode="json") for p in parsed.per_iteration],
+        "events": [e.model_dump(mode="json", exclude_defaults=True) for e in events],
+        "warnings": parsed.warnings,
+    }
+    if parsed.avg_busbw_gbps is not None:
+        doc["avg_busbw_gbps"] = parsed.avg_busbw_gbps
+    return doc
+
+
+_ROW_KEYS = {
+    "size_bytes",
+    "count",
+    "type",
+    "redop",
+    "placement",
+    "cycle",
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+    "timestamp",
+}
+
+
+def _num(value: float | int | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def _rich_table(doc: dict[str, Any]) -> Table:
+    title = Text(f"{doc['file']}: {doc['collective'] or '?'} -> {doc['outcome']}")
+    table = Table(title=title, title_justify="left")
+    for col in (
+        "size (B)",
+        "count",
+        "type",
+        "redop",
+        "placement",
+        "time (us)",
+        "algbw",
+        "busbw",
+        "#wrong",
+    ):
+        table.add_column(col, justify="right")
+    for r in doc["rows"]:
+        table.add_row(
+            *(Text(str(r[k])) for k in ("size_bytes", "count", "type", "redop", "placement")),
+            *(Text(_num(r[k])) for k in ("time_us", "algbw_gbps", "busbw_gbps", "wrong")),
+        )
+    return table
+
+
+def _print_human(console: Console, doc: dict[str, Any]) -> None:
+    console.print(_rich_table(doc))
+    head = f"nccl-tests {doc['nccl_tests_version'] or '?'}, NCCL {doc['nccl_library'] or '?'}"
+    console.print(
+        Text(f"{head}; {len(doc['events'])} events; outcome {doc['outcome']}: {doc['reason']}")
+    )
+    for ev in doc["evidence"]:
+        console.print(Text(f"  line {ev.get('line') or '?'}: {ev['text']}", style="dim"))
+    if "avg_busbw_gbps" in doc:
+        console.print(Text(f"avg busbw {doc['avg_busbw_gbps']:g} GB/s"))
+
+
+def parse_command(files: list[Path], as_json: bool) -> int:
+    """Parse nccl-tests outputs (text or -J JSON) and NCCL logs: result rows, events, outcome.
+
+    With --json, print one JSON object per file (JSON Lines). A crashed or hung run is not an
+    error (its outcome says crashed/timeout): exit 0; exit 2 if a file cannot be read.
+    """
+    console, errors = Console(width=max(Console().width, 132)), Console(stderr=True)
+    status = EXIT_OK
+    for path in files:
+        try:
+            doc = file_summary(path, *parse_file(path))
+        except OSError as exc:
+            errors.print(
+                Text(f"r2bench parse: cannot read {path}: {exc.strerror or exc}"), style="red"
+            )
+            status = EXIT_USAGE
+            continue
+        if as_json:
+            sys.stdout.write(json.dumps(doc) + "\n")
+        else:
+            _print_human(console, doc)
+    sys.stdout.flush()
+    return status
+
+
+def import_command(directory: Path, sweep: str | None, results: Path) -> int:
+    """Import a folder of existing nccl-tests logs (text and/or -J JSON, paired by file stem)
+    into a results sweep: one run folder per log, spec reconstructed from the output, so
+    `r2bench report` works on them. Runs already imported are skipped. Exit 2 if DIR is not a
+    readable folder."""
+    console, errors = Console(), Console(stderr=True)
+    if not directory.is_dir():
+        errors.print(Text(f"r2bench import: {directory} is not a folder"), style="red")
+        return EXIT_USAGE
+    try:
+        report = import_dir(directory, results, sweep)
+    except OSError as exc:
+        errors.print(Text(f"r2bench import: cannot read {directory}: {exc}"), style="red")
+        return EXIT_USAGE
+    for run_id, source in report.imported:
+        console.print(Text(f"imported {source} -> {run_id}"))
+    for source, reason in report.skipped:
+        errors.print(Text(f"skipped {source}: {reason}"), style="yellow")
+    console.print(
+        Text(
+            f"{len(report.imported)} imported, {len(report.already)} already there, "
+            f"{len(report.skipped)} skipped -> {report.sweep_dir}"
+        )
+    )
+    if report.imported or report.already:
+        rebuild(report.sweep_dir)
+    return EXIT_OK
+
+
+def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
+    """Rebuild the tables of a sweep (results/<sweep>/tables/) and write one self-contained,
+    offline HTML report (default <sweep>/report.html): busbw vs size per R2CC_MODE with spread,
+    overhead vs the no-fault baseline, timelines around faults, outcome matrix, provenance.
+
+    --format png|svg|pdf also writes each figure as a static file next to the report (needs
+    kaleido and a Chrome/Chromium); if that fails the HTML is still written, a warning says why,
+    and the exit code stays 0. Exit 2 if SWEEP_DIR is not a folder or the format is unknown.
+    """
+    from r2bench.report.export import FORMATS, export_figures
+    from r2bench.report.html import build_report
+
+    console, errors = Console(), Console(stderr=True)
+    if fmt is not None and fmt not in FORMATS:
+        errors.print(
+            Text(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}"), style="red"
+        )
+        return EXIT_USAGE
+    if not sweep_dir.is_dir():
+        errors.print(Text(f"r2bench report: {sweep_dir} is not a folder"), style="red")
+        return EXIT_USAGE
+    tables = rebuild(sweep_dir)
+    target = out or sweep_dir / REPORT_NAME
+    figures = build_report(sweep_dir, tables, target)
+    console.print(Text(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
+    if fmt is not None:
+        result = export_figures(figures, target.parent, fmt, target.stem)
+        if result.error:
+            errors.print(
+                Text(f"warning: no static figures written: {result.error}"), style="yellow"
+            )
+        for path in result.paths:
+            console.print(Text(f"figure: {path}"))
+    return EXIT_OK
