@@ -1,0 +1,124 @@
+"""The build steps of one node (pure): the planner's setup steps, rendered with that node's
+CUDA, MPI and GPU architecture, plus what the cache and the stamp need to know about each.
+
+The planner renders commands from the testbed file; here the testbed is first completed with
+what the node probe found (only where the testbed leaves a value unset), so that every node gets
+NVCC_GENCODE for the GPUs it has and the CUDA/MPI folders it really has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from r2bench.config.recipe import GitSource, LocalSource, Recipe, RecipeKind
+from r2bench.config.testbed import Testbed
+from r2bench.plan.build import Inputs, make_plan
+from r2bench.plan.model import Plan, SetupStep
+from r2bench.plan.runspec import ComponentRef
+from r2bench.setup.probe import NodeFacts
+
+NPROC = "$(nproc)"
+"""How the planner renders {jobs}; replaced by --jobs when given."""
+DEFAULT_NCCL_HOME = "/usr"
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """Fetching and building one component on one node."""
+
+    recipe: Recipe
+    ref: str | None
+    directory: str
+    fetch: tuple[str, ...]
+    build: tuple[str, ...]
+    lib_dir: str | None
+    nccl_home: str | None
+
+    @property
+    def name(self) -> str:
+        """The recipe's name."""
+        return self.recipe.name
+
+    @property
+    def local_source(self) -> str | None:
+        """The controller path of a LocalSource (None for git or pre-installed components)."""
+        source = self.recipe.source
+        return source.path if isinstance(source, LocalSource) else None
+
+
+def node_testbed(testbed: Testbed, node: str, facts: NodeFacts) -> Testbed:
+    """The testbed with unset CUDA/MPI folders and GPU architecture taken from `facts`."""
+    paths = testbed.paths.model_copy(
+        update={
+            "cuda_home": testbed.paths.cuda_home or facts.cuda_home or None,
+            "mpi_home": testbed.paths.mpi_home or facts.mpi_home or None,
+        }
+    )
+    model = testbed.node(node)
+    arch = (model.gpu_arch if model else None) or facts.gpu_arch
+    nodes = [n.model_copy(update={"gpu_arch": arch}) for n in testbed.nodes] if arch else None
+    return testbed.model_copy(update={"paths": paths, "nodes": nodes or testbed.nodes})
+
+
+def node_steps(inputs: Inputs, node: str, facts: NodeFacts, jobs: int | None) -> list[BuildStep]:
+    """Every setup step of the plan that involves `node`, rendered for that node."""
+    testbed = node_testbed(inputs.testbed, node, facts)
+    plan = make_plan(dataclasses.replace(inputs, testbed=testbed))
+    return [
+        _build_step(plan, step, inputs.recipes, testbed, jobs)
+        for step in plan.setup
+        if node in step.nodes
+    ]
+
+
+def _build_step(
+    plan: Plan, step: SetupStep, recipes: dict[str, Recipe], testbed: Testbed, jobs: int | None
+) -> BuildStep:
+    recipe = recipes[step.recipe]
+    count = len(recipe.build.steps)
+    fetch = step.commands[: len(step.commands) - count]
+    build = step.commands[len(step.commands) - count :]
+    if jobs is not None:
+        build = [command.replace(NPROC, str(jobs)) for command in build]
+    library = _library_for(plan, step)
+    lib_recipe = recipes[library.recipe]
+    lib_dir_of = _component_dir(plan, library)
+    return BuildStep(
+        recipe=recipe,
+        ref=step.ref,
+        directory=step.directory,
+        fetch=tuple(fetch) if isinstance(recipe.source, GitSource) else (),
+        build=tuple(build),
+        lib_dir=_resolve(lib_recipe.lib_dir, lib_dir_of, testbed),
+        nccl_home=_resolve(lib_recipe.home, lib_dir_of, testbed),
+    )
+
+
+def _library_for(plan: Plan, step: SetupStep) -> ComponentRef:
+    """The library a step's build uses: itself, or the one its benchmark is first run with."""
+    own = ComponentRef(recipe=step.recipe, ref=step.ref)
+    if step.component == RecipeKind.LIBRARY.value:
+        return own
+    for run in plan.runs:
+        if run.spec.benchmark == own:
+            return run.spec.library
+    return own
+
+
+def _component_dir(plan: Plan, ref: ComponentRef) -> str | None:
+    """Where the plan builds `ref` (None: nothing is built for it, e.g. a system library)."""
+    for step in plan.setup:
+        if step.recipe == ref.recipe and step.ref == ref.ref:
+            return step.directory
+    return None
+
+
+def _resolve(template: str | None, directory: str | None, testbed: Testbed) -> str | None:
+    """A recipe's home/lib_dir as a node path (None when it has no meaning there)."""
+    if template is None:
+        return None
+    text = template.replace("{nccl_home}", testbed.paths.nccl_home or DEFAULT_NCCL_HOME)
+    if text.startswith("/"):
+        return text
+    return f"{directory}/{text}".removesuffix("/.") if directory else None
