@@ -1,0 +1,54 @@
+"""The `r2bench setup` entry point."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from r2bench.plan.build import load_inputs
+from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
+from r2bench.setup.report import Status, summary
+
+DEFAULT_LOG_DIR = Path("results") / "setup"
+
+
+def setup_command(
+    experiment: Path,
+    testbed: Path,
+    force: bool,
+    jobs: int | None,
+    *,
+    recipes: Path | None = None,
+    log_dir: Path | None = None,
+    build_timeout_s: float | None = None,
+    console: Console | None = None,
+) -> int:
+    """Fetch and build what an experiment needs (library under test, benchmark) on every node.
+
+    Each component is cloned at its pinned ref (or, for a local source, copied from this
+    machine), then built with its recipe's steps, on all nodes in parallel. CUDA and MPI come
+    from the testbed's paths or are found on each node (nvcc on PATH or /usr/local/cuda; mpicc
+    or Debian's Open MPI); NVCC_GENCODE is limited to the GPUs the node has.
+
+    A build is skipped when nothing changed: same source commit (or same content of a local
+    tree), same build commands and flags, same CUDA, MPI and NCCL versions. --force rebuilds.
+    Logs: results/setup/<node>/<recipe>.log. A failed build names the node, shows the first
+    compiler error, explains known failures (e.g. R-2CCL with CUDA 13) and gives the log path.
+
+    Exit codes: 0 all built or up to date, 1 a step failed on some node, 2 invalid experiment
+    or testbed file.
+    """
+    console = console or Console(stderr=True)
+    inputs = load_inputs(experiment, testbed, [recipes] if recipes else None)
+    options = SetupOptions(
+        force=force,
+        jobs=jobs,
+        log_dir=log_dir or DEFAULT_LOG_DIR,
+        build_timeout_s=build_timeout_s or BUILD_TIMEOUT_S,
+    )
+    started = time.monotonic()
+    results = Builder(inputs, options, console).run()
+    console.print(summary(results, time.monotonic() - started), highlight=False)
+    return 1 if any(result.status is Status.FAILED for result in results) else 0
