@@ -1,0 +1,311 @@
+"""`r2bench setup`: cache keys and stamps, build-failure extraction, per-node rendering, and the
+whole command on a local testbed (LocalNode) with tiny local-source recipes."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from r2bench.config.recipe import KnownFailure
+from r2bench.config.recipes import load_recipes
+from r2bench.plan.build import load_inputs
+from r2bench.records.nccltests import parse_text
+from r2bench.setup import cache
+from r2bench.setup.commands import setup_command
+from r2bench.setup.failures import analyze, first_error
+from r2bench.setup.libcheck import check_nccl_library, header_version, version_text
+from r2bench.setup.probe import NodeFacts, parse_facts
+from r2bench.setup.source import tree_digest, tree_files, write_tarball
+from r2bench.setup.steps import node_steps
+
+ROOT = Path(__file__).parents[1]
+DATA = ROOT / "tests" / "data"
+CUDA13_LOG = DATA / "build" / "r2ccl-cuda13-fail.log"
+PAPER = ROOT / "experiments" / "paper" / "one-nic-down.yaml"
+CLOUDLAB = ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+KEY = cache.BuildKey("nccl-tests", "abc123", ("make -j8",), "12.4", "4.1.6", "22304")
+
+
+# ---- cache keys and stamps -----------------------------------------------------------------
+def test_key_digest_is_stable_and_covers_every_field() -> None:
+    same = cache.BuildKey("nccl-tests", "abc123", ("make -j8",), "12.4", "4.1.6", "22304")
+    assert KEY.digest() == same.digest() and len(KEY.digest()) == cache.KEY_LENGTH
+    changed = [
+        cache.BuildKey("nccl", "abc123", ("make -j8",), "12.4", "4.1.6", "22304"),
+        cache.BuildKey("nccl-tests", "abc124", ("make -j8",), "12.4", "4.1.6", "22304"),
+        cache.BuildKey("nccl-tests", "abc123", ("make -j4",), "12.4", "4.1.6", "22304"),
+        cache.BuildKey("nccl-tests", "abc123", ("make -j8",), "13.0", "4.1.6", "22304"),
+        cache.BuildKey("nccl-tests", "abc123", ("make -j8",), "12.4", "5.0.0", "22304"),
+        cache.BuildKey("nccl-tests", "abc123", ("make -j8",), "12.4", "4.1.6", "22809"),
+    ]
+    assert len({KEY.digest(), *(key.digest() for key in changed)}) == 7
+
+
+def test_stamp_round_trip_and_currency() -> None:
+    stamp = cache.make_stamp(
+        KEY, recipe="nccl-tests", node="n0", directory="/w", lib_dir="/l", build_s=1.5
+    )
+    back = cache.read_stamp(cache.stamp_text(stamp))
+    assert back == stamp and back.fields["commands"] == ["make -j8"] and back.lib_dir == "/l"
+    assert cache.is_current(back, KEY)
+    other = cache.BuildKey("nccl-tests", "zzz", ("make -j8",), "12.4", "4.1.6", "22304")
+    assert not cache.is_current(back, other)
+    assert not cache.is_current(None, KEY)
+
+
+@pytest.mark.parametrize("text", ["", "garbage", '{"key": "x"}', '{"key": "x", "fields": {'])
+def test_unreadable_stamps_are_none(text: str) -> None:
+    assert cache.read_stamp(text) is None
+
+
+# ---- failures --------------------------------------------------------------------------------
+def test_cuda13_log_first_error_and_explanation() -> None:
+    log = CUDA13_LOG.read_text()
+    known = load_recipes()["r2ccl"].build.known_failures
+    failure = analyze(log, known)
+    assert failure.first_error is not None
+    assert failure.first_error.text.startswith("include/cudawrap.h:69:48: error:")
+    assert "PFN_cuDeviceGet" in failure.first_error.text
+    assert log.splitlines()[failure.first_error.line - 1].strip() == failure.first_error.text
+    assert len(failure.explanations) == 1 and "CUDA 12" in failure.explanations[0]
+
+
+def test_first_error_skips_warnings_then_falls_back_to_make_and_shell() -> None:
+    compiler = "a.c:1: warning: error: looks bad\nmake: *** [all] Error 2\nb.c:2:3: error: real\n"
+    assert first_error(compiler).text == "b.c:2:3: error: real"
+    assert first_error("x\nmake[1]: *** [Makefile:9: o.o] Error 1\n").line == 2
+    assert first_error("sh: 1: nvcc: not found\n").text == "sh: 1: nvcc: not found"
+    assert first_error("compiling -Werror flags\nall fine\n") is None
+    linker = "/usr/bin/ld: x.o: undefined reference to `f'\ncollect2: error: ld returned 1\n"
+    assert "undefined reference" in first_error(linker).text
+
+
+def test_explanations_use_regex_patterns_and_dedupe() -> None:
+    known = [
+        KnownFailure(pattern="nvcc: not found|nvcc: No such file", explain="set cuda_home"),
+        KnownFailure(pattern="not found", explain="set cuda_home"),
+        KnownFailure(pattern="pfn_cu", explain="CUDA 12 needed"),
+    ]
+    assert analyze("sh: nvcc: not found", known).explanations == ("set cuda_home",)
+
+
+# ---- library version check ---------------------------------------------------------------------
+def test_header_version_and_text() -> None:
+    assert header_version("#define NCCL_VERSION_CODE 22304\n") == 22304
+    assert (
+        header_version("#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n")
+        == 22809
+    )
+    assert header_version("int x;") is None
+    assert version_text(22304) == "2.23.4"
+
+
+def test_nccl_library_mismatch_is_an_error() -> None:
+    parsed = parse_text((DATA / "nccl-tests" / "all_reduce_perf.p2p.c1.txt").read_text())
+    assert parsed.nccl_library == 22803
+    assert check_nccl_library(parsed, 22803) is None
+    error = check_nccl_library(parsed, 22304)
+    assert error is not None and "2.28.3" in error and "2.23.4" in error
+    assert check_nccl_library(parsed, None) is None
+
+
+# ---- probe and per-node rendering -----------------------------------------------------------
+def test_parse_facts() -> None:
+    text = (
+        "cuda_home=/usr/local/cuda-12.4\ncuda_version=release 12.4, V12.4.131\n"
+        "mpi_home=/usr/lib/x86_64-linux-gnu/openmpi\nmpi_version=mpirun (Open MPI) 4.1.6\n"
+        "gpu_archs=90 90 \nnproc=32\nfsid=abc\nnoise\n"
+    )
+    facts = parse_facts("n0", text)
+    assert facts.cuda_home == "/usr/local/cuda-12.4" and facts.gpu_archs == ("90",)
+    assert facts.gpu_arch == "90" and facts.nproc == 32 and facts.fsid == "abc"
+    assert parse_facts("n1", "").gpu_arch is None
+
+
+def _bare_cloudlab(tmp_path: Path) -> Path:
+    """The CloudLab testbed without CUDA/MPI folders and GPU architectures (to be detected)."""
+    data = yaml.safe_load(CLOUDLAB.read_text())
+    for key in ("cuda_home", "mpi_home"):
+        data["paths"].pop(key, None)
+    for node in data["nodes"]:
+        node.pop("gpu_arch", None)
+    path = tmp_path / "testbed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+FACTS = NodeFacts("node0", cuda_home="/opt/cuda-12.4", mpi_home="/opt/ompi", gpu_archs=("80",))
+
+
+def test_node_steps_use_the_node_toolchain_and_gpus(tmp_path: Path) -> None:
+    inputs = load_inputs(PAPER, _bare_cloudlab(tmp_path))
+    steps = {s.name: s for s in node_steps(inputs, "node0", FACTS, jobs=6)}
+    r2ccl, tests = steps["r2ccl"], steps["nccl-tests"]
+    assert r2ccl.fetch and "git clone" in r2ccl.fetch[0]
+    (build,) = r2ccl.build
+    assert "CUDA_HOME=/opt/cuda-12.4" in build and "compute_80,code=sm_80" in build
+    assert "-j6" in build and "$(nproc)" not in build
+    assert "MPI_HOME=/opt/ompi" in tests.build[0]
+    assert r2ccl.lib_dir == f"{r2ccl.directory}/build/lib"
+    assert tests.nccl_home == f"{r2ccl.directory}/build" and tests.lib_dir == r2ccl.lib_dir
+    assert f"NCCL_HOME={r2ccl.directory}/build" in tests.build[0]
+
+
+def test_testbed_paths_and_arch_win_over_detection() -> None:
+    steps = node_steps(load_inputs(PAPER, CLOUDLAB), "node0", FACTS, jobs=None)
+    build = next(s for s in steps if s.name == "r2ccl").build[0]
+    assert "CUDA_HOME=/usr/local/cuda-12.4" in build and "compute_90" in build
+    assert "$(nproc)" in build
+
+
+def test_quickstart_copies_r2bench_itself() -> None:
+    (step,) = node_steps(load_inputs(QUICKSTART, VIRTUAL), "node1", NodeFacts("node1"), None)
+    assert step.name == "emulated" and step.local_source == "{r2bench}"
+    assert step.fetch == () and step.build == ()
+
+
+# ---- local trees -----------------------------------------------------------------------------
+def test_tree_digest_and_tarball(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "pkg" / "__pycache__").mkdir(parents=True)
+    (src / ".git").mkdir()
+    (src / "results").mkdir()
+    (src / "pkg" / "a.py").write_text("x = 1\n")
+    (src / "pkg" / "__pycache__" / "a.pyc").write_bytes(b"junk")
+    (src / ".git" / "HEAD").write_text("ref")
+    (src / "results" / "r.txt").write_text("r")
+    (src / "Makefile").write_text("all:\n")
+    assert [str(p) for p in tree_files(src)] == ["Makefile", "pkg/a.py"]
+    before = tree_digest(src)
+    (src / ".git" / "HEAD").write_text("other")
+    assert tree_digest(src) == before
+    (src / "pkg" / "a.py").write_text("x = 2\n")
+    assert tree_digest(src) != before
+    with tarfile.open(write_tarball(src, tmp_path / "t.tar.gz")) as archive:
+        assert sorted(archive.getnames()) == ["Makefile", "pkg/a.py"]
+
+
+# ---- the command on a local testbed ---------------------------------------------------------
+LIB_RECIPE = """
+name: tinylib
+kind: library
+source: {{path: {src}}}
+build:
+  steps: ["sh build.sh {{gencode}} -j{{jobs}}"]
+  known_failures:
+    - {{pattern: "boom", explain: "tinylib needs a CUDA 12.x toolkit"}}
+home: build
+lib_dir: build/lib
+"""
+BENCH_RECIPE = """
+name: tinybench
+kind: benchmark
+source: {{path: {src}}}
+build:
+  steps: ["echo NCCL_HOME={{nccl_home}} > built.txt"]
+command: ["{{src}}/run.sh"]
+collectives: [all_reduce]
+"""
+BUILD_OK = """echo "building $*"
+mkdir -p build/lib build/include
+echo '#define NCCL_VERSION_CODE 22304' > build/include/nccl.h
+"""
+BUILD_FAIL = """echo "a.c:3:1: warning: unused variable"
+echo "a.c:7:2: error: boom" >&2
+exit 2
+"""
+
+
+class Local:
+    """A local testbed, an experiment and two recipes in a temporary folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        for name in ("plugin", "lib", "bench"):
+            (root / name).mkdir()
+        (root / "plugin" / "tinylib.yaml").write_text(LIB_RECIPE.format(src=root / "lib"))
+        (root / "plugin" / "tinybench.yaml").write_text(BENCH_RECIPE.format(src=root / "bench"))
+        (root / "lib" / "build.sh").write_text(BUILD_OK)
+        (root / "bench" / "run.sh").write_text("echo run\n")
+        self.testbed = root / "testbed.yaml"
+        self.testbed.write_text(
+            "name: here\nkind: local\nlauncher: {kind: local}\n"
+            "nodes: [{name: local0, address: 127.0.0.1, sudo: false}]\n"
+            f"paths: {{work_dir: {root / 'work'}}}\n"
+        )
+        self.experiment = root / "exp.yaml"
+        self.experiment.write_text(
+            "name: t\nlibraries: {lib: {recipe: tinylib}}\nbenchmark: {recipe: tinybench}\n"
+            "sizes: [8]\n"
+        )
+
+    def setup(self, force: bool = False) -> tuple[int, str]:
+        out = io.StringIO()
+        code = setup_command(
+            self.experiment,
+            self.testbed,
+            force,
+            None,
+            recipes=self.root / "plugin",
+            log_dir=self.root / "logs",
+            console=Console(file=out, width=300),
+        )
+        return code, out.getvalue()
+
+    def stamp(self, recipe: str) -> dict[str, object]:
+        return json.loads(
+            (self.root / "work" / "src" / f"{recipe}-local" / cache.STAMP_NAME).read_text()
+        )
+
+
+@pytest.fixture()
+def local(tmp_path: Path) -> Local:
+    return Local(tmp_path)
+
+
+def test_local_setup_builds_then_is_a_noop(local: Local) -> None:
+    code, out = local.setup()
+    assert code == 0, out
+    assert "local0: tinylib built in" in out and "local0: tinybench built in" in out
+    built = local.root / "work" / "src" / "tinybench-local" / "built.txt"
+    assert built.read_text().strip() == f"NCCL_HOME={local.root}/work/src/tinylib-local/build"
+    stamp = local.stamp("tinybench")
+    assert stamp["lib_dir"] == f"{local.root}/work/src/tinylib-local/build/lib"
+    assert stamp["nccl_version"] == 22304 and stamp["node"] == "local0"
+    assert (local.root / "logs" / "local0" / "tinylib.log").read_text().count("building") == 1
+    code, out = local.setup()
+    assert code == 0, out
+    assert f"local0: tinybench up to date (key {stamp['key']}" in out
+    assert "built in" not in out and "2 up to date" in out
+
+
+def test_changed_source_or_force_rebuilds(local: Local) -> None:
+    assert local.setup()[0] == 0
+    (local.root / "bench" / "run.sh").write_text("echo run2\n")
+    code, out = local.setup()
+    assert code == 0 and "tinylib up to date" in out and "tinybench built in" in out
+    assert (local.root / "work" / "src" / "tinybench-local" / "run.sh").read_text() == "echo run2\n"
+    code, out = local.setup(force=True)
+    assert code == 0 and out.count("built in") == 2
+
+
+def test_failed_build_names_node_error_and_explanation(local: Local) -> None:
+    (local.root / "lib" / "build.sh").write_text(BUILD_FAIL)
+    code, out = local.setup()
+    assert code == 1
+    log = local.root / "logs" / "local0" / "tinylib.log"
+    assert "local0: tinylib FAILED" in out and "exit code 2" in out
+    assert "first error (log line" in out and "a.c:7:2: error: boom" in out
+    assert "warning" not in out
+    assert "known failure: tinylib needs a CUDA 12.x toolkit" in out
+    assert f"log: {log}" in out and "a.c:7:2: error: boom" in log.read_text()
+    assert "local0: tinybench skipped: tinylib failed on this node" in out
+    assert not (local.root / "work" / "src" / "tinylib-local" / cache.STAMP_NAME).exists()
