@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_sshd import SshServer, needs_sshd, sshd  # noqa: F401
 from rich.console import Console
 
 from r2bench.config.recipe import KnownFailure
@@ -247,6 +248,16 @@ class Local:
             "sizes: [8]\n"
         )
 
+    def use_ssh(self, server: SshServer, nodes: int) -> None:
+        """Reach `nodes` nodes over ssh, all on this machine (so they share the work folder)."""
+        entries = [
+            {"name": f"n{i}", "address": "127.0.0.1", "sudo": False, "ssh": server.ssh_settings()}
+            for i in range(nodes)
+        ]
+        testbed = {"name": "loop", "kind": "ssh", "nodes": entries}
+        testbed["paths"] = {"work_dir": str(self.root / "work")}
+        self.testbed.write_text(yaml.safe_dump(testbed))
+
     def setup(self, force: bool = False) -> tuple[int, str]:
         out = io.StringIO()
         code = setup_command(
@@ -309,3 +320,14 @@ def test_failed_build_names_node_error_and_explanation(local: Local) -> None:
     assert f"log: {log}" in out and "a.c:7:2: error: boom" in log.read_text()
     assert "local0: tinybench skipped: tinylib failed on this node" in out
     assert not (local.root / "work" / "src" / "tinylib-local" / cache.STAMP_NAME).exists()
+
+
+@needs_sshd
+def test_ssh_nodes_sharing_a_folder_build_once(local: Local, sshd: SshServer) -> None:  # noqa: F811
+    local.use_ssh(sshd, nodes=2)
+    code, out = local.setup()
+    assert code == 0, out
+    assert out.count("tinylib built in") == 1 and out.count("tinybench built in") == 1
+    assert out.count("up to date (key") == 2 and out.count("same work folder") == 2
+    code, out = local.setup()
+    assert code == 0 and out.count("up to date (key") == 4, out
