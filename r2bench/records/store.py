@@ -317,6 +317,10 @@ class RunStore:
         os.rename(path, aside)
         return aside
 
+    def run_dirs(self) -> Iterator[Path]:
+        """Every run folder (complete or not, moved-aside ones too), sorted by name."""
+        yield from self._run_dirs()
+
     def _run_dirs(self) -> Iterator[Path]:
         if not self.sweep_dir.is_dir():
             return

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import timezone
 from pathlib import Path
@@ -34,6 +35,8 @@ from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
 
 TABLE_NAMES = ("results", "iterations", "events", "runs")
+MAX_WORKERS = 8
+PARALLEL_MIN_RUNS = 64
 INCOMPLETE = "incomplete"
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
@@ -184,6 +187,24 @@ class _Builder:
         self.iters = _IterBlocks()
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
+
+    def merge(self, other: _Builder) -> None:
+        """Append another builder's rows (built over other run folders)."""
+        for mine, theirs in ((self.results, other.results), (self.events, other.events)):
+            for name in mine.names:
+                mine.data[name].extend(theirs.data[name])
+        for f in fields(_IterBlocks):
+            getattr(self.iters, f.name).extend(getattr(other.iters, f.name))
+        self.runs.extend(other.runs)
+        self.env_names |= other.env_names
+
+    def add_folder(self, path: Path) -> None:
+        """Parse and add one run folder (an incomplete one only gets its `runs` row)."""
+        record = st.load_run(path)
+        if record.complete:
+            self.add(parse_run(record))
+        else:
+            self.add_incomplete(record)
 
     def add(self, run: ParsedRun) -> None:
         rec = run.record
@@ -394,15 +415,30 @@ class Tables:
         return [(f.name, getattr(self, f.name)) for f in fields(self)]
 
 
-def build_tables(sweep_dir: Path) -> Tables:
-    """Parse every run folder of a sweep once and build the four tables."""
-    store = st.RunStore.at(sweep_dir)
-    builder = _Builder(Path(sweep_dir))
-    for record in store.records(include_incomplete=True):
-        if record.complete:
-            builder.add(parse_run(record))
-        else:
-            builder.add_incomplete(record)
+def _build_chunk(sweep_dir: Path, paths: list[Path]) -> _Builder:
+    builder = _Builder(sweep_dir)
+    for path in paths:
+        builder.add_folder(path)
+    return builder
+
+
+def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
+    """Parse every run folder of a sweep once and build the four tables.
+
+    Large sweeps are parsed by `workers` processes (default: one per CPU, at most 8), each
+    returning plain column lists for its share of the folders; rows keep folder order.
+    """
+    sweep_dir = Path(sweep_dir)
+    paths = list(st.RunStore.at(sweep_dir).run_dirs())
+    workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
+    if workers < 2 or len(paths) < PARALLEL_MIN_RUNS:
+        return _build_chunk(sweep_dir, paths).tables()
+    size = max(1, len(paths) // (workers * 4))
+    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    builder = _Builder(sweep_dir)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for part in pool.map(_build_chunk, [sweep_dir] * len(chunks), chunks):
+            builder.merge(part)
     return builder.tables()
 
 

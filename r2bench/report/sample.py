@@ -33,8 +33,9 @@ CRASH_SOURCE = "all_reduce_perf.killed.warn.txt"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 CRASH_STAMP = "[2026-11-22 03:55:00]"  # when the captured crash happened
 BASE_EPOCH = 1795319000.0
-FAULT_AT_S = 2.0
-FAULT_FOR_S = 2.5
+START_DELAY_S = 0.5  # launch to first collective
+FAULT_AT = 0.4  # fault window, as fractions of the run's fault-free duration
+FAULT_FOR = 0.35
 LATENCY_US = 12.0
 BANDWIDTH_GBPS = 44.0
 MODE_SLOWDOWN = {"1": 2.0, "2": 1.4}
@@ -73,12 +74,24 @@ def _read_captured(captured_dir: Path, hostname: str) -> _Captured:
     return _Captured(swap, tail[last_row + 1 :])
 
 
+def _base_us(size: int) -> float:
+    return LATENCY_US + size / (BANDWIDTH_GBPS * 1e3)
+
+
+def fault_window(cfg: SampleConfig) -> tuple[float, float]:
+    """(inject, revert) in seconds after launch: inside the run, whatever its size range."""
+    duration = 2 * cfg.iterations * sum(_base_us(8 << k) for k in range(cfg.sizes)) / 1e6
+    at = START_DELAY_S + FAULT_AT * duration
+    return at, at + FAULT_FOR * duration
+
+
 def _spec(cfg: SampleConfig, mode: str | None, scenario: str, repeat: int) -> RunSpec:
     faults = ()
     if scenario != "none":
-        trigger = Trigger(after_s=FAULT_AT_S)
+        at, until = fault_window(cfg)
+        trigger = Trigger(after_s=round(at, 6))
         fault = FaultSpec(kind="ib_port_down", node="node1", nic="mlx5_0", trigger=trigger)
-        faults = (fault.model_copy(update={"duration_s": FAULT_FOR_S}),)
+        faults = (fault.model_copy(update={"duration_s": round(until - at, 6)}),)
     lib = "nccl" if mode is None else "r2ccl"
     return RunSpec(
         experiment=cfg.sweep,
@@ -120,7 +133,7 @@ class _Clock:
 
 
 def _measure(size: int, clock: _Clock, rng: random.Random, iters: int) -> Measure | None:
-    base = LATENCY_US + size / (BANDWIDTH_GBPS * 1e3)
+    base = _base_us(size)
     times = []
     for _ in range(iters):
         factor = clock.factor()
@@ -158,20 +171,21 @@ def _r2cc_log(cfg: SampleConfig, clock: _Clock) -> list[str]:
     if clock.fault is None or clock.mode not in MODE_SLOWDOWN:
         return []
     host = cfg.hostname
-    at = clock.fault[0] + 0.4
+    span = clock.fault[1] - clock.fault[0]
+    at = clock.fault[0] + 0.16 * span  # detection, then failover to the backup NIC
 
     def line(dt: float, msg: str) -> str:
         stamp = datetime.fromtimestamp(at + dt, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
         return f"[{stamp}] {host}:2095:2110 [0] NCCL INFO {msg}"
 
     return [
-        line(0.0, "OOB: Broadcast HOT_REPAIR signal from rank 0 to 1 peers"),
+        line(0.0 * span, "OOB: Broadcast HOT_REPAIR signal from rank 0 to 1 peers"),
         line(
-            0.05,
+            0.02 * span,
             f"R2CC_MODE={clock.mode} (SEND): Channel 0 will simulate disable of device 0 (mlx5_0)"
             " and use backup device 1 (mlx5_1)",
         ),
-        line(0.2, "Connect COMPLETED rank=1 channel=0 type=BACKUP dev=1"),
+        line(0.08 * span, "Connect COMPLETED rank=1 channel=0 type=BACKUP dev=1"),
     ]
 
 
@@ -251,8 +265,9 @@ def write_run(
     """Write one complete sample run folder; returns its run id."""
     rng = random.Random(f"{cfg.seed}-{spec.run_id}")
     start = BASE_EPOCH + index * 60.0
-    window = (start + FAULT_AT_S, start + FAULT_AT_S + FAULT_FOR_S) if spec.faults else None
-    clock = _Clock(start + 0.5, window, spec.env.get("R2CC_MODE"))
+    at, until = fault_window(cfg)
+    window = (start + at, start + until) if spec.faults else None
+    clock = _Clock(start + START_DELAY_S, window, spec.env.get("R2CC_MODE"))
     lines, rows = _rows(cfg, clock, rng)
     stdout = [*captured.header, *column_header(True, True), *lines]
     if clock.crashed_at is None:

@@ -1,0 +1,183 @@
+"""`r2bench parse` and `r2bench import` command functions, on the real captures."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from r2bench.records.commands import import_command, parse_command
+from r2bench.records.store import RunStore
+
+DATA = Path(__file__).parent / "data" / "nccl-tests"
+
+
+def parse_json_lines(capsys: pytest.CaptureFixture[str], *names: str) -> list[dict]:
+    assert parse_command([DATA / n for n in names], as_json=True) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def row(doc: dict, size: int, placement: str, cycle: int = 0) -> dict:
+    [match] = [
+        r
+        for r in doc["rows"]
+        if r["size_bytes"] == size and r["placement"] == placement and r["cycle"] == cycle
+    ]
+    return match
+
+
+def test_json_lines_one_object_per_file(capsys: pytest.CaptureFixture[str]) -> None:
+    docs = parse_json_lines(capsys, "all_reduce_perf.socket.c1.txt", "alltoall_perf.socket.c1.json")
+    assert [Path(d["file"]).name for d in docs] == [
+        "all_reduce_perf.socket.c1.txt",
+        "alltoall_perf.socket.c1.json",
+    ]
+    for key in ("collective", "nccl_tests_version", "nccl_library", "outcome", "evidence", "rows"):
+        assert key in docs[0]
+
+
+def test_exact_numbers_of_the_socket_all_reduce(capsys: pytest.CaptureFixture[str]) -> None:
+    [doc] = parse_json_lines(capsys, "all_reduce_perf.socket.c1.txt")
+    assert doc["collective"] == "all_reduce"
+    assert doc["nccl_tests_version"] == "2.19.6"
+    assert doc["nccl_library"] == 22803
+    assert doc["outcome"] == "ok"
+    assert len(doc["rows"]) == 24  # 12 sizes x 2 placements
+    r = row(doc, 33554432, "in_place")  # "10251.5    3.27    3.27       0"
+    assert (r["time_us"], r["algbw_gbps"], r["busbw_gbps"], r["wrong"]) == (10251.5, 3.27, 3.27, 0)
+    r = row(doc, 8388608, "out_of_place")  # "2625.33    3.20    3.20       0"
+    assert (r["count"], r["type"], r["redop"], r["time_us"]) == (2097152, "float", "sum", 2625.33)
+    assert r["busbw_gbps"] == 3.20
+    assert row(doc, 32, "out_of_place")["time_us"] == 26.62
+    assert doc["avg_busbw_gbps"] == pytest.approx(1.04482)
+    assert "timestamp" not in r
+
+
+def test_na_wrong_column_and_timestamps(capsys: pytest.CaptureFixture[str]) -> None:
+    rs, s1 = parse_json_lines(
+        capsys, "reduce_scatter_perf.socket.c0.txt", "all_reduce_perf.socket.S1.txt"
+    )
+    assert row(rs, 32, "in_place")["wrong"] is None  # -c 0: printed as N/A
+    assert row(rs, 32, "out_of_place")["time_us"] == 14.88
+    assert all(r["timestamp"].startswith("2026-11-22T03:54:") for r in s1["rows"])
+
+
+def test_killed_run_is_crashed_with_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    [doc] = parse_json_lines(capsys, "all_reduce_perf.killed.warn.txt")
+    assert doc["outcome"] == "crashed"
+    assert doc["failed_rank"] == 1
+    assert doc["failed_host"] == "vm"
+    assert any("signal 9" in e["text"] for e in doc["evidence"])
+    assert len(doc["rows"]) == 16  # the cut last row is not a result
+    kinds = {e["kind"] for e in doc["events"]}
+    assert {"mpi_process_signaled", "socket_error", "test_nccl_failure"} <= kinds
+
+
+def test_hung_run_is_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    [doc] = parse_json_lines(capsys, "all_reduce_perf.hung.T15.txt")
+    assert doc["outcome"] == "timeout"
+    assert "15s" in doc["reason"]
+
+
+def test_per_iteration_counts_from_json(capsys: pytest.CaptureFixture[str]) -> None:
+    [doc] = parse_json_lines(capsys, "all_reduce_perf.socket.I1.json")
+    assert len(doc["per_iteration"]) == 6  # 3 sizes x 2 placements
+    assert all(len(p["times_us"]) == 20 for p in doc["per_iteration"])
+    assert row(doc, 1048576, "out_of_place")["time_us"] == pytest.approx(502.1875)
+
+
+def test_launch_failures(capsys: pytest.CaptureFixture[str]) -> None:
+    docs = parse_json_lines(capsys, "launch.not_enough_slots.txt", "launch.no_such_binary.txt")
+    assert [d["outcome"] for d in docs] == ["launch_failed", "launch_failed"]
+
+
+def test_unreadable_path_exits_2_with_a_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = parse_command([tmp_path / "missing.txt", DATA / "all_reduce_perf.socket.c1.txt"], True)
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "cannot read" in err and "missing.txt" in err
+    assert len(out.splitlines()) == 1  # the readable file is still parsed
+    assert parse_command([tmp_path], False) == 2
+
+
+def test_human_output_is_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_command([DATA / "all_reduce_perf.killed.warn.txt"], as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "crashed" in out and "16446.8" in out and "signal 9" in out
+
+
+def test_markup_in_a_log_is_printed_literally(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = tmp_path / "x.txt"
+    log.write_text("h:1:2 [0] NCCL WARN NET/Socket : [link=x]y[/link] Connection reset by peer\n")
+    assert parse_command([log], as_json=False) == 0
+    assert "[link=x]y[/link]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\x00\xff\xfe" * 1000 + b"\n\x89PNG\r\n",
+        (DATA / "all_reduce_perf.socket.c1.txt").read_bytes()[:1234],
+        b'{"results": [{"size": 8, "out_of_place": {"time": 1',
+        b"#" * 100_000 + b"\n",
+    ],
+    ids=["empty", "binary", "truncated-text", "truncated-json", "overlong-line"],
+)
+def test_bad_inputs_never_crash(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "input.txt"
+    path.write_bytes(content)
+    assert parse_command([path], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["file"] == str(path)
+    assert parse_command([path], as_json=False) == 0
+
+
+def test_huge_log_is_streamed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """100 MB of NCCL INFO noise around a real output: parsed, nothing kept in memory."""
+    path = tmp_path / "huge.txt"
+    noise = b"vm:2537:2554 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/Socket/0 " * 1 + b"\n"
+    block = noise * (1 << 14)
+    with path.open("wb") as out:
+        out.write((DATA / "all_reduce_perf.socket.c1.txt").read_bytes())
+        while out.tell() < 100 * (1 << 20):
+            out.write(block)
+    assert os.path.getsize(path) >= 100 << 20
+    assert parse_command([path], as_json=True) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["rows"]) == 24 and doc["outcome"] == "ok"
+
+
+def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert import_command(DATA, "captured", tmp_path) == 0
+    out = capsys.readouterr()
+    store = RunStore(tmp_path, "captured")
+    runs = list(store.complete_runs())
+    assert len(runs) == 17  # 20 files, 3 JSON paired with their text, commands.log skipped
+    assert "commands.log" in out.err
+    killed = [r for r in runs if "killed.warn" in r]
+    rec = store.load(killed[0])
+    assert rec.end is not None and rec.end.outcome.status.value == "crashed"
+    assert rec.provenance["imported_from"].endswith("all_reduce_perf.killed.warn.txt")
+    assert rec.spec["collective"] == "all_reduce" and rec.spec["nodes"] == ["vm"]
+    paired = store.load(next(r for r in runs if "socket.I1" in r))
+    assert paired.file("result.json") and paired.file("stdout.txt")
+    assert (paired.spec["size_begin"], paired.spec["size_end"], paired.spec["size_factor"]) == (
+        1048576,
+        67108864,
+        8,
+    )
+    assert (tmp_path / "captured" / "tables" / "results.parquet").is_file()
+    assert import_command(DATA, "captured", tmp_path) == 0  # again: nothing new
+    assert "0 imported, 17 already there" in capsys.readouterr().out
+
+
+def test_import_of_a_missing_folder_exits_2(tmp_path: Path) -> None:
+    assert import_command(tmp_path / "nope", None, tmp_path) == 2

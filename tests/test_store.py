@@ -1,0 +1,220 @@
+"""Run store: atomic files, COMPLETE last, resume, incomplete runs kept; provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from r2bench.config.experiment import NcclTestsOptions
+from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.records import store as st
+from r2bench.records.events import parse_events
+from r2bench.records.models import Outcome, OutcomeStatus
+from r2bench.records.provenance import collect, git_state, nccl_version_text, redact_env
+from r2bench.report.sample import SampleConfig, write_sample_sweep
+
+DATA = Path(__file__).parent / "data" / "nccl-tests"
+
+
+def spec(repeat: int = 0) -> RunSpec:
+    return RunSpec(
+        experiment="exp",
+        testbed="tb",
+        library_label="r2ccl",
+        library=ComponentRef(recipe="r2ccl", ref="main"),
+        benchmark=ComponentRef(recipe="nccl-tests", ref="v2.19.6"),
+        collective="all_reduce",
+        size_begin=8,
+        size_end=1024,
+        size_factor=2,
+        nodes=("node0", "node1"),
+        ranks_per_node=1,
+        env={"R2CC_MODE": "1"},
+        scenario="none",
+        faults=(),
+        options=NcclTestsOptions(),
+        deadline_s=60.0,
+        repeat=repeat,
+    )
+
+
+def ok_end() -> st.RunEnd:
+    return st.RunEnd(
+        outcome=Outcome(status=OutcomeStatus.OK, reason="fine"),
+        exit_code=0,
+        started_at=10.0,
+        ended_at=12.5,
+    )
+
+
+def test_a_full_run_round_trips(tmp_path: Path) -> None:
+    store = st.RunStore(tmp_path, "sweep")
+    s = spec()
+    folder = store.start(s, collect({"PATH": "/bin", "GH_TOKEN": "x"}, rerun_command="r2bench x"))
+    text = (DATA / "all_reduce_perf.killed.warn.txt").read_text()
+    folder.write_stdout(text)
+    folder.write_stderr("")
+    folder.write_result_json(b"{}")
+    folder.write_events(parse_events(text))
+    fault = st.FaultEvent(action="inject", fault=0, kind="link_down", node="node1", time=5.0)
+    folder.write_faults([fault])
+    folder.write_node_file("node1", "counters/mlx5_0.txt", "port_xmit_data 4\n")
+    folder.write_outcome(ok_end())
+    assert not store.is_complete(s.run_id)
+    folder.mark_complete()
+    assert store.is_complete(s.run_id)
+
+    rec = store.load(s.run_id)
+    assert rec.complete and rec.spec["run_id"] == s.run_id
+    assert RunSpec.model_validate({k: v for k, v in rec.spec.items() if k != "run_id"}) == s
+    assert rec.end == ok_end()
+    assert rec.faults == [fault]
+    assert [e.kind for e in rec.events()] == [e.kind for e in parse_events(text)]
+    assert rec.provenance["env"] == {"PATH": "/bin"}
+    assert rec.provenance["env_dropped"] == ["GH_TOKEN"]
+    assert rec.node_files() == [rec.path / "node" / "node1" / "counters" / "mlx5_0.txt"]
+    assert list(store.complete_runs()) == [s.run_id]
+
+
+def test_files_are_written_through_a_temporary_and_a_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "outcome.json"
+    target.write_text("old")
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        st.atomic_write(target, "new")
+    assert target.read_text() == "old"  # never half-written
+    assert os.listdir(tmp_path) == ["outcome.json"]  # the temporary is cleaned up
+
+
+def test_files_get_normal_permissions(tmp_path: Path) -> None:
+    st.atomic_write(tmp_path / "a.txt", "x")
+    mode = stat.S_IMODE((tmp_path / "a.txt").stat().st_mode)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask
+
+
+def test_complete_is_the_last_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    real = st.atomic_write
+
+    def recording(path: Path, data: str | bytes) -> None:
+        order.append(path.relative_to(tmp_path).as_posix())
+        real(path, data)
+
+    monkeypatch.setattr(st, "atomic_write", recording)
+    cfg = SampleConfig(modes=("1",), scenarios=("nic_down",), repeats=2, sizes=4)
+    write_sample_sweep(tmp_path, DATA, cfg)
+    by_run: dict[str, list[str]] = {}
+    for name in order:  # <sweep>/<run-id>/<file>
+        _, run, rest = name.split("/", 2)
+        by_run.setdefault(run, []).append(rest)
+    assert len(by_run) == 2
+    for files in by_run.values():
+        assert files[-1] == "COMPLETE" and files.count("COMPLETE") == 1
+        assert {"spec.json", "provenance.json", "outcome.json", "faults.jsonl"} <= set(files)
+
+
+def test_resume_skips_complete_and_moves_incomplete_aside(tmp_path: Path) -> None:
+    store = st.RunStore(tmp_path, "sweep")
+    s = spec()
+    crashed = store.start(s)
+    crashed.write_stdout("half a run")  # controller died here: no COMPLETE
+    assert not store.is_complete(s.run_id)
+    assert store.incomplete_runs() == [crashed.path]
+
+    again = store.start(s)  # the re-run
+    aside = tmp_path / "sweep" / f"{s.run_id}.incomplete-1"
+    assert (aside / "stdout.txt").read_text() == "half a run"
+    assert not (again.path / "stdout.txt").exists()
+    third = store.start(s)  # and a second crash is kept too
+    assert (tmp_path / "sweep" / f"{s.run_id}.incomplete-2").is_dir()
+    third.write_outcome(ok_end())
+    third.mark_complete()
+
+    with pytest.raises(FileExistsError):
+        store.create(s.run_id)
+    assert list(store.complete_runs()) == [s.run_id]
+    assert sorted(p.name for p in store.incomplete_runs()) == [
+        f"{s.run_id}.incomplete-1",
+        f"{s.run_id}.incomplete-2",
+    ]
+    assert all(st.is_moved_aside(p.name) for p in store.incomplete_runs())
+    records = list(store.records(include_incomplete=True))
+    assert [r.complete for r in records] == [True, False, False]
+
+
+def test_unreadable_parts_load_as_empty(tmp_path: Path) -> None:
+    store = st.RunStore(tmp_path, "sweep")
+    folder = store.create("r1")
+    (folder.path / "spec.json").write_text("{not json")
+    (folder.path / "outcome.json").write_bytes(b"\x00\xff")
+    (folder.path / "faults.jsonl").write_text('{"action": "inject"}\nnonsense\n')
+    rec = store.load("r1")
+    assert (rec.spec, rec.end, rec.faults, rec.complete) == ({}, None, [], False)
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/../../b", "/etc/passwd", "", "a\nb"])
+def test_node_files_cannot_leave_the_run_folder(tmp_path: Path, bad: str) -> None:
+    folder = st.RunStore(tmp_path, "s").create("r1")
+    with pytest.raises(ValueError):
+        folder.write_node_file("node0", bad, "x")
+    with pytest.raises(ValueError):
+        folder.write_node_file(bad or "..", "f.txt", "x")
+
+
+def test_run_ids_and_sweep_names_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        st.RunStore(tmp_path, "../up")
+    with pytest.raises(ValueError):
+        st.RunStore(tmp_path, "s").create("../r")
+
+
+def test_redact_env_drops_secret_names() -> None:
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "AWS_SECRET_ACCESS_KEY": "a",
+        "GITHUB_TOKEN": "b",
+        "db_password": "c",
+        "SSH_AUTH_KEY": "d",
+        "MY_CREDENTIALS": "e",
+        "R2CC_MODE": "1",
+    }
+    kept, dropped = redact_env(env)
+    assert kept == {"NCCL_DEBUG": "INFO", "R2CC_MODE": "1"}
+    assert sorted(dropped) == [
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN",
+        "MY_CREDENTIALS",
+        "SSH_AUTH_KEY",
+        "db_password",
+    ]
+
+
+def test_provenance_of_this_checkout() -> None:
+    prov = collect(dict(os.environ), rerun_command="r2bench sweep e.yaml", nccl_version="2.28.3")
+    dumped = json.loads(prov.model_dump_json())
+    assert dumped["r2bench_version"]
+    assert dumped["r2bench_git"]["commit"] and dumped["r2bench_git"]["dirty"] in (True, False)
+    assert dumped["nccl_version"] == "2.28.3"
+    assert not any("TOKEN" in k.upper() or "SECRET" in k.upper() for k in dumped["env"])
+
+
+def test_git_state_outside_a_checkout(tmp_path: Path) -> None:
+    assert git_state(tmp_path) is None
+
+
+def test_nccl_version_text() -> None:
+    assert nccl_version_text(22803) == "2.28.3"
+    assert nccl_version_text(2708) == "2.7.8"
+    assert nccl_version_text(None) is None
