@@ -28,6 +28,7 @@ from pathlib import Path
 from r2bench.config.load import load_testbed
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
+from r2bench.records.events import parse_events
 from r2bench.records.nccltests import parse_text
 from r2bench.records.outcome import classify
 from r2bench.virtual.lifecycle import up
@@ -47,6 +48,7 @@ scenarios:
     faults: [{{kind: link_down, node: node1, nic: nic1, trigger: {{after_s: 0.3, since: first_result}}, duration_s: 3}}]
 sweep:
   matrix: {{R2CC_MODE: [0, 1, 2], scenario: [nic1-down]}}
+repeats: {repeats}
 deadline_s: 120
 """
 
@@ -68,7 +70,7 @@ def ssh(testbed_file: Path, node: str, command: str) -> list[str]:
 
 def run_once(run: PlannedRun, testbed_file: Path) -> Figures:
     work = str(Path(run.run_dir).parents[1])
-    prepare = f"mkdir -p {shlex.quote(run.run_dir)} && cp -r {shlex.quote(str(REPO / 'injectors'))} {shlex.quote(work)}/"
+    prepare = f"rm -rf {shlex.quote(run.run_dir)} && mkdir -p {shlex.quote(run.run_dir)} && cp -r {shlex.quote(str(REPO / 'injectors'))} {shlex.quote(work)}/"
     subprocess.run(ssh(testbed_file, "node0", prepare), check=True)
     fault = run.faults[0]
     started = time.monotonic()
@@ -96,7 +98,8 @@ def run_once(run: PlannedRun, testbed_file: Path) -> Figures:
         )
     seconds = time.monotonic() - started
     parsed = parse_text("".join(lines) + out)
-    outcome = classify(proc.returncode, parsed=parsed, events=[])
+    events = parse_events(out + err)
+    outcome = classify(proc.returncode, parsed=parsed, events=events)
     return Figures(run.spec.env["R2CC_MODE"], outcome.status.value, seconds, *_timeline(run))
 
 
@@ -124,18 +127,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--size", default="8M")
-    parser.add_argument("--iters", type=int, default=60)
+    parser.add_argument("--iters", type=int, default=300)
     args = parser.parse_args()
     name = f"bf{uuid.uuid4().hex[:6]}"
     state = default_state_dir(name)
     with tempfile.TemporaryDirectory() as tmp:
         experiment = Path(tmp) / "exp.yaml"
-        experiment.write_text(EXPERIMENT.format(size=args.size, iters=args.iters))
+        experiment.write_text(
+            EXPERIMENT.format(size=args.size, iters=args.iters, repeats=args.repeats)
+        )
         try:
             up(VirtualSpec(name=name, state_dir=state))
             testbed_file = state / "testbed.yaml"
             plan = make_plan(load_inputs(experiment, testbed_file))
-            rows = [run_once(run, testbed_file) for _ in range(args.repeats) for run in plan.runs]
+            rows = [run_once(run, testbed_file) for run in plan.runs]
         finally:
             teardown(name, state, lambda _: None)
     print(

@@ -169,3 +169,14 @@ def test_random_input_always_classifies(text: str, code: int | None, timed_out: 
     assert out.status in OutcomeStatus
     if timed_out:
         assert out.status is OutcomeStatus.TIMEOUT
+
+
+def test_network_errors_survived_by_a_successful_job_are_ok_not_crashed() -> None:
+    """A resilient library logs the dead link and carries on: exit 0 + concluded output is ok."""
+    text = (DATA / "nccl-tests" / "all_reduce_perf.socket.c1.txt").read_text()
+    warn = "vm:1234:1240 [0] NCCL WARN NET/Socket : send to rank 1 on channel 1 device 1 (nic1) stalled for 512 ms\n"
+    outcome = classify(0, parsed=parse_text(text), events=parse_events(warn))
+    assert outcome.status is OutcomeStatus.OK
+    assert "survived 1 network error" in outcome.reason and outcome.evidence
+    crashed = classify(3, parsed=parse_text(text), events=parse_events(warn))
+    assert crashed.status is OutcomeStatus.CRASHED

@@ -164,6 +164,8 @@ def _crashed_by_events(
     cuda_fail = [e for e in ctx.of(EventKind.TEST_FAILURE) if e.details.get("what")]
     if not (signaled or network or nccl_fail or exits or cuda_fail):
         return None
+    if exit_code == 0 and not (signaled or nccl_fail or exits or cuda_fail):
+        return None  # network errors the job survived: the resilience under test (see _fallback)
     culprit = (signaled or network or nccl_fail or cuda_fail or exits)[0]
     rank, host, who = ctx.rank_of(culprit), culprit.host, ctx.rank_label(culprit)
     if signaled:
@@ -233,12 +235,15 @@ def _fallback(
             evidence=ctx.last_row_evidence(),
         )
     avg = ctx.parsed.avg_busbw_gbps if ctx.parsed else None
-    return Outcome(
-        status=OutcomeStatus.OK,
-        reason=f"{ctx.n_rows} result rows, avg busbw {avg} GB/s"
+    survived = ctx.of(*_NETWORK_KINDS)
+    reason = (
+        f"{ctx.n_rows} result rows, avg busbw {avg} GB/s"
         if ctx.parsed
-        else f"exit code {exit_code}",
+        else f"exit code {exit_code}"
     )
+    if survived:
+        reason += f"; survived {len(survived)} network error event(s), first: {survived[0].message}"
+    return Outcome(status=OutcomeStatus.OK, reason=reason, evidence=ctx.evidence(survived[:3]))
 
 
 def _build_failed(log: str, source: str | None) -> Outcome:

@@ -1,0 +1,71 @@
+"""`r2bench doctor` on a real virtual testbed: passes, fails when a data NIC is taken down by
+hand (naming the node, the NIC and the fix), and passes again once it is back up."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from r2bench.cli import app
+from r2bench.virtual.lifecycle import up
+from r2bench.virtual.plan import VirtualSpec, default_state_dir
+from r2bench.virtual.teardown import teardown
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
+]
+
+
+@pytest.fixture(scope="module")
+def testbed() -> Iterator[tuple[str, Path]]:
+    name = f"dr{uuid.uuid4().hex[:6]}"
+    state = default_state_dir(name)
+    try:
+        up(VirtualSpec(name=name, state_dir=state))
+        yield name, state / "testbed.yaml"
+    finally:
+        teardown(name, state, lambda _: None)
+
+
+def doctor(testbed_file: Path) -> tuple[int, dict]:
+    result = CliRunner().invoke(app, ["doctor", "--testbed", str(testbed_file), "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def failures(report: dict) -> list[str]:
+    return [json.dumps(r) for r in report["results"] if r["status"] == "fail"]
+
+
+def test_doctor_passes_fails_on_a_downed_nic_and_recovers(testbed: tuple[str, Path]) -> None:
+    name, testbed_file = testbed
+    code, report = doctor(testbed_file)
+    assert code == 0, failures(report)
+    subprocess.run(
+        ["ip", "netns", "exec", f"r2b-{name}-node1", "ip", "link", "set", "nic1", "down"],
+        check=True,
+    )
+    try:
+        code, report = doctor(testbed_file)
+        assert code == 1
+        failed = failures(report)
+        assert report["ok"] is False and len(failed) == 1, failed
+        assert (
+            '"node": "node1"' in failed[0] and "nic1" in failed[0] and '"fix": ""' not in failed[0]
+        )
+    finally:
+        subprocess.run(
+            ["ip", "netns", "exec", f"r2b-{name}-node1", "ip", "link", "set", "nic1", "up"],
+            check=True,
+        )
+    code, report = doctor(testbed_file)
+    assert code == 0, failures(report)
