@@ -136,7 +136,7 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     With --json, print one JSON object per file (JSON Lines). A crashed or hung run is not an
     error (its outcome says crashed/timeout): exit 0; exit 2 if a file cannot be read.
     """
-    console, errors = Console(width=max(Console().width, 132)), Console(stderr=True)
+    console, errors = Console(width=max(Console().width, 132)), Console(stderr=True, soft_wrap=True)
     status = EXIT_OK
     for path in files:
         try:
@@ -160,7 +160,7 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     into a results sweep: one run folder per log, spec reconstructed from the output, so
     `r2bench report` works on them. Runs already imported are skipped. Exit 2 if DIR is not a
     readable folder."""
-    console, errors = Console(), Console(stderr=True)
+    console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if not directory.is_dir():
         errors.print(Text(f"r2bench import: {directory} is not a folder"), style="red")
         return EXIT_USAGE
@@ -196,7 +196,7 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     from r2bench.report.export import FORMATS, export_figures
     from r2bench.report.html import build_report
 
-    console, errors = Console(), Console(stderr=True)
+    console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if fmt is not None and fmt not in FORMATS:
         errors.print(
             Text(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}"), style="red"

@@ -145,19 +145,22 @@ class _IterBlocks:
 
 
 def _block_end_times(
-    parsed: ParsedNcclTests, row_times: dict[tuple[int, str, int], tuple[float, float]]
+    parsed: ParsedNcclTests,
+    row_times: dict[tuple[int, str, int], tuple[float, float]],
+    started_at: float | None,
 ) -> dict[tuple[int, str, int], float]:
     """Estimated epoch end of each per-iteration block.
 
     `-S 1` stamps have one-second resolution and are printed when a row (out-of-place, then
     in-place iterations) ends. The estimate runs a clock over the summed iteration times and
     keeps it inside each row's printed second: end = clip(previous end + row time, [ts, ts+1)).
+    The clock starts at the launch time when it is known.
     """
     totals = {
         (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
     }
     ends: dict[tuple[int, str, int], float] = {}
-    clock = -np.inf
+    clock = -np.inf if started_at is None else started_at
     for r in parsed.rows:
         if r.placement != "in_place":
             continue
@@ -210,7 +213,8 @@ class _Builder:
         rec = run.record
         offset = float(rec.provenance.get("node_utc_offset_s") or 0.0)
         row_times = self._add_results(rec.run_id, run.parsed, offset)
-        self._add_iterations(rec.run_id, run.parsed, row_times)
+        started = rec.end.started_at if rec.end else None
+        self._add_iterations(rec.run_id, run.parsed, row_times, started)
         self._add_events(rec.run_id, run.events)
         self._add_faults(rec.run_id, rec.faults)
         self.runs.append(_run_row(self.sweep_dir, run, row_times))
@@ -240,9 +244,10 @@ class _Builder:
         run_id: str,
         parsed: ParsedNcclTests,
         row_times: dict[tuple[int, str, int], tuple[float, float]],
+        started_at: float | None,
     ) -> None:
         blocks = self.iters
-        ends = _block_end_times(parsed, row_times)
+        ends = _block_end_times(parsed, row_times, started_at)
         for p in parsed.per_iteration:
             key = (p.size_bytes, p.placement, p.cycle)
             blocks.times.extend(p.times_us)
