@@ -106,6 +106,47 @@ def schema(
 
 
 @app.command()
+def setup(
+    experiment: ExperimentArg,
+    testbed: TestbedOpt,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rebuild even when nothing changed.")
+    ] = False,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", help="Parallel make jobs (default: cores).")
+    ] = None,
+    recipes: Annotated[
+        Path | None, typer.Option("--recipes", help="Folder of recipe YAMLs (default: plugin/).")
+    ] = None,
+    log_dir: Annotated[
+        Path | None, typer.Option("--log-dir", help="Build logs (default: results/setup).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Seconds allowed per build step.")
+    ] = None,
+) -> None:
+    """Fetch and build what an experiment needs (library under test, nccl-tests) on every node,
+    in parallel, cached: an unchanged second setup does nothing and says so.
+
+    Exit codes: 0 built or up to date, 1 a build failed on some node (its first compiler error,
+    the known cause and the log path are shown), 2 invalid experiment or testbed file.
+    """
+    from r2bench.setup.commands import setup_command
+
+    with config_errors(_stderr()):
+        code = setup_command(
+            experiment,
+            testbed,
+            force,
+            jobs,
+            recipes=recipes,
+            log_dir=log_dir,
+            build_timeout_s=timeout,
+        )
+    raise typer.Exit(code)
+
+
+@app.command()
 def doctor(
     testbed: TestbedOpt,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
@@ -152,7 +193,6 @@ def _not_implemented(name: str, summary: str) -> Callable[[], None]:
 
 
 for _name, _summary in (
-    ("setup", "Build the library under test and nccl-tests on every node (cached)."),
     ("sweep", "Run every planned run: launch, inject faults, record, heal."),
     ("heal", "Revert every r2bench fault still active on the testbed."),
 ):

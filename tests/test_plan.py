@@ -183,3 +183,19 @@ def test_every_example_file_is_valid(example: Path) -> None:
         )
         result = CliRunner().invoke(app, ["plan", str(example), "-t", str(testbed)])
     assert result.exit_code == 0, result.output
+
+
+def test_benchmark_is_built_once_per_library_it_links_against(tmp_path: Path) -> None:
+    exp = tmp_path / "two.yaml"
+    exp.write_text(
+        "name: t\nlibraries:\n  r2ccl: {recipe: r2ccl}\n  nccl: {recipe: nccl}\n"
+        "sweep:\n  exclude: []\n"
+    )
+    plan = plan_of(exp)
+    benches = [s for s in plan.setup if s.recipe == "nccl-tests"]
+    assert sorted(s.built_against.recipe for s in benches if s.built_against) == ["nccl", "r2ccl"]
+    assert len({s.directory for s in benches}) == 2
+    for run in plan.runs:
+        home = next(s.library_home for s in benches if s.built_against == run.spec.library)
+        bench_dir = next(s.directory for s in benches if s.built_against == run.spec.library)
+        assert f"{bench_dir}/build/all_reduce_perf" in run.launch.command and home

@@ -272,9 +272,8 @@ class Local:
         return code, out.getvalue()
 
     def stamp(self, recipe: str) -> dict[str, object]:
-        return json.loads(
-            (self.root / "work" / "src" / f"{recipe}-local" / cache.STAMP_NAME).read_text()
-        )
+        folder = "tinybench-local+tinylib-local" if recipe == "tinybench" else f"{recipe}-local"
+        return json.loads((self.root / "work" / "src" / folder / cache.STAMP_NAME).read_text())
 
 
 @pytest.fixture()
@@ -286,7 +285,7 @@ def test_local_setup_builds_then_is_a_noop(local: Local) -> None:
     code, out = local.setup()
     assert code == 0, out
     assert "local0: tinylib built in" in out and "local0: tinybench built in" in out
-    built = local.root / "work" / "src" / "tinybench-local" / "built.txt"
+    built = local.root / "work" / "src" / "tinybench-local+tinylib-local" / "built.txt"
     assert built.read_text().strip() == f"NCCL_HOME={local.root}/work/src/tinylib-local/build"
     stamp = local.stamp("tinybench")
     assert stamp["lib_dir"] == f"{local.root}/work/src/tinylib-local/build/lib"
@@ -303,7 +302,9 @@ def test_changed_source_or_force_rebuilds(local: Local) -> None:
     (local.root / "bench" / "run.sh").write_text("echo run2\n")
     code, out = local.setup()
     assert code == 0 and "tinylib up to date" in out and "tinybench built in" in out
-    assert (local.root / "work" / "src" / "tinybench-local" / "run.sh").read_text() == "echo run2\n"
+    assert (
+        local.root / "work" / "src" / "tinybench-local+tinylib-local" / "run.sh"
+    ).read_text() == "echo run2\n"
     code, out = local.setup(force=True)
     assert code == 0 and out.count("built in") == 2
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from r2bench.config.errors import ConfigError, ConfigIssue
 from r2bench.config.experiment import Component, Experiment
-from r2bench.config.recipe import GitSource, LocalSource, Recipe
+from r2bench.config.recipe import GitSource, LocalSource, Recipe, RecipeKind
 from r2bench.config.recipes import load_recipes
 from r2bench.config.source import SourceDoc, load_yaml
 from r2bench.config.testbed import LauncherKind, Node, Testbed
@@ -77,6 +77,11 @@ def make_plan(inputs: Inputs) -> Plan:
     )
 
 
+def _dir_name(ref: ComponentRef) -> str:
+    version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref) if ref.ref else "local"
+    return f"{ref.recipe}-{version}"
+
+
 class _Renderer:
     """Turns sweep points into RunSpecs and their node-side commands."""
 
@@ -136,7 +141,7 @@ class _Renderer:
     def program(self, spec: RunSpec, run_dir: str) -> list[str]:
         bench = self.inputs.recipes[spec.benchmark.recipe]
         fill = {
-            "src": self.component_dir(spec.benchmark),
+            "src": self.component_dir(spec.benchmark, spec.library),
             "collective": spec.collective,
             "python": self.testbed.paths.python,
         }
@@ -224,9 +229,12 @@ class _Renderer:
         )
 
     # ---- setup ------------------------------------------------------------------------------
-    def component_dir(self, ref: ComponentRef) -> str:
-        version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref) if ref.ref else "local"
-        return f"{self.work}/src/{ref.recipe}-{version}"
+    def component_dir(self, ref: ComponentRef, against: ComponentRef | None = None) -> str:
+        """Source/build folder on the nodes; a benchmark gets one per library it links against."""
+        name = _dir_name(ref)
+        if against is not None and self.inputs.recipes[ref.recipe].kind is RecipeKind.BENCHMARK:
+            name += f"+{_dir_name(against)}"
+        return f"{self.work}/src/{name}"
 
     def fill_home(self, template: str, ref: ComponentRef) -> str:
         nccl_home = self.testbed.paths.nccl_home or "/usr"
@@ -235,31 +243,32 @@ class _Renderer:
 
     def setup_steps(self, points: list[Point]) -> list[SetupStep]:
         steps: list[SetupStep] = []
-        seen: set[tuple[str, str | None]] = set()
+        seen: set[tuple[ComponentRef, ComponentRef]] = set()
         for point in points:
             library = self.ref(self.exp.libraries[point.values["library"]])
-            for component, home_of in ((library, None), (self.ref(self.exp.benchmark), library)):
-                if (component.recipe, component.ref) in seen:
+            for component in (library, self.ref(self.exp.benchmark)):
+                if (component, library) in seen:
                     continue
-                seen.add((component.recipe, component.ref))
-                step = self.setup_step(component, home_of)
+                seen.add((component, library))
+                step = self.setup_step(component, library)
                 if step is not None:
                     steps.append(step)
         return steps
 
-    def setup_step(self, ref: ComponentRef, library: ComponentRef | None) -> SetupStep | None:
+    def setup_step(self, ref: ComponentRef, library: ComponentRef) -> SetupStep | None:
+        """Fetch and build commands of `ref` (for a benchmark: built against `library`)."""
         recipe = self.inputs.recipes[ref.recipe]
-        directory = self.component_dir(ref)
+        lib_recipe = self.inputs.recipes[library.recipe]
+        directory = self.component_dir(ref, library)
         commands = self.fetch_commands(recipe, ref, directory)
-        nccl_home = (
-            self.fill_home(self.inputs.recipes[library.recipe].home, library) if library else ""
-        )
+        nccl_home = self.fill_home(lib_recipe.home, library)
         for template in recipe.build.steps:
             commands.append(
                 f"cd {shlex.quote(directory)} && " + self.fill_build(template, nccl_home)
             )
         if not commands:
             return None
+        is_benchmark = recipe.kind is RecipeKind.BENCHMARK
         return SetupStep(
             component=recipe.kind.value,
             recipe=recipe.name,
@@ -267,15 +276,23 @@ class _Renderer:
             directory=directory,
             nodes=[n.name for n in self.nodes],
             commands=commands,
+            built_against=library if is_benchmark else None,
+            library_home=nccl_home,
+            library_lib_dir=self.fill_home(lib_recipe.lib_dir, library)
+            if lib_recipe.lib_dir
+            else None,
         )
 
     def fetch_commands(self, recipe: Recipe, ref: ComponentRef, directory: str) -> list[str]:
         d = shlex.quote(directory)
         if isinstance(recipe.source, GitSource):
             url, version = shlex.quote(recipe.source.git), shlex.quote(ref.ref or recipe.source.ref)
+            # A branch must come from origin/ (the local branch is stale after a fetch);
+            # tags and commits check out as they are.
             return [
                 f"test -d {d}/.git || git clone --filter=blob:none {url} {d}",
-                f"git -C {d} fetch --tags origin && git -C {d} checkout --detach {version}",
+                f"git -C {d} fetch --tags origin && (git -C {d} checkout --detach origin/{version} 2>/dev/null"
+                f" || git -C {d} checkout --detach {version})",
             ]
         if isinstance(recipe.source, LocalSource):
             return [f"copy from controller: {recipe.source.path} -> {d}"]

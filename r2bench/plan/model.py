@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from r2bench.plan.runspec import RunSpec
+from r2bench.plan.runspec import ComponentRef, RunSpec
 
 
 class Frozen(BaseModel):
@@ -46,7 +46,9 @@ class PlannedRun(Frozen):
 
 
 class SetupStep(Frozen):
-    """Fetching and building one component on every node of the sweep."""
+    """Fetching and building one component on every node of the sweep. A benchmark is built
+    against a library (`built_against`); `library_home`/`library_lib_dir` are that library's
+    install prefix and run-time library folder on the nodes (the component's own for a library)."""
 
     component: str
     recipe: str
@@ -54,6 +56,9 @@ class SetupStep(Frozen):
     directory: str
     nodes: list[str]
     commands: list[str]
+    built_against: ComponentRef | None = None
+    library_home: str | None = None
+    library_lib_dir: str | None = None
 
 
 class Plan(Frozen):

@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from r2bench.config.recipe import GitSource, LocalSource, Recipe, RecipeKind
+from r2bench.config.recipe import GitSource, LocalSource, Recipe
 from r2bench.config.testbed import Testbed
 from r2bench.plan.build import Inputs, make_plan
 from r2bench.plan.model import Plan, SetupStep
-from r2bench.plan.runspec import ComponentRef
 from r2bench.setup.probe import NodeFacts
 
 NPROC = "$(nproc)"
@@ -81,44 +80,12 @@ def _build_step(
     build = step.commands[len(step.commands) - count :]
     if jobs is not None:
         build = [command.replace(NPROC, str(jobs)) for command in build]
-    library = _library_for(plan, step)
-    lib_recipe = recipes[library.recipe]
-    lib_dir_of = _component_dir(plan, library)
     return BuildStep(
         recipe=recipe,
         ref=step.ref,
         directory=step.directory,
         fetch=tuple(fetch) if isinstance(recipe.source, GitSource) else (),
         build=tuple(build),
-        lib_dir=_resolve(lib_recipe.lib_dir, lib_dir_of, testbed),
-        nccl_home=_resolve(lib_recipe.home, lib_dir_of, testbed),
+        lib_dir=step.library_lib_dir,
+        nccl_home=step.library_home,
     )
-
-
-def _library_for(plan: Plan, step: SetupStep) -> ComponentRef:
-    """The library a step's build uses: itself, or the one its benchmark is first run with."""
-    own = ComponentRef(recipe=step.recipe, ref=step.ref)
-    if step.component == RecipeKind.LIBRARY.value:
-        return own
-    for run in plan.runs:
-        if run.spec.benchmark == own:
-            return run.spec.library
-    return own
-
-
-def _component_dir(plan: Plan, ref: ComponentRef) -> str | None:
-    """Where the plan builds `ref` (None: nothing is built for it, e.g. a system library)."""
-    for step in plan.setup:
-        if step.recipe == ref.recipe and step.ref == ref.ref:
-            return step.directory
-    return None
-
-
-def _resolve(template: str | None, directory: str | None, testbed: Testbed) -> str | None:
-    """A recipe's home/lib_dir as a node path (None when it has no meaning there)."""
-    if template is None:
-        return None
-    text = template.replace("{nccl_home}", testbed.paths.nccl_home or DEFAULT_NCCL_HOME)
-    if text.startswith("/"):
-        return text
-    return f"{directory}/{text}".removesuffix("/.") if directory else None
