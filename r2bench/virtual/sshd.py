@@ -46,7 +46,11 @@ def sshd_config_text(paths: StatePaths, node: NodePlan, path_env: str) -> str:
         "MaxStartups 100:30:200",
         "MaxSessions 100",
         "AcceptEnv R2B_* NCCL_* R2CC_* OMPI_*",
-        f"SetEnv PATH={path_env}",
+        # The nodes share the host's home: PATH comes from here, and SHLVL=1 keeps bash from
+        # sourcing the host user's interactive ~/.bashrc for every non-interactive command
+        # (Debian's bash does so for ssh commands at SHLVL < 2; pyenv/conda init costs ~0.3 s).
+        # One SetEnv line: sshd keeps only the first value of a keyword.
+        f"SetEnv PATH={path_env} SHLVL=1",
         "Subsystem sftp internal-sftp",
     ]
     return "\n".join(lines) + "\n"
