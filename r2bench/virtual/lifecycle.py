@@ -228,9 +228,40 @@ def _build(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Prog
     _write(manifest, paths.ssh_config, sshd.ssh_config_text(paths, plan.nodes))
     progress("keys, known_hosts and ssh_config")
     _start_sshds(plan, manifest, sshd_path, progress)
+    _wait_links_up(plan)
+    progress("every node link is up")
     testbed = build_testbed(plan, probed.features)
     _write(manifest, paths.testbed_yaml, to_yaml(testbed))
     return testbed
+
+
+LINK_UP_TIMEOUT_S = 10.0
+
+
+def _wait_links_up(plan: TestbedPlan) -> None:
+    """veth links reach operstate UP a moment after `ip link set up`: wait, so the testbed is
+    usable (doctor passes, traffic flows) the moment `up` returns."""
+    deadline = time.monotonic() + LINK_UP_TIMEOUT_S
+    for node in plan.nodes:
+        names = ("mgmt0", *node.nic_names)
+        while True:
+            listing = run(["ip", "-n", node.netns, "-o", "link", "show"]).stdout
+            down = [n for n in names if not _state_up(listing, n)]
+            if not down:
+                break
+            if time.monotonic() > deadline:
+                raise TestbedError(
+                    f"{node.hostname}: links {down} not up after {LINK_UP_TIMEOUT_S:g} s", 1
+                )
+            time.sleep(0.05)
+
+
+def _state_up(listing: str, ifname: str) -> bool:
+    return any(
+        line.split(": ")[1].split("@")[0] == ifname and " state UP " in line
+        for line in listing.splitlines()
+        if ": " in line
+    )
 
 
 def up(spec: VirtualSpec, progress: Progress = lambda _: None) -> UpResult:
