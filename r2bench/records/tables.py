@@ -37,6 +37,7 @@ from r2bench.records.outcome import classify
 TABLE_NAMES = ("results", "iterations", "events", "runs")
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
+LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
 INCOMPLETE = "incomplete"
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
@@ -147,31 +148,51 @@ class _IterBlocks:
 def _block_end_times(
     parsed: ParsedNcclTests,
     row_times: dict[tuple[int, str, int], tuple[float, float]],
-    started_at: float | None,
+    span: tuple[float | None, float | None],
 ) -> dict[tuple[int, str, int], float]:
     """Estimated epoch end of each per-iteration block.
 
     `-S 1` stamps have one-second resolution and are printed when a row (out-of-place, then
-    in-place iterations) ends. The estimate runs a clock over the summed iteration times and
-    keeps it inside each row's printed second: end = clip(previous end + row time, [ts, ts+1)).
-    The clock starts at the launch time when it is known.
+    in-place iterations) ends, so a row ends in [ts, ts + 1). Summed iteration times bound it
+    further: a forward pass from the launch gives the earliest possible end of every row, a
+    backward pass from the job's end the latest; the estimate is the middle of the two.
     """
     totals = {
         (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
     }
-    ends: dict[tuple[int, str, int], float] = {}
-    clock = -np.inf if started_at is None else started_at
+    rows = []  # (in-place key, row time, in-place time, printed second)
     for r in parsed.rows:
-        if r.placement != "in_place":
-            continue
-        ts = row_times[(r.size_bytes, "in_place", r.cycle)][0]
-        if ts != ts:  # no -S timestamp on this row
-            continue
-        oop, inp = (r.size_bytes, "out_of_place", r.cycle), (r.size_bytes, "in_place", r.cycle)
-        clock = min(max(clock + totals.get(oop, 0.0) + totals.get(inp, 0.0), ts), ts + 0.999)
-        ends[inp] = clock
-        ends[oop] = clock - totals.get(inp, 0.0)
+        ts = row_times[(r.size_bytes, r.placement, r.cycle)][0]
+        if r.placement == "in_place" and ts == ts:
+            oop, inp = (r.size_bytes, "out_of_place", r.cycle), (r.size_bytes, "in_place", r.cycle)
+            rows.append(
+                (inp, totals.get(oop, 0.0) + totals.get(inp, 0.0), totals.get(inp, 0.0), ts)
+            )
+    earliest, latest = _row_bounds(rows, span)
+    ends: dict[tuple[int, str, int], float] = {}
+    for (inp, _, t_in, _), lo, hi in zip(rows, earliest, latest, strict=True):
+        end = (lo + hi) / 2 if lo <= hi else lo
+        ends[inp] = end
+        ends[(inp[0], "out_of_place", inp[2])] = end - t_in
     return ends
+
+
+def _row_bounds(
+    rows: list[tuple[Any, float, float, float]], span: tuple[float | None, float | None]
+) -> tuple[list[float], list[float]]:
+    """Earliest and latest end of each row, from its printed second and the rows around it."""
+    earliest, latest = [], []
+    clock = -np.inf if span[0] is None else span[0]
+    for _, total, _, ts in rows:
+        clock = min(max(clock + total, ts), ts + LAST_IN_SECOND)
+        earliest.append(clock)
+    clock = np.inf if span[1] is None else span[1]
+    next_total = 0.0
+    for _, total, _, ts in reversed(rows):
+        clock = max(min(clock - next_total, ts + LAST_IN_SECOND), ts)
+        latest.append(clock)
+        next_total = total
+    return earliest, latest[::-1]
 
 
 def _epoch(row_ts: Any, offset_s: float) -> float:
@@ -213,8 +234,8 @@ class _Builder:
         rec = run.record
         offset = float(rec.provenance.get("node_utc_offset_s") or 0.0)
         row_times = self._add_results(rec.run_id, run.parsed, offset)
-        started = rec.end.started_at if rec.end else None
-        self._add_iterations(rec.run_id, run.parsed, row_times, started)
+        span = (rec.end.started_at, rec.end.ended_at) if rec.end else (None, None)
+        self._add_iterations(rec.run_id, run.parsed, row_times, span)
         self._add_events(rec.run_id, run.events)
         self._add_faults(rec.run_id, rec.faults)
         self.runs.append(_run_row(self.sweep_dir, run, row_times))
@@ -244,10 +265,10 @@ class _Builder:
         run_id: str,
         parsed: ParsedNcclTests,
         row_times: dict[tuple[int, str, int], tuple[float, float]],
-        started_at: float | None,
+        span: tuple[float | None, float | None],
     ) -> None:
         blocks = self.iters
-        ends = _block_end_times(parsed, row_times, started_at)
+        ends = _block_end_times(parsed, row_times, span)
         for p in parsed.per_iteration:
             key = (p.size_bytes, p.placement, p.cycle)
             blocks.times.extend(p.times_us)

@@ -1,0 +1,143 @@
+"""The report renders in a real browser, offline: headless Chromium on a file:// URL.
+
+Needs Debian's `chromium` (/usr/bin/chromium; CI installs it with apt); skipped without it.
+Name resolution is disabled in the browser, so a figure that needed the network would not draw.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from r2bench.records.tables import rebuild
+from r2bench.report.html import build_report
+from r2bench.report.sample import SampleConfig, write_sample_sweep
+
+DATA = Path(__file__).parent / "data" / "nccl-tests"
+CHROMIUM = shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--virtual-time-budget=5000",
+]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+
+
+def chromium(profile: Path, *args: str) -> str:
+    proc = subprocess.run(
+        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced RGB/RGBA PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert (depth, interlace) == (8, 0) and colour in (2, 6)
+    bpp = 3 if colour == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        unfilter(kind, line, prev, bpp)
+        rows.append(bytes(line))
+        prev = line
+    return width, height, rows
+
+
+def unfilter(kind: int, line: bytearray, prev: bytearray, bpp: int) -> None:
+    """Undo one PNG scanline filter in place."""
+    for i in range(len(line)):
+        left = line[i - bpp] if i >= bpp else 0
+        up = prev[i]
+        if kind == 1:
+            line[i] = (line[i] + left) & 0xFF
+        elif kind == 2:
+            line[i] = (line[i] + up) & 0xFF
+        elif kind == 3:
+            line[i] = (line[i] + (left + up) // 2) & 0xFF
+        elif kind == 4:
+            upleft = prev[i - bpp] if i >= bpp else 0
+            p = left + up - upleft
+            pa, pb, pc = abs(p - left), abs(p - up), abs(p - upleft)
+            pred = left if pa <= pb and pa <= pc else up if pb <= pc else upleft
+            line[i] = (line[i] + pred) & 0xFF
+
+
+def distinct_colours(rows: list[bytes], bpp: int = 3, step: int = 3) -> int:
+    colours = set()
+    for row in rows[::step]:
+        for x in range(0, len(row) - bpp + 1, bpp * step):
+            colours.add(row[x : x + 3])
+    return len(colours)
+
+
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    results = tmp_path_factory.mktemp("results")
+    cfg = SampleConfig(modes=(None, "0", "1", "2"), repeats=2, sizes=30, iterations=20)
+    store = write_sample_sweep(results, DATA, cfg)
+    out = results / "report.html"
+    figures = build_report(store.sweep_dir, rebuild(store.sweep_dir), out)
+    return out, [f.id for f in figures if f.spec["data"]]
+
+
+def test_plotly_draws_every_figure_offline(
+    report_file: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    path, figure_ids = report_file
+    dom = chromium(tmp_path / "profile", "--dump-dom", path.as_uri())
+    assert len(figure_ids) >= 5
+    for fig_id in figure_ids:
+        div = re.search(rf'<div id="plot-{re.escape(fig_id)}"[^>]*>', dom)
+        assert div and "js-plotly-plot" in div.group(0), fig_id
+    assert dom.count('class="main-svg"') >= len(figure_ids)
+    assert dom.count("js-plotly-plot") >= len(figure_ids)
+    assert 'class="shapelayer"' in dom  # the fault windows
+
+
+def test_screenshot_is_not_blank(report_file: tuple[Path, list[str]], tmp_path: Path) -> None:
+    path, _ = report_file
+    shot = tmp_path / "report.png"
+    chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1400,3000", path.as_uri())
+    data = shot.read_bytes()
+    assert len(data) > 50_000
+    width, height, rows = png_pixels(data)
+    assert (width, height) == (1400, 3000)
+    bpp = len(rows[0]) // width
+    assert distinct_colours(rows, bpp) > 200  # lines, markers, shading, text: not a blank page
