@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,18 @@ def doctor(testbed_file: Path) -> tuple[int, dict]:
     return result.exit_code, json.loads(result.stdout)
 
 
+def wait_for_state_up(netns: str, ifname: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (
+        " state UP "
+        not in subprocess.run(
+            ["ip", "-n", netns, "-o", "link", "show", ifname], capture_output=True, text=True
+        ).stdout
+    ):
+        assert time.monotonic() < deadline, f"{ifname} never came back up"
+        time.sleep(0.05)
+
+
 def failures(report: dict) -> list[str]:
     return [json.dumps(r) for r in report["results"] if r["status"] == "fail"]
 
@@ -67,5 +80,6 @@ def test_doctor_passes_fails_on_a_downed_nic_and_recovers(testbed: tuple[str, Pa
             ["ip", "netns", "exec", f"r2b-{name}-node1", "ip", "link", "set", "nic1", "up"],
             check=True,
         )
+    wait_for_state_up(f"r2b-{name}-node1", "nic1")
     code, report = doctor(testbed_file)
     assert code == 0, failures(report)
