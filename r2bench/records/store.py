@@ -227,7 +227,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_jsonl(path: Path, model: type[Any]) -> list[Any]:
-    out = []
+    out: list[Any] = []
     try:
         lines = path.read_bytes().splitlines()
     except OSError:

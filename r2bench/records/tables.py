@@ -157,7 +157,7 @@ def _block_end_times(
     further: a forward pass from the launch gives the earliest possible end of every row, a
     backward pass from the job's end the latest; the estimate is the middle of the two.
     """
-    totals = {
+    totals: dict[tuple[int, str, int], float] = {
         (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
     }
     rows = []  # (in-place key, row time, in-place time, printed second)

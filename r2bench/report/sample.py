@@ -86,7 +86,7 @@ def fault_window(cfg: SampleConfig) -> tuple[float, float]:
 
 
 def _spec(cfg: SampleConfig, mode: str | None, scenario: str, repeat: int) -> RunSpec:
-    faults = ()
+    faults: tuple[FaultSpec, ...] = ()
     if scenario != "none":
         at, until = fault_window(cfg)
         trigger = Trigger(after_s=round(at, 6))
