@@ -141,3 +141,15 @@ def test_screenshot_is_not_blank(report_file: tuple[Path, list[str]], tmp_path: 
     assert (width, height) == (1400, 3000)
     bpp = len(rows[0]) // width
     assert distinct_colours(rows, bpp) > 200  # lines, markers, shading, text: not a blank page
+
+
+def test_hostile_strings_stay_text_in_the_browser(tmp_path: Path) -> None:
+    host = "<script>alert(1)</script>"
+    cfg = SampleConfig(modes=("1",), repeats=1, sizes=20, iterations=4, hostname=host)
+    store = write_sample_sweep(tmp_path / "results", DATA, cfg)
+    out = tmp_path / "report.html"
+    build_report(store.sweep_dir, rebuild(store.sweep_dir), out)
+    dom = chromium(tmp_path / "profile", "--dump-dom", out.as_uri())
+    assert "<script>alert(1)</script>" not in dom  # no such element was created
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # the hostname is shown as text
+    assert dom.count("js-plotly-plot") >= 3
