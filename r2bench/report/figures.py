@@ -133,9 +133,26 @@ def busbw_figure(tables: Tables) -> Figure:
         "Bus bandwidth vs message size (median, min..max over repeats and cycles)",
         xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
         yaxis={"title": {"text": "busbw (GB/s)"}, "rangemode": "tozero"},
+        updatemenus=[_axis_type_menu()],
     )
     note = "" if traces else "no result rows in this sweep"
     return Figure("busbw", "Bus bandwidth", {"data": traces, "layout": layout}, note)
+
+
+def _axis_type_menu() -> dict[str, Any]:
+    """Buttons to switch the y axis between linear and log (busbw spans decades)."""
+    return {
+        "type": "buttons",
+        "direction": "right",
+        "x": 0,
+        "y": 1.12,
+        "xanchor": "left",
+        "showactive": True,
+        "buttons": [
+            {"label": "linear y", "method": "relayout", "args": [{"yaxis.type": "linear"}]},
+            {"label": "log y", "method": "relayout", "args": [{"yaxis.type": "log"}]},
+        ],
+    }
 
 
 # --------------------------------------------------------------------------- overhead
@@ -421,8 +438,8 @@ def outcome_figure(tables: Tables) -> Figure:
     }
     layout = _layout(
         "Outcomes: scenario x library/mode (run counts)",
-        xaxis={"title": {"text": "library / R2CC_MODE"}, "type": "category"},
-        yaxis={"title": {"text": "scenario"}, "type": "category"},
+        xaxis={"title": {"text": "library / R2CC_MODE"}, "type": "category", "automargin": True},
+        yaxis={"title": {"text": "scenario"}, "type": "category", "automargin": True},
         height=max(300, 80 + 60 * len(scenarios)),
     )
     data = [trace] if scenarios else []

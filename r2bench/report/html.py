@@ -36,7 +36,7 @@ h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; 
 table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
 td, th { border: 1px solid #ccc; padding: .25em .5em; vertical-align: top; text-align: left; }
 th { background: #f3f3f3; } code, .mono { font-family: ui-monospace, monospace; }
-.note { color: #a33; } .fig { margin: 1em 0; min-height: 200px; }
+.note { color: #a33; } .fig { margin: 1em 0; } .r2-plot { min-height: 200px; }
 .cell { max-width: 70em; overflow-wrap: anywhere; white-space: pre-wrap; }
 """
 
@@ -147,8 +147,9 @@ def outcomes_html(tables: Tables) -> str:
     """The outcome counts as a table and the runs that did not end ok, with their reasons."""
     counts = outcome_counts(tables.runs)
     wide = counts.pivot_table(
-        index=["scenario", "column"], columns="outcome", values="n", fill_value=0
-    ).reset_index()
+        index=["scenario", "column"], columns="outcome", values="n", aggfunc="sum", fill_value=0
+    )
+    wide = wide.astype(int).reset_index()
     cols = ["run_id", "scenario", "outcome", "reason", "failed_rank", "failed_host", "path"]
     bad = tables.runs[tables.runs["outcome"] != "ok"][cols]
     parts = [_table(wide)]
@@ -161,6 +162,8 @@ def _figure_block(fig: Figure) -> str:
     note = f"<p class='note'>{esc(fig.note)}</p>" if fig.note else ""
     if fig.caption:
         note += f"<p class='cell'>{esc(fig.caption)}</p>"
+    if not fig.spec.get("data"):  # nothing to draw: say why, skip the empty axes
+        return f"<div class='fig'>{note or '<p>No data.</p>'}</div>"
     return (
         f"<div class='fig'>{note}<div id='plot-{esc(fig.id)}' class='r2-plot'></div>"
         f"<script type='application/json' class='r2-figure' id='figure-{esc(fig.id)}'>"
