@@ -240,6 +240,19 @@ def test_report_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "not a folder" in err and "unknown format" in err
 
 
+def test_read_only_sweep_and_unwritable_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = SampleConfig(modes=("1",), scenarios=("none",), repeats=1, sizes=4, iterations=2)
+    store = write_sample_sweep(tmp_path, DATA, cfg)
+    (store.sweep_dir / "tables").write_text("a file where the tables folder should be")
+    assert report_command(store.sweep_dir, tmp_path / "r.html", None) == 0
+    assert "tables not written" in capsys.readouterr().err
+    assert (tmp_path / "r.html").is_file()
+    assert report_command(store.sweep_dir, tmp_path / "r.html" / "x.html", None) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
 def test_static_export_failure_is_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,7 +19,7 @@ from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, ParsedNcclTests
 from r2bench.records.nccltests import parse_json, parse_text
 from r2bench.records.outcome import classify
-from r2bench.records.tables import rebuild
+from r2bench.records.tables import build_tables, rebuild
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -191,7 +191,8 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
 
     --format png|svg|pdf also writes each figure as a static file next to the report (needs
     kaleido and a Chrome/Chromium); if that fails the HTML is still written, a warning says why,
-    and the exit code stays 0. Exit 2 if SWEEP_DIR is not a folder or the format is unknown.
+    and the exit code stays 0. Exit 2 if SWEEP_DIR is not a folder, the format is unknown or
+    the report cannot be written.
     """
     from r2bench.report.export import FORMATS, export_figures
     from r2bench.report.html import build_report
@@ -205,9 +206,17 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     if not sweep_dir.is_dir():
         errors.print(Text(f"r2bench report: {sweep_dir} is not a folder"), style="red")
         return EXIT_USAGE
-    tables = rebuild(sweep_dir)
+    try:
+        tables = rebuild(sweep_dir)
+    except OSError as exc:  # e.g. a read-only copy of a sweep: report from memory
+        errors.print(Text(f"warning: tables not written ({exc}); building them in memory"))
+        tables = build_tables(sweep_dir)
     target = out or sweep_dir / REPORT_NAME
-    figures = build_report(sweep_dir, tables, target)
+    try:
+        figures = build_report(sweep_dir, tables, target)
+    except OSError as exc:
+        errors.print(Text(f"r2bench report: cannot write {target}: {exc}"), style="red")
+        return EXIT_USAGE
     console.print(Text(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
     if fmt is not None:
         result = export_figures(figures, target.parent, fmt, target.stem)
