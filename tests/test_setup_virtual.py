@@ -68,7 +68,9 @@ def test_quickstart_setup_then_noop(testbed_file: Path, tmp_path: Path) -> None:
     assert len(lines) == 2, out
     assert any("emulated built in" in line for line in lines), out
     work = Path(load_testbed(testbed_file).paths.work_dir)
-    stamp = cache.read_stamp((work / "src" / "emulated-local+emulated-lib-local" / cache.STAMP_NAME).read_text())
+    stamp = cache.read_stamp(
+        (work / "src" / "emulated-local+emulated-lib-local" / cache.STAMP_NAME).read_text()
+    )
     assert stamp is not None and stamp.fields["source"].startswith("tree:")
     assert (work / "src" / "emulated-local+emulated-lib-local" / "r2bench" / "workloads").is_dir()
     other = next(line for line in lines if "built in" not in line)

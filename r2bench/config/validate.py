@@ -94,7 +94,9 @@ def _clean_loc(loc: tuple[Any, ...], data: Any, missing: bool = False) -> FieldP
     tags such as `function-after[...]` do not); a missing final key is kept (for `missing`)."""
     clean: list[str | int] = []
     for index, part in enumerate(loc):
-        if (isinstance(data, dict) and part in data) or (isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)):
+        if (isinstance(data, dict) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        ):
             data = data[part]
         elif missing and index == len(loc) - 1 and isinstance(data, dict):
             pass  # a required key that is absent
