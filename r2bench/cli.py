@@ -165,6 +165,71 @@ def doctor(
 
 
 @app.command()
+def parse(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="nccl-tests text or -J JSON outputs, NCCL logs.", show_default=False),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per file (JSON Lines).")
+    ] = False,
+) -> None:
+    """Parse nccl-tests outputs and NCCL/R2CC logs: result rows, events and the run's outcome
+    (ok, wrong_results, crashed, timeout, launch_failed...) with the lines that justify it.
+
+    Exit codes: 0 parsed (a crashed or hung run is data, not an error), 2 a file could not be read.
+    """
+    from r2bench.records.commands import parse_command
+
+    raise typer.Exit(parse_command(files, as_json))
+
+
+@app.command("import")
+def import_logs(
+    directory: Annotated[
+        Path, typer.Argument(help="Folder of existing nccl-tests logs.", show_default=False)
+    ],
+    sweep: Annotated[
+        str | None, typer.Option("--sweep", help="Sweep name (default: the folder's name).")
+    ] = None,
+    results: Annotated[Path, typer.Option("--results", help="Results root.")] = Path("results"),
+) -> None:
+    """Turn a folder of existing nccl-tests logs (text and/or -J JSON, paired by file stem)
+    into a results sweep, one run folder per log, so `r2bench report` works on them.
+
+    Exit codes: 0 imported, 2 DIR is not a folder.
+    """
+    from r2bench.records.commands import import_command
+
+    raise typer.Exit(import_command(directory, sweep, results))
+
+
+@app.command()
+def report(
+    sweep_dir: Annotated[
+        Path, typer.Argument(help="A sweep folder, e.g. results/my-sweep.", show_default=False)
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="HTML file (default: SWEEP_DIR/report.html).")
+    ] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="Also write each figure as png, svg or pdf.")
+    ] = None,
+) -> None:
+    """Rebuild a sweep's tables (Parquet + CSV) and write one self-contained HTML report that
+    works offline: busbw vs size per R2CC_MODE with spread over repeats, overhead vs the
+    no-fault baseline, per-iteration timelines with fault windows shaded and R2CC events
+    marked, the outcome matrix, and the sweep's provenance.
+
+    Exit codes: 0 written (if a static --format cannot be exported, the HTML is still written and
+    a warning says why), 2 missing sweep folder, unknown format or unwritable output.
+    """
+    from r2bench.records.commands import report_command
+
+    raise typer.Exit(report_command(sweep_dir, out, fmt))
+
+
+@app.command()
 def version() -> None:
     """Print r2bench's version."""
     typer.echo(f"r2bench {r2bench.__version__}")
