@@ -63,19 +63,19 @@ class Figures:
     busbw_after: float | None
 
 
-def ssh(testbed_file: Path, node: str, command: str) -> list[str]:
-    config = load_testbed(testbed_file).nodes[0].ssh.config_file or ""
+def ssh(config: str, node: str, command: str) -> list[str]:
     return ["ssh", "-F", config, node, command]
 
 
-def run_once(run: PlannedRun, testbed_file: Path) -> Figures:
+def run_once(run: PlannedRun, config: str) -> Figures:
+    """One planned run; `config` is the testbed's ssh_config."""
     work = str(Path(run.run_dir).parents[1])
     prepare = f"rm -rf {shlex.quote(run.run_dir)} && mkdir -p {shlex.quote(run.run_dir)} && cp -r {shlex.quote(str(REPO / 'injectors'))} {shlex.quote(work)}/"
-    subprocess.run(ssh(testbed_file, "node0", prepare), check=True)
+    subprocess.run(ssh(config, "node0", prepare), check=True)
     fault = run.faults[0]
     started = time.monotonic()
     proc = subprocess.Popen(
-        ssh(testbed_file, run.launch.node, run.launch.command),
+        ssh(config, run.launch.node, run.launch.command),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -87,14 +87,12 @@ def run_once(run: PlannedRun, testbed_file: Path) -> Figures:
         if line.startswith(HEADER):
             break
     time.sleep(fault.inject_after_s)
-    subprocess.run(
-        ssh(testbed_file, fault.node, fault.inject.command), check=True, capture_output=True
-    )
+    subprocess.run(ssh(config, fault.node, fault.inject.command), check=True, capture_output=True)
     try:
         out, err = proc.communicate(timeout=90)
     finally:
         subprocess.run(
-            ssh(testbed_file, fault.node, fault.revert.command), check=True, capture_output=True
+            ssh(config, fault.node, fault.revert.command), check=True, capture_output=True
         )
     seconds = time.monotonic() - started
     parsed = parse_text("".join(lines) + out)
@@ -140,7 +138,8 @@ def main() -> int:
             up(VirtualSpec(name=name, state_dir=state))
             testbed_file = state / "testbed.yaml"
             plan = make_plan(load_inputs(experiment, testbed_file))
-            rows = [run_once(run, testbed_file) for run in plan.runs]
+            config = load_testbed(testbed_file).nodes[0].ssh.config_file or ""
+            rows = [run_once(run, config) for run in plan.runs]
         finally:
             teardown(name, state, lambda _: None)
     print(

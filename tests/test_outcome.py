@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from r2bench.config.recipes import load_recipes
 from r2bench.records.events import parse_events
 from r2bench.records.models import LaunchInfo, Outcome, OutcomeStatus
 from r2bench.records.nccltests import parse_text
@@ -118,7 +119,8 @@ def test_wrong_results() -> None:
 
 def test_build_failure_names_cuda_mismatch() -> None:
     log = (DATA / "build" / "r2ccl-cuda13-fail.log").read_text()
-    out = classify(2, build_failed=True, build_log=log, source="build.log")
+    known = load_recipes()["r2ccl"].build.known_failures
+    out = classify(2, build_failed=True, build_log=log, known_failures=known, source="build.log")
     assert out.status is OutcomeStatus.BUILD_FAILED
     assert "CUDA 12.x" in out.reason and "PFN_cuDeviceGet" in out.reason
     assert out.evidence[0].line == 25 and out.evidence[0].source == "build.log"

@@ -1,8 +1,8 @@
 """A NIC dies in the middle of the emulated ring all_reduce on the virtual testbed.
 
 Two nodes x two data NICs; the real mpirun runs on node0 (reached with ssh) and starts one rank
-per node through the testbed's own launcher settings; each rank's data goes over its node's
-``nic0``/``nic1`` (R2B_NIC_ADDRS). Once the timed loop has started, node1's ``nic1`` is taken
+per node through r2bench's launcher and the testbed's settings; each rank's data goes over its
+node's ``nic0``/``nic1`` (R2B_NIC_MAP). Once the timed loop has started, node1's ``nic1`` is taken
 down: R2CC_MODE=0 must fail, modes 1 and 2 must finish with 0 wrong values after a visible stall.
 """
 
@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
+from r2bench.launch.launchers import Job, launch_command
 from r2bench.virtual import cli
 from r2bench.virtual.plan import default_state_dir
 from r2bench.virtual.teardown import teardown
@@ -73,21 +74,23 @@ def bed() -> Iterator[Bed]:
         teardown(name, state, lambda _: None)
 
 
-def mpirun_argv(testbed: Testbed, env: dict[str, str], report: Path) -> list[str]:
-    """mpirun on node0 for one rank per node, built from the testbed's launcher settings."""
-    launcher = testbed.launcher
-    argv = ["mpirun", "--bind-to", launcher.bind_to]
-    argv += ["--allow-run-as-root"] if launcher.allow_run_as_root else []
-    for key, value in launcher.mca.items():
-        argv += ["--mca", key, value]
-    argv += ["-H", ",".join(node.name for node in testbed.nodes)]
-    workload = [testbed.paths.python, "-m", "r2bench.workloads.ring_allreduce", *ARGS]
-    for node in testbed.nodes:
-        # One app context per node: Open MPI applies -x per context, so each gets the full env.
-        node_env = {**env, "R2B_NIC_ADDRS": ",".join(nic.address or "" for nic in node.data_nics)}
-        exports = [arg for key, value in node_env.items() for arg in ("-x", f"{key}={value}")]
-        argv += ["-np", "1", "-H", node.name, *exports, *workload, "-J", str(report), ":"]
-    return argv[:-1]
+def mpirun_command(testbed: Testbed, env: dict[str, str], report: Path) -> str:
+    """r2bench's own mpirun line for one rank per node; each rank finds its node's data NICs
+    in R2B_NIC_MAP by hostname."""
+    nic_map = ";".join(
+        f"{node.name}=" + ",".join(nic.address or "" for nic in node.data_nics)
+        for node in testbed.nodes
+    )
+    program = [
+        testbed.paths.python,
+        "-m",
+        "r2bench.workloads.ring_allreduce",
+        *ARGS,
+        "-J",
+        str(report),
+    ]
+    job = Job(program, [node.name for node in testbed.nodes], 1, {**env, "R2B_NIC_MAP": nic_map})
+    return launch_command(testbed, job).shell()
 
 
 def set_link(bed: Bed, node: str, ifname: str, state: str) -> None:
@@ -104,7 +107,7 @@ def run_with_fault(bed: Bed, mode: int, report: Path) -> Outcome:
         "NCCL_DEBUG": "INFO",
     }
     node0 = bed.testbed.nodes[0]
-    remote = f"cd {shlex.quote(str(REPO))} && " + shlex.join(mpirun_argv(bed.testbed, env, report))
+    remote = f"cd {shlex.quote(str(REPO))} && " + mpirun_command(bed.testbed, env, report)
     ssh = ["ssh", "-F", node0.ssh.config_file or "", node0.name, remote]
     proc = subprocess.Popen(ssh, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []

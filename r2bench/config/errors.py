@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 FieldPath = tuple[str | int, ...]
@@ -17,6 +18,12 @@ def format_path(path: FieldPath) -> str:
         else:
             text += f".{part}" if text else str(part)
     return text or "<top level>"
+
+
+def did_you_mean(value: str, known: Iterable[str], otherwise: str = "") -> str:
+    """A hint for a misspelt name: the closest known one, else `otherwise`."""
+    close = difflib.get_close_matches(value, list(known), n=1)
+    return f"did you mean '{close[0]}'?" if close else otherwise
 
 
 @dataclass(frozen=True)

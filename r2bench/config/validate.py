@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
+from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath, did_you_mean
 from r2bench.config.source import SourceDoc
 
 M = TypeVar("M", bound=BaseModel)
@@ -122,10 +121,7 @@ def _suggest(model: type[BaseModel], loc: FieldPath) -> str:
     fields = _fields_at(model, loc[:-1])
     if not fields:
         return "remove it"
-    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return "known keys: " + ", ".join(sorted(fields))
+    return did_you_mean(str(loc[-1]), fields, "known keys: " + ", ".join(sorted(fields)))
 
 
 def _fields_at(model: type[BaseModel], loc: FieldPath) -> list[str]:

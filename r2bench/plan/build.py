@@ -24,6 +24,7 @@ from r2bench.plan.sweep import Point, expand, size_arguments
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
 DEFAULT_MPI_HOME = "/usr/lib/x86_64-linux-gnu/openmpi"
 DEFAULT_GPU_ARCH = "90"
+DEFAULT_NCCL_HOME = "/usr"
 # A fault's node-side lease outlives its planned window by this much before the node reverts it.
 LEASE_GRACE_S = 30.0
 
@@ -51,8 +52,10 @@ def load_inputs(
     return Inputs(experiment, testbed, recipes, doc, str(experiment_file), str(testbed_file))
 
 
-def make_plan(inputs: Inputs) -> Plan:
-    """Expand the sweep and render every run's commands; raises ConfigError on any problem."""
+def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
+    """Expand the sweep and render every run's commands; raises ConfigError on any problem.
+
+    `jobs` is make's parallelism in build commands (default: the node's core count)."""
     exp, testbed, doc = inputs.experiment, inputs.testbed, inputs.doc
     issues: list[ConfigIssue] = checks.check_recipes(exp, inputs.recipes, doc)
     nodes, node_issues = checks.select_nodes(exp, testbed, doc)
@@ -64,7 +67,7 @@ def make_plan(inputs: Inputs) -> Plan:
         issues += checks.check_modes(exp, points, inputs.recipes, doc)
     if issues:
         raise ConfigError(issues)
-    renderer = _Renderer(inputs, nodes, ranks)
+    renderer = _Renderer(inputs, nodes, ranks, jobs)
     runs = [renderer.run(point, repeat) for point in points for repeat in range(exp.repeats)]
     return Plan(
         experiment=exp.name,
@@ -85,8 +88,9 @@ def _dir_name(ref: ComponentRef) -> str:
 class _Renderer:
     """Turns sweep points into RunSpecs and their node-side commands."""
 
-    def __init__(self, inputs: Inputs, nodes: list[Node], ranks: int) -> None:
+    def __init__(self, inputs: Inputs, nodes: list[Node], ranks: int, jobs: int | None) -> None:
         self.inputs = inputs
+        self.jobs = str(jobs) if jobs else "$(nproc)"
         self.exp = inputs.experiment
         self.testbed = inputs.testbed
         self.nodes = nodes
@@ -237,7 +241,7 @@ class _Renderer:
         return f"{self.work}/src/{name}"
 
     def fill_home(self, template: str, ref: ComponentRef) -> str:
-        nccl_home = self.testbed.paths.nccl_home or "/usr"
+        nccl_home = self.testbed.paths.nccl_home or DEFAULT_NCCL_HOME
         text = template.replace("{nccl_home}", nccl_home)
         return text if text.startswith("/") else f"{self.component_dir(ref)}/{text}"
 
@@ -260,13 +264,11 @@ class _Renderer:
         recipe = self.inputs.recipes[ref.recipe]
         lib_recipe = self.inputs.recipes[library.recipe]
         directory = self.component_dir(ref, library)
-        commands = self.fetch_commands(recipe, ref, directory)
+        fetch = self.fetch_commands(recipe, ref, directory)
         nccl_home = self.fill_home(lib_recipe.home, library)
-        for template in recipe.build.steps:
-            commands.append(
-                f"cd {shlex.quote(directory)} && " + self.fill_build(template, nccl_home)
-            )
-        if not commands:
+        cd = f"cd {shlex.quote(directory)} && "
+        build = [cd + self.fill_build(template, nccl_home) for template in recipe.build.steps]
+        if not fetch and not build:
             return None
         is_benchmark = recipe.kind is RecipeKind.BENCHMARK
         return SetupStep(
@@ -275,7 +277,8 @@ class _Renderer:
             ref=ref.ref,
             directory=directory,
             nodes=[n.name for n in self.nodes],
-            commands=commands,
+            fetch=fetch,
+            build=build,
             built_against=library if is_benchmark else None,
             library_home=nccl_home,
             library_lib_dir=self.fill_home(lib_recipe.lib_dir, library)
@@ -302,7 +305,7 @@ class _Renderer:
         paths = self.testbed.paths
         arch = next((n.gpu_arch for n in self.nodes if n.gpu_arch), DEFAULT_GPU_ARCH)
         values = {
-            "jobs": "$(nproc)",
+            "jobs": self.jobs,
             "cuda_home": shlex.quote(paths.cuda_home or DEFAULT_CUDA_HOME),
             "mpi_home": shlex.quote(paths.mpi_home or DEFAULT_MPI_HOME),
             "gencode": shlex.quote(f"-gencode=arch=compute_{arch},code=sm_{arch}"),

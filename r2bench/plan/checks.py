@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 
-from r2bench.config.errors import ConfigIssue, FieldPath
+from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean
 from r2bench.config.experiment import Experiment, FaultSpec
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
@@ -18,10 +17,7 @@ MODE_VARIABLE = "R2CC_MODE"
 
 def _suggest(value: str, known: Iterable[str]) -> str:
     options = sorted(known)
-    close = difflib.get_close_matches(value, options, n=1)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return "known: " + ", ".join(options) if options else ""
+    return did_you_mean(value, options, "known: " + ", ".join(options) if options else "")
 
 
 def check_recipes(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from r2bench.plan.runspec import ComponentRef, RunSpec
 
@@ -55,10 +55,17 @@ class SetupStep(Frozen):
     ref: str | None
     directory: str
     nodes: list[str]
-    commands: list[str]
+    fetch: list[str]
+    build: list[str]
     built_against: ComponentRef | None = None
     library_home: str | None = None
     library_lib_dir: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def commands(self) -> list[str]:
+        """Every shell line of this step, in order: fetch, then build."""
+        return [*self.fetch, *self.build]
 
 
 class Plan(Frozen):

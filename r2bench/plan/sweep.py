@@ -7,13 +7,12 @@ sweep does not name (library, collective, scenario, size) become axes over all d
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from r2bench.config.errors import ConfigIssue, FieldPath
+from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean
 from r2bench.config.experiment import CORE_DIMENSIONS, NO_FAULT, Experiment, SizeRange
 from r2bench.config.source import SourceDoc
 from r2bench.config.types import parse_size
@@ -129,8 +128,7 @@ def _check_dimension(
     """Record an issue and return False if `dim: values` is not a valid sweep dimension."""
     before = len(issues)
     if dim not in CORE_DIMENSIONS and not _ENV_DIMENSION.match(dim):
-        close = difflib.get_close_matches(dim, CORE_DIMENSIONS, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "environment variables are UPPER_CASE"
+        hint = did_you_mean(dim, CORE_DIMENSIONS, "environment variables are UPPER_CASE")
         issues.append(doc.issue(path, f"unknown sweep dimension '{dim}'", hint, at_key=True))
         return False
     if not values:
@@ -162,8 +160,7 @@ def _value_problem(dim: str, value: Any, allowed: list[str] | None) -> tuple[str
     if "\x00" in str(value):
         return "value contains a NUL byte", ""
     if allowed is not None and str(value) not in allowed:
-        close = difflib.get_close_matches(str(value), allowed, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "declared: " + ", ".join(allowed)
+        hint = did_you_mean(str(value), allowed, "declared: " + ", ".join(allowed))
         return f"'{value}' is not a declared {dim}", hint
     return None
 
@@ -198,10 +195,7 @@ def _exclude_rules(
             continue
         unknown = [dim for dim in rule if dim not in dims]
         for dim in unknown:
-            close = difflib.get_close_matches(dim, sorted(dims), n=1)
-            hint = (
-                f"did you mean '{close[0]}'?" if close else "dimensions: " + ", ".join(sorted(dims))
-            )
+            hint = did_you_mean(dim, sorted(dims), "dimensions: " + ", ".join(sorted(dims)))
             issues.append(
                 doc.issue(
                     ("sweep", "exclude", r, dim),

@@ -15,9 +15,10 @@ Public API: `classify(...) -> Outcome`. Rules, first match wins:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
+from r2bench.config.recipe import KnownFailure
+from r2bench.records.buildlog import analyze
 from r2bench.records.events import clean
 from r2bench.records.models import (
     Event,
@@ -30,8 +31,6 @@ from r2bench.records.models import (
 )
 
 MAX_EVIDENCE = 8
-_BUILD_ERROR_RE = re.compile(r"(\berror\b|\*\*\*)", re.IGNORECASE)
-_CUDA13_HINT_RE = re.compile(r"\bpfn_cu\w+|PFN_cu\w+' does not name a type|‘PFN_cu")
 _NETWORK_KINDS = (EventKind.NET_IB_COMPLETION_ERROR, EventKind.SOCKET_ERROR)
 
 
@@ -45,16 +44,18 @@ def classify(
     parsed: ParsedNcclTests | None = None,
     events: Sequence[Event] = (),
     build_log: str | None = None,
+    known_failures: Sequence[KnownFailure] = (),
     source: str | None = None,
 ) -> Outcome:
     """Classify one run.
 
     `exit_code` is the launcher's exit status (None if unknown; negative = killed by that
     signal, as Python's subprocess reports it). `timed_out` means the harness's own deadline
-    killed it. `source` names the log file the events' line numbers refer to.
+    killed it. `source` names the log file the events' line numbers refer to. For a failed
+    build, `known_failures` (the recipe's) explain the causes found in `build_log`.
     """
     if build_failed:
-        return _build_failed(build_log or "", source)
+        return _build_failed(build_log or "", source, known_failures)
     ctx = _Context(parsed, events, source)
     if interrupted:
         return Outcome(
@@ -246,23 +247,20 @@ def _fallback(
     return Outcome(status=OutcomeStatus.OK, reason=reason, evidence=ctx.evidence(survived[:3]))
 
 
-def _build_failed(log: str, source: str | None) -> Outcome:
-    errors: list[Evidence] = []
-    cuda13 = False
-    for lineno, line in enumerate(log.splitlines(), start=1):
-        if _BUILD_ERROR_RE.search(line):
-            if len(errors) < MAX_EVIDENCE:
-                errors.append(Evidence(line=lineno, text=clean(line.strip()), source=source))
-            cuda13 = cuda13 or bool(_CUDA13_HINT_RE.search(line))
+def _build_failed(log: str, source: str | None, known: Sequence[KnownFailure]) -> Outcome:
+    failure = analyze(log, known)
     reason = "build failed"
-    if errors:
-        reason += f": {errors[0].text}"
-    if cuda13:
-        reason += (
-            " (CUDA driver-API declarations missing: this NCCL 2.23-based source does not build"
-            " with CUDA 13; use a CUDA 12.x toolkit)"
+    evidence = []
+    if failure.first_error is not None:
+        reason += f": {clean(failure.first_error.text)}"
+        evidence.append(
+            Evidence(
+                line=failure.first_error.line, text=clean(failure.first_error.text), source=source
+            )
         )
-    return Outcome(status=OutcomeStatus.BUILD_FAILED, reason=reason, evidence=errors)
+    if failure.explanations:
+        reason += f" ({'; '.join(failure.explanations)})"
+    return Outcome(status=OutcomeStatus.BUILD_FAILED, reason=reason, evidence=evidence)
 
 
 def _dedupe(evidence: list[Evidence]) -> list[Evidence]:

@@ -14,12 +14,8 @@ from dataclasses import dataclass
 from r2bench.config.recipe import GitSource, LocalSource, Recipe
 from r2bench.config.testbed import Testbed
 from r2bench.plan.build import Inputs, make_plan
-from r2bench.plan.model import Plan, SetupStep
+from r2bench.plan.model import SetupStep
 from r2bench.setup.probe import NodeFacts
-
-NPROC = "$(nproc)"
-"""How the planner renders {jobs}; replaced by --jobs when given."""
-DEFAULT_NCCL_HOME = "/usr"
 
 
 @dataclass(frozen=True)
@@ -63,29 +59,18 @@ def node_testbed(testbed: Testbed, node: str, facts: NodeFacts) -> Testbed:
 def node_steps(inputs: Inputs, node: str, facts: NodeFacts, jobs: int | None) -> list[BuildStep]:
     """Every setup step of the plan that involves `node`, rendered for that node."""
     testbed = node_testbed(inputs.testbed, node, facts)
-    plan = make_plan(dataclasses.replace(inputs, testbed=testbed))
-    return [
-        _build_step(plan, step, inputs.recipes, testbed, jobs)
-        for step in plan.setup
-        if node in step.nodes
-    ]
+    plan = make_plan(dataclasses.replace(inputs, testbed=testbed), jobs)
+    return [_build_step(step, inputs.recipes) for step in plan.setup if node in step.nodes]
 
 
-def _build_step(
-    plan: Plan, step: SetupStep, recipes: dict[str, Recipe], testbed: Testbed, jobs: int | None
-) -> BuildStep:
+def _build_step(step: SetupStep, recipes: dict[str, Recipe]) -> BuildStep:
     recipe = recipes[step.recipe]
-    count = len(recipe.build.steps)
-    fetch = step.commands[: len(step.commands) - count]
-    build = step.commands[len(step.commands) - count :]
-    if jobs is not None:
-        build = [command.replace(NPROC, str(jobs)) for command in build]
     return BuildStep(
         recipe=recipe,
         ref=step.ref,
         directory=step.directory,
-        fetch=tuple(fetch) if isinstance(recipe.source, GitSource) else (),
-        build=tuple(build),
+        fetch=tuple(step.fetch) if isinstance(recipe.source, GitSource) else (),
+        build=tuple(step.build),
         lib_dir=step.library_lib_dir,
         nccl_home=step.library_home,
     )

@@ -257,11 +257,12 @@ def _wait_links_up(plan: TestbedPlan) -> None:
 
 
 def _state_up(listing: str, ifname: str) -> bool:
-    return any(
-        line.split(": ")[1].split("@")[0] == ifname and " state UP " in line
-        for line in listing.splitlines()
-        if ": " in line
-    )
+    """Whether `ip -o link show` lists `ifname` (shown as `ifname@peer`) in state UP."""
+    for line in listing.splitlines():
+        fields = line.split(": ", 2)
+        if len(fields) == 3 and fields[1].split("@")[0] == ifname:
+            return " state UP " in fields[2]
+    return False
 
 
 def up(spec: VirtualSpec, progress: Progress = lambda _: None) -> UpResult:
