@@ -25,7 +25,7 @@ kind_precheck() {
     command -v ibportstate >/dev/null || die "ibportstate not found (install infiniband-diags)"
     is_active || die "port is not ACTIVE ($(port_state), $(phys_state)): not ours to fault"
 }
-kind_inject() { ibport disable && wait_for 10 is_disabled; }
+kind_inject() { ibport disable && mark_applied && wait_for 10 is_disabled; }
 
 kind_revert() { ibport enable && wait_for "${R2B_IB_ACTIVE_TIMEOUT_S:-60}" is_active; }
 kind_status() { if is_disabled; then echo active; else echo inactive; fi; }

@@ -1,6 +1,6 @@
 # Shared shape of every r2bench injector (sourced, not run).
 #
-#   <kind>.sh inject --tag TAG [--lease-s SECONDS] <kind options>
+#   <kind>.sh inject --tag TAG [--lease-s SECONDS] [--armed] <kind options>
 #   <kind>.sh revert --tag TAG <kind options>
 #   <kind>.sh status --tag TAG <kind options>
 #
@@ -11,7 +11,13 @@
 #   r2b-fault <node epoch> <action> tag=<tag> kind=<kind> result=<ok|noop|failed> <detail>
 # A kind script defines kind_validate (arguments), kind_precheck (is the target ours to fault?
 # may `die`), kind_inject and kind_revert (return non-zero on failure, never `die`),
-# kind_status (prints active|inactive) and kind_describe, then calls `main "$@"`.
+# kind_status (prints active|inactive) and kind_describe, then calls `main "$@"`. A
+# kind_inject may call `mark_applied` right after the change took effect and before it polls for
+# it, so the event tells `applied=` (the change) from `verified=` (the state seen).
+#
+# `inject --armed` does the slow part first (checks, record, lease), prints an `armed` event and
+# waits for one line on stdin: `go` applies the fault at once (a trigger then costs one read and
+# the change itself: no interpreter start-up), anything else (or EOF) cancels and leaves nothing.
 
 set -euo pipefail
 
@@ -21,10 +27,14 @@ ACTIVE_DIR=$FAULT_DIR/active
 ACTION=""
 TAG=""
 LEASE_S=""
+ARMED=""
+APPLIED_AT=""
 declare -A OPT=()
 ARGS=()
 
-now() { date +%s.%N; }
+now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
+
+mark_applied() { APPLIED_AT=$(now); }
 
 event() {  # event ACTION RESULT DETAIL...
     local action=$1 result=$2
@@ -53,6 +63,7 @@ parse_args() {
         case $1 in
             --tag) TAG=${2:-}; shift 2 ;;
             --lease-s) LEASE_S=${2:-}; shift 2 ;;
+            --armed) ARMED=1; shift ;;
             --*) OPT[${1#--}]=${2:-}; shift 2 ;;
             *) die "unexpected argument '$1'" ;;
         esac
@@ -105,13 +116,31 @@ do_inject() {
     kind_validate
     kind_precheck
     write_record
+    [[ -z $ARMED ]] || wait_for_go
+    local requested
+    requested=$(now)
     if ! kind_inject; then
         kind_revert || true
+        disarm_lease
         rm -f "$(record_path)"
         die "inject failed; nothing left behind"
     fi
+    local verified
+    verified=$(now)
+    [[ -n $ARMED ]] || arm_lease
+    event inject ok "$(kind_describe)${LEASE_S:+ lease_s=$LEASE_S} requested=$requested applied=${APPLIED_AT:-$verified} verified=$verified"
+}
+
+wait_for_go() {  # armed: lease first (a dead controller must not strand the record), then wait
     arm_lease
-    event inject ok "$(kind_describe)${LEASE_S:+ lease_s=$LEASE_S}"
+    event armed ok "$(kind_describe)${LEASE_S:+ lease_s=$LEASE_S}"
+    local word=""
+    IFS= read -r word || true
+    [[ $word == go ]] && return 0
+    disarm_lease
+    rm -f "$(record_path)"
+    event inject cancelled "$(kind_describe)"
+    exit 0
 }
 
 do_revert() {

@@ -10,7 +10,7 @@ is_up() { ip -o link show dev "${OPT[dev]}" | grep -q '[<,]UP[,>]'; }
 is_down() { ! is_up; }
 
 kind_precheck() { is_up || die "'${OPT[dev]}' is already down: not ours to fault or to bring back"; }
-kind_inject() { ip link set dev "${OPT[dev]}" down && wait_for 5 is_down; }
+kind_inject() { ip link set dev "${OPT[dev]}" down && mark_applied && wait_for 5 is_down; }
 
 kind_revert() { ip link set dev "${OPT[dev]}" up && wait_for 10 is_up; }
 kind_status() { if is_up; then echo inactive; else echo active; fi; }

@@ -53,6 +53,13 @@ class Trigger(StrictModel):
     since: Since = Since.LAUNCH
 
 
+class Flap(StrictModel):
+    """Repeat a fault: `count` down/up cycles, one every `period_s` seconds."""
+
+    count: int = Field(ge=1, le=1000, description="Number of down/up cycles.")
+    period_s: float = Field(gt=0, le=86400, description="Seconds from one inject to the next.")
+
+
 class FaultSpec(StrictModel):
     """One fault: what kind, on which NIC of which node, when, and for how long."""
 
@@ -66,6 +73,35 @@ class FaultSpec(StrictModel):
     params: dict[Name, EnvValue] = Field(
         default_factory=dict, description="Kind-specific settings, e.g. rate: 10gbit."
     )
+    repeat: Flap | None = Field(
+        None, description="Flap: repeat inject/heal `count` times every `period_s` (needs duration_s)."
+    )
+
+    @model_validator(mode="after")
+    def _flap_fits(self) -> FaultSpec:
+        if self.repeat is None:
+            return self
+        if self.duration_s is None:
+            raise ValueError("repeat needs duration_s (how long each cycle stays down)")
+        if self.repeat.count > 1 and self.duration_s >= self.repeat.period_s:
+            raise ValueError(
+                f"duration_s ({self.duration_s:g}) must be shorter than repeat.period_s "
+                f"({self.repeat.period_s:g}): the link must come back between cycles"
+            )
+        return self
+
+    @property
+    def cycles(self) -> int:
+        """Number of inject/heal cycles (1 without repeat)."""
+        return self.repeat.count if self.repeat else 1
+
+    @property
+    def active_window_s(self) -> float | None:
+        """Seconds from the first inject to the last heal (None: until the run ends)."""
+        if self.duration_s is None:
+            return None
+        period = self.repeat.period_s if self.repeat else 0.0
+        return (self.cycles - 1) * period + self.duration_s
 
 
 class Scenario(StrictModel):

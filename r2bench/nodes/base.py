@@ -264,6 +264,17 @@ class Node(ABC):
         sink = LineSink(self.name, on_line)
         return self._checked(self._execute(argv, command_text(command), timeout, sink), check)
 
+    def open_session(
+        self,
+        command: Command,
+        on_line: LineHandler,
+        *,
+        root: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> Session:
+        """Start a long-lived command whose stdin stays open for `Session.send`."""
+        raise NotImplementedError(f"{type(self).__name__} has no sessions")
+
     def _result(
         self,
         text: str,
@@ -306,3 +317,24 @@ class Node(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Session(ABC):
+    """A long-lived command on a node that takes lines on its stdin (`Node.open_session`).
+
+    Output lines reach the `on_line` callback from a reader thread, stamped with the time they
+    were received by the controller (the node's own clock, where it matters, travels inside
+    the line)."""
+
+    @abstractmethod
+    def send(self, line: str) -> None:
+        """Write one line (a newline is added) to the command's stdin; NodeError if it ended."""
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool:
+        """Whether the command still runs and its channel is open."""
+
+    @abstractmethod
+    def close(self, timeout: float = 5.0) -> None:
+        """Close stdin, wait up to `timeout` for the command to end, then stop it (idempotent)."""

@@ -8,12 +8,25 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, cast
 
 from r2bench.config.testbed import Node as NodeModel
-from r2bench.nodes.base import CommandResult, Node, NodeError, OutputSink, StreamName
+from r2bench.nodes.base import (
+    Command,
+    CommandResult,
+    LineHandler,
+    LineSink,
+    Node,
+    NodeError,
+    OutputSink,
+    Session,
+    StreamName,
+    command_text,
+)
 
 _READ_SIZE = 65536
 
@@ -72,6 +85,71 @@ class LocalNode(Node):
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def open_session(
+        self,
+        command: Command,
+        on_line: LineHandler,
+        *,
+        root: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> Session:
+        """Start `command` as a subprocess with its stdin kept open."""
+        argv = self._argv(command, root=root, env=env, cwd=None)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise NodeError(self.name, command_text(command), f"cannot start: {exc}") from exc
+        return LocalSession(self.name, command_text(command), proc, LineSink(self.name, on_line))
+
+
+class LocalSession(Session):
+    """A subprocess fed line by line; a thread hands its output lines on."""
+
+    def __init__(self, node: str, text: str, proc: subprocess.Popen[bytes], sink: LineSink) -> None:
+        self.node, self.text, self.proc, self.sink = node, text, proc, sink
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True, name=f"session-{node}")
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while data := os.read(self.proc.stdout.fileno(), _READ_SIZE):
+            self.sink.feed("stdout", data)
+        self.sink.finish()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the subprocess still runs."""
+        return self.proc.poll() is None
+
+    def send(self, line: str) -> None:
+        """Write one line to the subprocess's stdin."""
+        assert self.proc.stdin is not None
+        try:
+            with self._lock:
+                self.proc.stdin.write(line.encode() + b"\n")
+                self.proc.stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise NodeError(self.node, self.text, f"session ended: {exc}") from exc
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close stdin, wait, then kill the process group if it is still there."""
+        with contextlib.suppress(OSError, ValueError), self._lock:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+            self.proc.wait()
+        self._reader.join(timeout)
 
 
 def _pump(proc: subprocess.Popen[bytes], sink: OutputSink, deadline: float) -> bool:

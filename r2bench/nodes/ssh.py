@@ -13,13 +13,14 @@ whose connection drops while it runs is reported, never re-run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import shlex
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,7 +29,17 @@ from fabric import Config, Connection
 
 from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import SshOptions
-from r2bench.nodes.base import CommandResult, Node, NodeError, OutputSink
+from r2bench.nodes.base import (
+    Command,
+    CommandResult,
+    LineHandler,
+    LineSink,
+    Node,
+    NodeError,
+    OutputSink,
+    Session,
+    command_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +257,73 @@ class SshNode(Node):
     def close(self) -> None:
         """Close the connection (and any gateway)."""
         self._drop()
+
+    def open_session(
+        self,
+        command: Command,
+        on_line: LineHandler,
+        *,
+        root: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> Session:
+        """Start `command` on an exec channel of the node's connection, stdin left open.
+
+        The remote shell starts once per session, so heavy start-up files are paid once."""
+        line = shlex.join(self._argv(command, root=root, env=env, cwd=None))
+        text = command_text(command)
+
+        def start() -> paramiko.Channel:
+            transport = self._connect().client.get_transport()
+            if transport is None or not transport.is_active():
+                raise EOFError("ssh transport is not active")
+            channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+            channel.set_combine_stderr(True)
+            channel.exec_command(line)
+            return channel
+
+        channel = self._with_retry(text, start)
+        return SshSession(self.name, text, channel, LineSink(self.name, on_line))
+
+
+class SshSession(Session):
+    """An exec channel fed line by line; a thread hands its output lines on."""
+
+    def __init__(self, node: str, text: str, channel: paramiko.Channel, sink: LineSink) -> None:
+        self.node, self.text, self.channel, self.sink = node, text, channel, sink
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True, name=f"session-{node}")
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while data := self.channel.recv(_READ_SIZE):
+                self.sink.feed("stdout", data)
+        except (OSError, paramiko.SSHException):
+            pass
+        self.sink.finish()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the channel is open and the command has not exited."""
+        return not self.channel.closed and not self.channel.exit_status_ready()
+
+    def send(self, line: str) -> None:
+        """Write one line to the remote command's stdin."""
+        try:
+            with self._lock:
+                self.channel.sendall(line.encode() + b"\n")
+        except (OSError, paramiko.SSHException) as exc:
+            raise NodeError(self.node, self.text, f"session ended: {exc}") from exc
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close stdin, wait up to `timeout` for the command to exit, close the channel."""
+        with contextlib.suppress(OSError, paramiko.SSHException):
+            self.channel.shutdown_write()
+        deadline = time.time() + timeout
+        while not self.channel.exit_status_ready() and time.time() < deadline:
+            time.sleep(0.02)
+        self.channel.close()
+        self._reader.join(timeout)
 
 
 def _no_delay(connection: Connection) -> None:

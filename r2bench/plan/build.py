@@ -27,6 +27,8 @@ DEFAULT_GPU_ARCH = "90"
 DEFAULT_NCCL_HOME = "/usr"
 # A fault's node-side lease outlives its planned window by this much before the node reverts it.
 LEASE_GRACE_S = 30.0
+RUN_MARKER = "R2B_RUN"
+"""Environment variable that carries the run id to every process of a run."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,8 @@ class _Renderer:
         return [*argv, "-J", f"{run_dir}/result.json", *opts.extra_args]
 
     def run_env(self, spec: RunSpec) -> dict[str, str]:
-        env = dict(spec.env)
+        # R2B_RUN marks every process of the run on every node: the sweep ends a run by it.
+        env = {**spec.env, RUN_MARKER: spec.run_id}
         library = self.inputs.recipes[spec.library.recipe]
         lib_paths = []
         if library.lib_dir:
@@ -195,12 +198,9 @@ class _Renderer:
         nic = node.nic(fault.nic)
         assert nic is not None
         tag = fault_tag(spec.run_id, index)
-        window = (
-            fault.duration_s
-            if fault.duration_s is not None
-            else spec.deadline_s - fault.trigger.after_s
-        )
-        lease = window + LEASE_GRACE_S
+        # The lease covers the rest of the run's deadline: even a controller that dies before
+        # its own deadline kill leaves nothing behind once the lease ends.
+        lease = spec.deadline_s - fault.trigger.after_s + LEASE_GRACE_S
         injectors = f"{self.work}/injectors"
 
         def command(action: str) -> NodeCommand:
@@ -227,6 +227,8 @@ class _Renderer:
             if fault.duration_s is None
             else fault.trigger.after_s + fault.duration_s,
             lease_s=lease,
+            cycles=fault.cycles,
+            period_s=fault.repeat.period_s if fault.repeat else None,
             inject=command("inject"),
             revert=command("revert"),
             status=command("status"),

@@ -213,11 +213,12 @@ def _check_timing(
                 "raise deadline_s or trigger earlier",
             )
         ]
-    if fault.duration_s is not None and after + fault.duration_s > deadline_s:
+    window = fault.active_window_s
+    if window is not None and after + window > deadline_s:
         return [
             doc.issue(
                 (*base, "duration_s"),
-                f"fault would last until {after + fault.duration_s:g} s, past the deadline ({deadline_s:g} s)",
+                f"fault would last until {after + window:g} s, past the deadline ({deadline_s:g} s)",
                 "shorten duration_s or raise deadline_s",
             )
         ]

@@ -31,6 +31,8 @@ class FaultStep(Frozen):
     since: str
     heal_after_s: float | None
     lease_s: float
+    cycles: int = 1
+    period_s: float | None = None
     inject: NodeCommand
     revert: NodeCommand
     status: NodeCommand

@@ -70,6 +70,21 @@ class FaultEvent(BaseModel):
     controller_time: float | None = Field(default=None, description="controller epoch seconds")
     ok: bool = True
     detail: str = ""
+    cycle: int = Field(default=0, description="flap cycle (0 for a single fault)")
+    planned_at: float | None = Field(default=None, description="controller epoch, as scheduled")
+    requested_at: float | None = Field(default=None, description="controller epoch, request sent")
+    applied_at: float | None = Field(default=None, description="node epoch, change made")
+    verified_at: float | None = Field(default=None, description="node epoch, state seen")
+    clock_offset_s: float | None = Field(
+        default=None, description="node clock minus controller clock, measured before the run"
+    )
+
+    @property
+    def applied_controller_time(self) -> float | None:
+        """When the change was made, on the controller's clock."""
+        if self.applied_at is None or self.clock_offset_s is None:
+            return None
+        return self.applied_at - self.clock_offset_s
 
 
 class RunEnd(BaseModel):

@@ -1,0 +1,268 @@
+"""One run, stage by stage: preflight, launch, faults, wait, teardown, collect, record.
+
+Each stage is a method of `RunExecutor`, called in that order by `execute`; `teardown` always
+runs (a crash, a deadline or Ctrl-C included), so no fault and no process of a run outlives it.
+What the job prints is streamed into the run folder line by line as it arrives: a controller
+killed mid-run leaves the output so far on disk.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO
+
+from r2bench.config.testbed import Testbed
+from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
+from r2bench.plan.model import Plan, PlannedRun
+from r2bench.records import store as st
+from r2bench.records.models import Outcome, OutcomeStatus
+from r2bench.records.outcome import classify
+from r2bench.records.provenance import Provenance, collect
+from r2bench.records.tables import log_events, parse_outputs
+from r2bench.sweep.agent import NodeAgent
+from r2bench.sweep.faults import FaultDriver, FaultError
+from r2bench.sweep.preflight import preflight_problems
+
+STAGES = ("preflight", "launch", "faults", "wait", "teardown", "collect", "record")
+DEADLINE_GRACE_S = 15.0
+"""Past the run's deadline, the controller stops waiting for the node-side kill."""
+_RESULT_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+\s+\S")
+
+
+class SweepStop(RuntimeError):
+    """The sweep cannot go on: a node is lost, a fault was not reverted, a process survived."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How one run ended, for the progress display and the summary."""
+
+    run_id: str
+    status: OutcomeStatus
+    reason: str
+    job_seconds: float
+    fatal: str | None = None
+
+
+@dataclass
+class _Job:
+    """The launched job: its output files, its result and when it printed its first result."""
+
+    stdout: IO[str]
+    stderr: IO[str]
+    on_first_result: Callable[[float], None]
+    result: CommandResult | None = None
+    error: NodeError | None = None
+    first_result_seen: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_line(self, line: StreamLine) -> None:
+        out = self.stdout if line.stream == "stdout" else self.stderr
+        with self.lock:
+            out.write(line.text + "\n")
+            out.flush()
+        if line.stream == "stdout" and not self.first_result_seen and _RESULT_ROW.match(line.text):
+            self.first_result_seen = True
+            self.on_first_result(line.time)
+
+
+@dataclass
+class RunExecutor:
+    """Carries out the runs of one plan on a testbed whose agents are started."""
+
+    plan: Plan
+    testbed: Testbed
+    pool: NodePool
+    agents: Mapping[str, NodeAgent]
+    store: st.RunStore
+    rerun_command: str
+    on_stage: Callable[[str, str], None] = lambda run_id, stage: None
+    interrupted: threading.Event = field(default_factory=threading.Event)
+
+    def execute(self, run: PlannedRun) -> RunResult:
+        """Carry out one run; a run that fails is recorded, one that cannot be cleaned up raises
+        SweepStop after its record is written."""
+        run_id = run.spec.run_id
+        self.on_stage(run_id, "preflight")
+        self.preflight(run)
+        folder = self.store.start(run.spec, self._provenance(run))
+        driver = FaultDriver(run, self.agents, self._offsets(run))
+        job: _Job | None = None
+        fatal: list[str] = []
+        started = ended = time.time()
+        try:
+            self.on_stage(run_id, "launch")
+            driver.arm()
+            job, started = self.launch(run, folder, driver)
+            self.on_stage(run_id, "faults")
+            driver.start(started)
+            self.on_stage(run_id, "wait")
+            self.wait(run, job)
+        except FaultError as exc:
+            driver.problems.append(str(exc))
+        finally:
+            ended = time.time()
+            self.on_stage(run_id, "teardown")
+            fatal += self.teardown(run, driver)
+            if job is not None:
+                job.done.wait(DEADLINE_GRACE_S)
+                job.stdout.close()
+                job.stderr.close()
+        self.on_stage(run_id, "collect")
+        self.collect(run, folder, job)
+        self.on_stage(run_id, "record")
+        outcome = self.record(run, folder, job, driver, started, ended)
+        result = RunResult(
+            run_id, outcome.status, outcome.reason, ended - started, "; ".join(fatal) or None
+        )
+        if fatal:
+            raise SweepStop(result.fatal or "")
+        return result
+
+    # ---- stages -----------------------------------------------------------------------------
+    def preflight(self, run: PlannedRun) -> None:
+        """Every node of the run: data links up, no process of any run, no fault recorded."""
+        own = frozenset(r.spec.run_id for r in self.plan.runs)
+        problems = preflight_problems(self.testbed, self.pool, self.agents, run, own)
+        if problems:
+            raise SweepStop("preflight failed: " + "; ".join(problems))
+
+    def launch(
+        self, run: PlannedRun, folder: st.RunFolder, driver: FaultDriver
+    ) -> tuple[_Job, float]:
+        """Start the plan's launch line on the launch node, streaming its output to disk."""
+        node = self.pool[run.launch.node]
+        offset = driver.offsets.get(run.launch.node, 0.0)
+        job = _Job(
+            stdout=folder.stream_path(st.STDOUT).open("w", encoding="utf-8"),
+            stderr=folder.stream_path(st.STDERR).open("w", encoding="utf-8"),
+            on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
+        )
+        node.run(["mkdir", "-p", run.run_dir], timeout=30)
+
+        def target() -> None:
+            try:
+                job.result = node.stream(
+                    run.launch.command, job.on_line, timeout=run.spec.deadline_s, check=False
+                )
+            except NodeError as exc:
+                job.error = exc
+            finally:
+                job.done.set()
+
+        started = time.time()
+        threading.Thread(target=target, daemon=True, name="r2bench-job").start()
+        return job, started
+
+    def wait(self, run: PlannedRun, job: _Job) -> None:
+        """Until the job ends or its deadline (plus grace) passes; Ctrl-C lands here."""
+        limit = time.monotonic() + run.spec.deadline_s + DEADLINE_GRACE_S
+        while not job.done.wait(0.1):
+            if self.interrupted.is_set():
+                return
+            if time.monotonic() > limit:
+                return
+
+    def teardown(self, run: PlannedRun, driver: FaultDriver) -> list[str]:
+        """Revert the faults, then end every process of the run on every node."""
+        driver.finish()
+        fatal = [p for p in driver.problems if "NOT reverted" in p or "still active" in p]
+        for name, agent in self.agents.items():
+            try:
+                left = agent.kill_run(run.spec.run_id)
+            except NodeError as exc:
+                fatal.append(f"{name}: cannot end the run's processes: {exc.message}")
+                continue
+            if left:
+                fatal.append(f"{name}: {left} process(es) of run {run.spec.run_id} survived KILL")
+        return fatal
+
+    def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
+        """Commit the streamed output and fetch the job's node-side files."""
+        for name in (st.STDOUT, st.STDERR):
+            if folder.stream_path(name).exists():
+                folder.commit_stream(name)
+        node = self.pool[run.launch.node]
+        remote = f"{run.run_dir}/result.json"
+        local = folder.stream_path(st.RESULT_JSON)
+        try:
+            if node.run(["test", "-s", remote], timeout=30, check=False).ok:
+                node.get(remote, local)
+                folder.commit_stream(st.RESULT_JSON)
+        except NodeError:
+            local.unlink(missing_ok=True)
+        for name, agent in self.agents.items():
+            if agent.log:
+                folder.write_node_file(name, "agent.log", "\n".join(agent.log) + "\n")
+                agent.log.clear()
+
+    def record(
+        self,
+        run: PlannedRun,
+        folder: st.RunFolder,
+        job: _Job | None,
+        driver: FaultDriver,
+        started: float,
+        ended: float,
+    ) -> Outcome:
+        """Parse, classify, write the record; COMPLETE last (not for an interrupted run)."""
+        path = folder.path
+        stdout, stderr = path / st.STDOUT, path / st.STDERR
+        result_json = path / st.RESULT_JSON
+        parsed = parse_outputs(
+            stdout if stdout.exists() else None,
+            result_json if result_json.exists() else None,
+            run.spec.collective,
+        )
+        events = [e for _, e in log_events(p for p in (stdout, stderr) if p.exists())]
+        result = job.result if job else None
+        interrupted = self.interrupted.is_set()
+        outcome = classify(
+            result.exit_code if result else None,
+            timed_out=bool(result and result.timed_out) or (job is not None and result is None),
+            interrupted=interrupted,
+            parsed=parsed,
+            events=events,
+            source=st.STDERR,
+        )
+        if job is None or driver.problems:
+            outcome = _harness_outcome(outcome, job, driver.problems)
+        folder.write_events(events)
+        folder.write_faults(driver.history)
+        folder.write_outcome(
+            st.RunEnd(
+                outcome=outcome,
+                exit_code=result.exit_code if result else None,
+                started_at=started,
+                ended_at=ended,
+            )
+        )
+        if not interrupted:
+            folder.mark_complete()
+        return outcome
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _offsets(self, run: PlannedRun) -> dict[str, float]:
+        nodes = {run.launch.node, *(f.node for f in run.faults)}
+        return {name: self.agents[name].clock_offset().offset for name in nodes}
+
+    def _provenance(self, run: PlannedRun) -> Provenance:
+        return collect(
+            run.spec.env,
+            rerun_command=self.rerun_command,
+            launch_command=run.launch.command,
+            hostnames=[n.address for n in self.testbed.nodes if n.name in run.spec.nodes],
+        )
+
+
+def _harness_outcome(outcome: Outcome, job: _Job | None, problems: list[str]) -> Outcome:
+    """The outcome when the harness itself had trouble (a fault not armed or not applied)."""
+    reason = "; ".join(problems)
+    if job is None:
+        return Outcome(status=OutcomeStatus.LAUNCH_FAILED, reason=f"not launched: {reason}")
+    return outcome.model_copy(update={"reason": f"{outcome.reason} (fault trouble: {reason})"})

@@ -1,0 +1,48 @@
+"""A run's fault schedule as a list of timed actions (pure).
+
+Every fault of the scenario becomes `cycles` pairs of inject/revert actions, each at an offset
+from its anchor: the job's launch, or its first result line (known only once the job prints
+it). A fault with no duration is reverted when the run ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from r2bench.plan.model import FaultStep
+
+Anchor = Literal["launch", "first_result"]
+ActionKind = Literal["inject", "revert"]
+
+
+@dataclass(frozen=True)
+class FaultAction:
+    """Do `kind` to fault `fault` (its cycle `cycle`) `at_s` seconds after `anchor`."""
+
+    fault: FaultStep
+    kind: ActionKind
+    cycle: int
+    at_s: float
+    anchor: Anchor
+
+    @property
+    def last_cycle(self) -> bool:
+        """Whether no inject follows this action's cycle."""
+        return self.cycle == self.fault.cycles - 1
+
+
+def fault_actions(faults: list[FaultStep]) -> list[FaultAction]:
+    """Every inject and timed revert, ordered by anchor then time (inject before revert)."""
+    actions = []
+    for fault in faults:
+        anchor: Anchor = "first_result" if fault.since == "first_result" else "launch"
+        period = fault.period_s or 0.0
+        duration = None if fault.heal_after_s is None else fault.heal_after_s - fault.inject_after_s
+        for cycle in range(fault.cycles):
+            start = fault.inject_after_s + cycle * period
+            actions.append(FaultAction(fault, "inject", cycle, start, anchor))
+            if duration is not None:
+                actions.append(FaultAction(fault, "revert", cycle, start + duration, anchor))
+    order = {"launch": 0, "first_result": 1}
+    return sorted(actions, key=lambda a: (order[a.anchor], a.at_s, a.kind != "inject"))
