@@ -20,7 +20,9 @@ from r2bench.virtual.plan import (
     host_ifname,
     owns_netns,
     plan_testbed,
+    rate_bits,
     router_commands,
+    shaping_burst,
 )
 from r2bench.virtual.probe import _checks
 from r2bench.virtual.sshd import known_hosts_text, ssh_config_text, sshd_config_text, start_command
@@ -190,3 +192,54 @@ def test_up_names_missing_tools_and_packages(
     assert result.exit_code == 2
     assert "nft (apt install nftables)" in result.output
     assert "sshd (apt install openssh-server)" in result.output
+
+
+def _tc(plan) -> list[tuple[str, ...]]:
+    return [argv for step in plan.steps for argv in step.commands if argv[0] == "tc"]
+
+
+def test_rate_shapes_both_ends_of_every_data_cable_with_the_fixed_handle() -> None:
+    assert _tc(plan_testbed(VirtualSpec("t", 2, 4))) == []
+    plan = plan_testbed(VirtualSpec("t", 2, 4, rate="400mbit"))
+    tc = _tc(plan)
+    assert len(tc) == 2 * 4 * 2
+    ends = {(argv[2], argv[6]) for argv in tc}
+    for node in plan.nodes:
+        for i, nic in enumerate(node.nic_names):
+            assert (node.netns, nic) in ends
+            assert (plan.rails[i].netns, f"n{node.index}") in ends
+    assert not any("mgmt" in ns or dev == "mgmt0" for ns, dev in ends)
+    for argv in tc:
+        assert argv[7:11] == ("root", "handle", "f2b0:", "tbf")
+        assert argv[argv.index("rate") + 1] == "400mbit"
+        assert int(argv[argv.index("burst") + 1]) == 200_000
+    # tbf.sh draws its handles from 1000..60999 (0x3e8..0xee48): f2b0 is outside
+    assert int("f2b0", 16) > 60999
+
+
+@pytest.mark.parametrize(
+    ("rate", "bits"), [("400mbit", 4 * 10**8), ("1gbit", 10**9), ("1.5mbps", 12 * 10**6)]
+)
+def test_rates_parse(rate: str, bits: int) -> None:
+    assert rate_bits(rate) == bits
+    assert shaping_burst(rate) >= 64 * 1024
+
+
+@pytest.mark.parametrize("rate", ["", "400", "400mb", "fast", "1kbit", "-1mbit", "400 mbit"])
+def test_bad_rates_rejected(rate: str) -> None:
+    with pytest.raises(PlanError):
+        VirtualSpec("t", rate=rate)
+
+
+def test_rate_is_written_on_every_data_nic(tmp_path: Path) -> None:
+    spec = VirtualSpec("rt", 2, 4, state_dir=tmp_path / "state", rate="400mbit")
+    testbed = build_testbed(plan_testbed(spec), {"tbf": True}, python="python3")
+    path = tmp_path / "testbed.yaml"
+    path.write_text(to_yaml(testbed))
+    loaded = load_testbed(path)
+    assert loaded == testbed
+    for node in loaded.nodes:
+        assert [nic.rate for nic in node.data_nics] == ["400mbit"] * 4
+        assert [nic.rate for nic in node.nics if nic.management] == [None]
+    unshaped = build_testbed(plan_testbed(VirtualSpec("rt", 2, 4)), {}, python="python3")
+    assert "rate" not in to_yaml(unshaped)

@@ -50,6 +50,27 @@ except OSError as exc:
     print("fail", exc)
 """
 PORT = 47011
+RATE = "200mbit"
+SINK = """
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(1)
+print("ready", flush=True)
+c = s.accept()[0]
+total, start = 0, None
+while data := c.recv(1 << 20):
+    start = start or time.monotonic()
+    total += len(data)
+print(total * 8 / (time.monotonic() - start))
+"""
+SOURCE = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+c.sendall(b"x" * int(sys.argv[3]))
+c.close()
+"""
 
 
 @dataclass(frozen=True)
@@ -102,6 +123,7 @@ def live() -> Iterator[Live]:
     try:
         start = time.monotonic()
         args = ["up", "virtual", "--name", name, "--nodes", "2", "--nics", "2", "--router"]
+        args += ["--rate", RATE]
         result = CliRunner().invoke(cli.testbed_app, args)
         assert result.exit_code == 0, result.output
         yield Live(name, state, before, time.monotonic() - start)
@@ -185,6 +207,37 @@ def test_flow_drop_in_rail0_filter(live: Live, server: None) -> None:
     finally:
         _out([*nft, "delete", "table", "bridge", "r2b_fault_test"])
     assert _wait_connect(live, "198.18.1.11")
+
+
+def _qdisc(live: Live, suffix: str, dev: str) -> str:
+    return _out(["tc", "-n", f"r2b-{live.name}-{suffix}", "qdisc", "show", "dev", dev, "root"])
+
+
+def test_rate_caps_each_data_nic_at_both_ends(live: Live) -> None:
+    for node in (0, 1):
+        for nic in (0, 1):
+            assert _qdisc(live, f"node{node}", f"nic{nic}").startswith("qdisc tbf f2b0: root")
+            assert _qdisc(live, f"rail{nic}", f"n{node}").startswith("qdisc tbf f2b0: root")
+        assert "tbf" not in _qdisc(live, f"node{node}", "mgmt0")
+    testbed = load_testbed(live.state / "testbed.yaml")
+    assert {nic.rate for node in testbed.nodes for nic in node.data_nics} == {RATE}
+    assert all(nic.rate is None for node in testbed.nodes for nic in node.nics if nic.management)
+    assert _status(live)["rate"] == RATE
+
+
+@pytest.mark.parametrize(("src", "dst", "address"), [(0, 1, "198.18.2.11"), (1, 0, "198.18.1.10")])
+def test_rate_is_the_bottleneck_both_ways(live: Live, src: int, dst: int, address: str) -> None:
+    sink = subprocess.Popen(
+        in_node(live, f"node{dst}", SINK, address, str(PORT + 1)), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        _out(in_node(live, f"node{src}", SOURCE, address, str(PORT + 1), str(10 * 10**6)))
+        bits_per_s = float(sink.stdout.readline())
+    finally:
+        sink.kill()
+        sink.wait(timeout=10)
+    assert 0.6 * 200e6 < bits_per_s < 1.1 * 200e6
 
 
 def test_second_testbed_and_second_up_are_refused(live: Live) -> None:

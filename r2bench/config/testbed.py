@@ -37,6 +37,12 @@ class Nic(StrictModel):
     management: bool = Field(
         False, description="The interface the controller and MPI bootstrap use: never faulted."
     )
+    rate: str | None = Field(
+        None,
+        pattern=r"^[0-9]+(\.[0-9]+)?[kmgt]?(bit|bps)$",
+        description="Bandwidth cap the testbed itself keeps on this NIC, both directions "
+        "(virtual testbed: tbf root qdisc with handle f2b0:), e.g. 400mbit; unset: none.",
+    )
 
     @model_validator(mode="after")
     def _needs_identity(self) -> Nic:

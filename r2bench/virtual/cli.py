@@ -12,7 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import PlanError, VirtualSpec, check_name, default_state_dir
+from r2bench.virtual.plan import (
+    SHAPING_HANDLE,
+    PlanError,
+    VirtualSpec,
+    check_name,
+    default_state_dir,
+)
 from r2bench.virtual.status import known_testbeds, read_status
 from r2bench.virtual.teardown import TestbedError, teardown
 
@@ -52,6 +58,13 @@ def up_command(
     router: Annotated[
         bool, typer.Option(help="Put an nft bridge filter (flow-drop point) on rail 0.")
     ] = False,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            help="Cap every data NIC at this rate in both directions (tc rate, e.g. 400mbit): "
+            "a tbf root qdisc with handle f2b0: at each end of each data link.",
+        ),
+    ] = None,
     state_dir: StateDirOption = None,
 ) -> None:
     """Create a virtual testbed and write <state-dir>/testbed.yaml."""
@@ -59,8 +72,11 @@ def up_command(
     if kind != "virtual":
         raise _fail(console, f"unknown testbed kind {kind!r}: only `virtual` can be created", 2)
     try:
-        spec = VirtualSpec(name, nodes, nics, router, state_dir)
-        console.print(f"creating virtual testbed [bold]{name}[/]: {nodes} nodes x {nics} NICs")
+        spec = VirtualSpec(name, nodes, nics, router, state_dir, rate)
+        capped = f", each capped at {rate}" if rate else ""
+        console.print(
+            f"creating virtual testbed [bold]{name}[/]: {nodes} nodes x {nics} NICs{capped}"
+        )
         result = up(spec, _progress(console))
     except PlanError as exc:
         raise _fail(console, str(exc), 2) from None
@@ -124,6 +140,8 @@ def _print_status(console: Console, status: dict[str, Any]) -> None:
         console.print(
             f"router: nft {router['family']} table {router['table']} in {router['netns']}"
         )
+    if status.get("rate"):
+        console.print(f"data NICs capped at {status['rate']} both ways (tbf {SHAPING_HANDLE})")
 
 
 @testbed_app.command("status")

@@ -18,11 +18,11 @@ from r2bench.config.testbed import (
     Testbed,
     TestbedKind,
 )
-from r2bench.virtual.plan import MGMT_IF, NodePlan, TestbedPlan
+from r2bench.virtual.plan import MGMT_IF, SHAPING_HANDLE, NodePlan, TestbedPlan
 from r2bench.virtual.state import StatePaths
 
 
-def _nics(node: NodePlan) -> list[Nic]:
+def _nics(node: NodePlan, rate: str | None) -> list[Nic]:
     mgmt = Nic(
         name=MGMT_IF,
         kind=NicKind.ETH,
@@ -31,13 +31,13 @@ def _nics(node: NodePlan) -> list[Nic]:
         management=True,
     )
     data = [
-        Nic(name=name, kind=NicKind.ETH, netdev=name, address=address)
+        Nic(name=name, kind=NicKind.ETH, netdev=name, address=address, rate=rate)
         for name, address in zip(node.nic_names, node.nic_addresses, strict=True)
     ]
     return [mgmt, *data]
 
 
-def _node(node: NodePlan, paths: StatePaths) -> Node:
+def _node(node: NodePlan, paths: StatePaths, rate: str | None) -> Node:
     ssh = SshOptions(
         user="root",
         key=str(paths.client_key),
@@ -46,7 +46,7 @@ def _node(node: NodePlan, paths: StatePaths) -> Node:
         strict_host_key_checking=True,
     )
     return Node(
-        name=node.hostname, address=node.mgmt_address, ssh=ssh, sudo=False, nics=_nics(node)
+        name=node.hostname, address=node.mgmt_address, ssh=ssh, sudo=False, nics=_nics(node, rate)
     )
 
 
@@ -76,8 +76,9 @@ def build_testbed(
         description=(
             f"virtual testbed: {spec.nodes} nodes x {spec.nics} data NICs in network namespaces"
             + (" (rail 0 through an nft bridge filter)" if spec.router else "")
+            + (f", each data NIC capped at {spec.rate} (tbf {SHAPING_HANDLE})" if spec.rate else "")
         ),
-        nodes=[_node(node, paths) for node in plan.nodes],
+        nodes=[_node(node, paths, spec.rate) for node in plan.nodes],
         launcher=launcher(paths),
         paths=Paths(work_dir=str(paths.work_dir), python=python),
         features=dict(features),

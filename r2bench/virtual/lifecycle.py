@@ -139,6 +139,7 @@ def _manifest_info(plan: TestbedPlan, created_state_dir: bool) -> dict[str, obje
     router = plan.router
     return {
         "created_state_dir": created_state_dir,
+        "rate": plan.spec.rate,
         "host_if": plan.host_if,
         "host_address": HOST_ADDRESS,
         "nodes": [
@@ -218,6 +219,9 @@ def _build(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Prog
     if plan.router is not None and not probed.features.get("nft_bridge"):
         reason = probed.reasons.get("nft_bridge", "")
         raise TestbedError(f"--router needs nftables' bridge family: {reason}", 2)
+    if plan.spec.rate is not None and not probed.features.get("tbf"):
+        reason = probed.reasons.get("tbf", "")
+        raise TestbedError(f"--rate needs the tbf qdisc (sch_tbf): {reason}", 2)
     progress(
         "kernel features: "
         + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in probed.features.items())

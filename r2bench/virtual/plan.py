@@ -8,6 +8,12 @@ Layout for testbed NAME with N nodes and K data NICs (rail-optimized, like GPU c
 * ``r2b-NAME-rail<i>``: the switch of rail i (bridge ``br0``); NIC i of node j is
   198.18.(i+1).(10+j)/24 on ``nic<i>``.
 * With ``router``: rail 0's switch carries an nft ``bridge`` table where flow drops are injected.
+* With ``rate`` (e.g. ``400mbit``): every data cable is shaped at both ends by a tbf root qdisc
+  with the fixed handle ``f2b0:`` (``SHAPING_HANDLE``): on the node's ``nic<i>`` (what the NIC
+  sends) and on the switch port ``n<j>`` (what the NIC receives), so each data NIC is a
+  ``rate`` bottleneck in both directions. The handle lies outside the range the bandwidth_cap
+  injector draws its handles from (0x3e8-0xee48), so checks can tell the testbed's own shaping
+  from a fault's qdisc. The management network is never shaped.
 
 Nothing here runs anything: `plan_testbed` returns `Step`s that `lifecycle` executes.
 """
@@ -35,6 +41,15 @@ MAX_NICS = 8
 ROUTER_TABLE = "r2b_router"
 ROUTER_CHAIN = "forward"
 DEFAULT_STATE_ROOT = Path("/var/lib/r2bench/virtual")
+SHAPING_HANDLE = "f2b0:"
+"""tbf handle of the testbed's own per-NIC bandwidth cap (never used by a fault injector)."""
+SHAPING_LATENCY = "100ms"
+MIN_BURST_BYTES = 64 * 1024
+BURST_SECONDS = 0.004
+"""tbf burst: what the rate sends in 4 ms, at least 64 KiB (one GSO packet fits)."""
+
+_RATE_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([kmgt]?)(bit|bps)$")
+_RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 _OBJECT_SUFFIX = r"(node[0-9]+|mgmt|rail[0-9]+|probe)"
@@ -75,6 +90,23 @@ def default_state_dir(name: str) -> Path:
     return DEFAULT_STATE_ROOT / name
 
 
+def rate_bits(rate: str) -> int:
+    """Bits per second of a tc rate such as `400mbit`, `1gbit` or `50mbps` (decimal units)."""
+    match = _RATE_RE.match(rate)
+    if match is None:
+        raise PlanError(f"invalid rate {rate!r}: use a tc rate such as 400mbit or 1gbit")
+    value, prefix, unit = match.groups()
+    bits = float(value) * _RATE_UNITS[prefix] * (8 if unit == "bps" else 1)
+    if bits < 1e5:
+        raise PlanError(f"rate {rate!r} is below 100kbit")
+    return int(bits)
+
+
+def shaping_burst(rate: str) -> int:
+    """tbf burst in bytes for `rate`."""
+    return max(MIN_BURST_BYTES, int(rate_bits(rate) / 8 * BURST_SECONDS))
+
+
 def subnet(index: int) -> ipaddress.IPv4Network:
     """Subnet number `index` of the pool: 0 is management, i+1 is rail i."""
     net = ipaddress.IPv4Network(f"198.18.{index}.0/{SUBNET_LEN}")
@@ -96,9 +128,13 @@ class VirtualSpec:
     nics: int = 2
     router: bool = False
     state_dir: Path | None = None
+    rate: str | None = None
+    """Bandwidth cap of every data NIC, both directions (tc rate: `400mbit`); None: unshaped."""
 
     def __post_init__(self) -> None:
         check_name(self.name)
+        if self.rate is not None:
+            rate_bits(self.rate)
         if not 1 <= self.nodes <= MAX_NODES:
             raise PlanError(f"--nodes must be between 1 and {MAX_NODES}, got {self.nodes}")
         if not 1 <= self.nics <= MAX_NICS:
@@ -255,6 +291,25 @@ def _cable(node: NodePlan, switch: SwitchPlan, ifname: str, address: str) -> Ste
     )
 
 
+def shaping_command(netns: str, dev: str, rate: str) -> tuple[str, ...]:
+    """tc command that caps `dev`'s egress in `netns` at `rate` (handle SHAPING_HANDLE)."""
+    return (
+        *("tc", "-n", netns, "qdisc", "add", "dev", dev, "root", "handle", SHAPING_HANDLE),
+        *("tbf", "rate", rate, "burst", str(shaping_burst(rate)), "latency", SHAPING_LATENCY),
+    )
+
+
+def _shaping(node: NodePlan, rail: SwitchPlan, ifname: str, rate: str) -> Step:
+    """Cap one data cable at both ends: the node's NIC (send) and its switch port (receive)."""
+    return Step(
+        f"{node.hostname}:{ifname} capped at {rate}",
+        (
+            shaping_command(node.netns, ifname, rate),
+            shaping_command(rail.netns, f"n{node.index}", rate),
+        ),
+    )
+
+
 def _host_steps(host_if: str, mgmt: SwitchPlan) -> list[Step]:
     return [
         Step(
@@ -316,6 +371,8 @@ def _steps(plan: TestbedPlan) -> tuple[Step, ...]:
         steps.append(_cable(node, plan.mgmt, MGMT_IF, node.mgmt_address))
         for rail, name, address in zip(plan.rails, node.nic_names, node.nic_addresses, strict=True):
             steps.append(_cable(node, rail, name, address))
+            if plan.spec.rate is not None:
+                steps.append(_shaping(node, rail, name, plan.spec.rate))
     steps += _host_steps(plan.host_if, plan.mgmt)
     if plan.router is not None:
         steps.append(Step(f"router table in {plan.router.netns}", router_commands(plan.router)))

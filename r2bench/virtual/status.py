@@ -69,6 +69,7 @@ def read_status(name: str, state_dir: Path) -> dict[str, Any]:
         "host_link": {"name": host_if, "state": link_states(None).get(host_if, "absent")},
         "nodes": [_node_status(node, manifest, present) for node in info.get("nodes", [])],
         "router": info.get("router"),
+        "rate": info.get("rate"),
     }
 
 
