@@ -34,7 +34,8 @@ ARGS=()
 
 now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
 
-mark_applied() { APPLIED_AT=$(now); }
+# Assignments, not $(now): a command substitution forks, and these stamps sit on the fast path.
+mark_applied() { APPLIED_AT=${EPOCHREALTIME:-$(date +%s.%N)}; }
 
 event() {  # event ACTION RESULT DETAIL...
     local action=$1 result=$2
@@ -117,16 +118,14 @@ do_inject() {
     kind_precheck
     write_record
     [[ -z $ARMED ]] || wait_for_go
-    local requested
-    requested=$(now)
+    local requested=${EPOCHREALTIME:-$(date +%s.%N)}
     if ! kind_inject; then
         kind_revert || true
         disarm_lease
         rm -f "$(record_path)"
         die "inject failed; nothing left behind"
     fi
-    local verified
-    verified=$(now)
+    local verified=${EPOCHREALTIME:-$(date +%s.%N)}
     [[ -n $ARMED ]] || arm_lease
     event inject ok "$(kind_describe)${LEASE_S:+ lease_s=$LEASE_S} requested=$requested applied=${APPLIED_AT:-$verified} verified=$verified"
 }

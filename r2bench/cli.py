@@ -248,20 +248,138 @@ def _mount_subcommands() -> None:
 _mount_subcommands()
 
 
-def _not_implemented(name: str, summary: str) -> Callable[[], None]:
-    def command() -> None:
-        _stderr().print(f"r2bench {name}: not implemented yet.", style="red")
-        raise typer.Exit(EXIT_USAGE)
+SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.
 
-    command.__doc__ = f"{summary} [red](not implemented yet)[/]"
+With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 400mbit, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed.
+
+Running it again resumes: complete runs are skipped, incomplete ones redone; --rerun failed also redoes runs whose outcome was not ok. Ctrl-C reverts the current run's faults, stops its job on every node, marks it interrupted and writes the tables.
+
+Exit codes: 0 every run ended (whatever its outcome), 1 some run could not be carried out (doctor or setup failed, node lost, revert failed), 2 bad input, 130 interrupted.
+
+Example: [bold]r2bench sweep experiments/quickstart.yaml[/] """
+
+
+@app.command(help=SWEEP_HELP)
+def sweep(
+    experiment: ExperimentArg,
+    testbed: Annotated[
+        Path | None,
+        typer.Option(
+            "--testbed",
+            "-t",
+            help="Testbed YAML (default: the embedded virtual one).",
+            show_default=False,
+        ),
+    ] = None,
+    results: Annotated[Path, typer.Option("--results", help="Results root folder.")] = Path(
+        "results"
+    ),
+    rerun: Annotated[
+        str | None,
+        typer.Option(
+            "--rerun", help="`failed`: redo complete runs that were not ok.", metavar="failed"
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="One line per run (CI logs).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only show the plan (`r2bench plan --commands`).")
+    ] = False,
+    keep_testbed: Annotated[
+        bool, typer.Option("--keep-testbed", help="Leave the embedded testbed up.")
+    ] = False,
+    skip_setup: Annotated[
+        bool, typer.Option("--skip-setup", help="Do not build (the nodes already have it).")
+    ] = False,
+) -> None:
+    from r2bench.sweep.command import SweepOptions, sweep_command
+    from r2bench.sweep.command import dry_run as show_plan
+    from r2bench.sweep.embedded import EmbeddedTestbedError
+    from r2bench.sweep.lock import LockedError
+
+    console = _stderr()
+    if rerun not in (None, "failed"):
+        console.print(f"--rerun takes `failed`, not {rerun!r}", style="red")
+        raise typer.Exit(EXIT_USAGE)
+    options = SweepOptions(
+        experiment, testbed, results, rerun == "failed", quiet, keep_testbed, skip_setup
+    )
+    with config_errors(console):
+        try:
+            code = show_plan(options, console) if dry_run else sweep_command(options, console)
+        except (EmbeddedTestbedError, LockedError, FileNotFoundError) as exc:
+            console.print(str(exc), style="red", markup=False)
+            raise typer.Exit(EXIT_USAGE) from None
+    raise typer.Exit(code)
+
+
+TestbedRequired = Annotated[
+    Path, typer.Option("--testbed", "-t", help="Testbed YAML file.", show_default=False)
+]
+
+
+@app.command()
+def heal(testbed: TestbedRequired) -> None:
+    """Revert every r2bench fault still recorded on every node of the testbed, and say what
+    was found and reverted per node. Exit 0 when every node is clean, 1 otherwise.
+
+    Example: [bold]r2bench heal -t experiments/testbeds/cloudlab-2node.yaml[/]
+    """
+    from r2bench.sweep.manual import heal_command
+
+    with config_errors(_stderr()):
+        code = heal_command(testbed)
+    raise typer.Exit(code)
+
+
+def _fault_command(action: str) -> Callable[..., None]:
+    def command(
+        kind: Annotated[
+            str,
+            typer.Argument(
+                help="Fault kind: ib_port_down, link_down, route_drop, bandwidth_cap, flow_drop."
+            ),
+        ],
+        node: Annotated[str, typer.Argument(help="Node name in the testbed.")],
+        nic: Annotated[str, typer.Argument(help="NIC name of that node.")],
+        testbed: TestbedRequired,
+        param: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--param", "-p", help="KEY=VALUE kind setting (e.g. rate=1gbit); repeatable."
+            ),
+        ] = None,
+        lease_s: Annotated[
+            float,
+            typer.Option(
+                "--lease-s",
+                help="The node reverts by itself after this many seconds.",
+                min=1,
+                max=86400,
+            ),
+        ] = 300.0,
+    ) -> None:
+        from r2bench.sweep.manual import ManualFault, fault_command
+
+        console = _stderr()
+        params = dict(p.split("=", 1) for p in param or [] if "=" in p)
+        fault = ManualFault(kind, node, nic, params, lease_s)
+        with config_errors(console):
+            code = fault_command(testbed, fault, action, console)
+        raise typer.Exit(code)
+
+    verb = "Inject" if action == "inject" else "Revert"
+    command.__doc__ = (
+        f"{verb} one fault by hand, through the same interlocks as an experiment file "
+        "(never the management NIC, the bootstrap interface or the controller's path).\n\n"
+        f"Example: [bold]r2bench {action} link_down node1 nic1 -t testbed.yaml[/]"
+    )
     return command
 
 
-for _name, _summary in (
-    ("sweep", "Run every planned run: launch, inject faults, record, heal."),
-    ("heal", "Revert every r2bench fault still active on the testbed."),
-):
-    app.command(_name)(_not_implemented(_name, _summary))
+app.command("inject")(_fault_command("inject"))
+app.command("revert")(_fault_command("revert"))
 
 
 def main() -> None:

@@ -74,7 +74,8 @@ class FaultSpec(StrictModel):
         default_factory=dict, description="Kind-specific settings, e.g. rate: 10gbit."
     )
     repeat: Flap | None = Field(
-        None, description="Flap: repeat inject/heal `count` times every `period_s` (needs duration_s)."
+        None,
+        description="Flap: repeat inject/heal `count` times every `period_s` (needs duration_s).",
     )
 
     @model_validator(mode="after")

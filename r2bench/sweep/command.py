@@ -1,0 +1,260 @@
+"""`r2bench sweep`: plan, doctor, setup, every run, final heal, tables and report.
+
+Exit codes: 0 every run was carried out (whatever its outcome), 1 some run could not be
+(doctor or setup failed, a node was lost, a fault was not reverted), 2 bad input (files, the
+results folder in use), 130 interrupted (the current run's faults reverted, its job stopped).
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+
+from r2bench.config.testbed import Testbed
+from r2bench.doctor.checks import Status
+from r2bench.doctor.cli import print_report
+from r2bench.doctor.run import diagnose
+from r2bench.nodes import NodeError, NodePool
+from r2bench.plan.build import Inputs, load_inputs, make_plan
+from r2bench.plan.model import Plan, PlannedRun
+from r2bench.plan.render import print_plan
+from r2bench.records.models import OutcomeStatus
+from r2bench.records.store import COMPLETE, RunStore
+from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
+from r2bench.setup.report import Status as BuildStatus
+from r2bench.sweep.agent import NodeAgent
+from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
+from r2bench.sweep.embedded import EmbeddedTestbed, embedded_testbed
+from r2bench.sweep.lock import SweepLock
+from r2bench.sweep.nodeside import injectors_dir, start_agents
+from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+HEAL_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """The command line of one sweep."""
+
+    experiment: Path
+    testbed: Path | None = None
+    results: Path = Path("results")
+    rerun_failed: bool = False
+    quiet: bool = False
+    keep_testbed: bool = False
+    skip_setup: bool = False
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM while runs go on: the first sets a flag (the current run is wound down
+    cleanly: faults reverted, job stopped); later ones only say that this is happening."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.flag = threading.Event()
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.flag.is_set():
+            self.console.print(
+                "[yellow]still reverting faults and stopping the job; please wait[/]"
+            )
+            return
+        self.flag.set()
+        self.console.print("[yellow]interrupted: reverting faults and stopping the job...[/]")
+
+    @contextmanager
+    def installed(self) -> Iterator[threading.Event]:
+        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self.flag
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
+    """Run every planned run of an experiment on a testbed (see the module docstring)."""
+    console = console or Console(stderr=True)
+    embedded: EmbeddedTestbed | None = None
+    testbed_file = options.testbed
+    if testbed_file is None:
+        embedded = embedded_testbed()
+        testbed_file = embedded.testbed_file
+        how = "brought up" if embedded.created else "already up, used as it is"
+        console.print(f"testbed: embedded virtual testbed {embedded.name} ({how}): {testbed_file}")
+    try:
+        inputs = load_inputs(options.experiment, testbed_file)
+        plan = make_plan(inputs)
+        return _sweep(options, inputs, plan, console)
+    finally:
+        if embedded is not None and embedded.created and not options.keep_testbed:
+            embedded.take_down()
+            console.print(f"testbed {embedded.name} taken down (--keep-testbed keeps it)")
+
+
+def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) -> int:
+    store = RunStore(options.results, plan.experiment)
+    with SweepLock(store.sweep_dir):
+        todo = _runs_to_do(plan, store, options.rerun_failed)
+        console.print(
+            f"sweep {plan.experiment}: {len(plan.runs)} runs, {len(todo)} to do "
+            f"-> {store.sweep_dir}"
+        )
+        with NodePool.from_testbed(inputs.testbed) as pool:
+            if not _ready(inputs, pool, console, options.skip_setup or not todo):
+                return EXIT_FAILED
+            agents = start_agents(pool, inputs.testbed)
+            try:
+                code, results = _run_all(
+                    options, plan, inputs.testbed, pool, agents, store, todo, console
+                )
+            finally:
+                healed = _final_heal(agents, inputs.testbed, console)
+                for agent in agents.values():
+                    agent.close()
+        _tables_and_report(store, console)
+        console.print(summary_table(plan.runs, _all_results(plan, store, results)))
+        failed = failed_table(results)
+        if failed is not None:
+            console.print(failed)
+        console.print(f"report: {store.sweep_dir / 'report.html'}")
+        if not healed and code == EXIT_OK:
+            code = EXIT_FAILED
+        return code
+
+
+def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[PlannedRun]:
+    todo = []
+    for run in plan.runs:
+        run_id = run.spec.run_id
+        if not store.is_complete(run_id):
+            todo.append(run)
+        elif rerun_failed and _status(store, run_id) is not OutcomeStatus.OK:
+            (store.run_dir(run_id) / COMPLETE).unlink()  # kept, moved aside by the rerun
+            todo.append(run)
+    return todo
+
+
+def _status(store: RunStore, run_id: str) -> OutcomeStatus | None:
+    end = store.load(run_id).end
+    return end.outcome.status if end else None
+
+
+def _ready(inputs: Inputs, pool: NodePool, console: Console, skip_setup: bool) -> bool:
+    """Doctor (stop on any failed check, naming it and its fix), then setup (cached)."""
+    results = diagnose(inputs.testbed, pool)
+    if any(r.status is Status.FAIL for r in results):
+        print_report(inputs.testbed, results, console)
+        console.print("[red]doctor: a node is not ready; nothing was run[/]")
+        return False
+    if skip_setup:
+        return True
+    options = SetupOptions(
+        force=False, jobs=None, log_dir=Path("results") / "setup", build_timeout_s=BUILD_TIMEOUT_S
+    )
+    built = Builder(inputs, options, console).run()
+    if any(r.status is BuildStatus.FAILED for r in built):
+        console.print("[red]setup failed; nothing was run[/]")
+        return False
+    return True
+
+
+def _run_all(
+    options: SweepOptions,
+    plan: Plan,
+    testbed: Testbed,
+    pool: NodePool,
+    agents: dict[str, NodeAgent],
+    store: RunStore,
+    todo: list[PlannedRun],
+    console: Console,
+) -> tuple[int, dict[str, RunResult]]:
+    results: dict[str, RunResult] = {}
+    interrupts = _Interrupts(console)
+    rerun = (
+        shlex.join(["r2bench", "sweep", *sys.argv[2:]]) if len(sys.argv) > 1 else "r2bench sweep"
+    )
+    with (
+        interrupts.installed() as flag,
+        SweepDisplay(console, len(plan.runs), options.quiet) as display,
+    ):
+        executor = RunExecutor(
+            plan, testbed, pool, agents, store, rerun, on_stage=display.stage, interrupted=flag
+        )
+        display.skipped(len(plan.runs) - len(todo))
+        for run in todo:
+            if flag.is_set():
+                break
+            try:
+                result = executor.execute(run)
+            except (SweepStop, NodeError) as exc:
+                console.print(f"[red]sweep stopped: {exc}[/]")
+                return EXIT_FAILED, results
+            results[run.spec.run_id] = result
+            display.finished(result)
+    return (EXIT_INTERRUPTED if flag.is_set() else EXIT_OK), results
+
+
+def _final_heal(agents: dict[str, NodeAgent], testbed: Testbed, console: Console) -> bool:
+    """Revert anything still recorded on any node (the sweep's last word, like Jepsen's)."""
+    heal = ["bash", f"{injectors_dir(testbed)}/heal.sh"]
+    clean = True
+    for name, agent in agents.items():
+        try:
+            code = agent.run(heal, timeout=HEAL_TIMEOUT_S)
+        except NodeError as exc:
+            code = -1
+            console.print(f"[red]final heal on {name} failed: {exc.message}[/]")
+        clean = clean and code == 0
+    return clean
+
+
+def _all_results(plan: Plan, store: RunStore, fresh: dict[str, RunResult]) -> dict[str, RunResult]:
+    """This sweep's results plus those of runs completed by earlier sweeps."""
+    merged = dict(fresh)
+    for run in plan.runs:
+        run_id = run.spec.run_id
+        if run_id in merged or not store.is_complete(run_id):
+            continue
+        end = store.load(run_id).end
+        if end is not None:
+            seconds = (end.ended_at or 0.0) - (end.started_at or 0.0)
+            merged[run_id] = RunResult(run_id, end.outcome.status, end.outcome.reason, seconds)
+    return merged
+
+
+def _tables_and_report(store: RunStore, console: Console) -> None:
+    """Rebuild the tables and the HTML report from the run folders."""
+    from r2bench.records.tables import rebuild
+    from r2bench.report.html import build_report
+
+    if not any(store.run_dirs()):
+        return
+    try:
+        tables = rebuild(store.sweep_dir)
+        build_report(store.sweep_dir, tables, store.sweep_dir / "report.html")
+    except (OSError, ValueError) as exc:
+        console.print(f"[yellow]warning: tables or report not written: {exc}[/]")
+
+
+def dry_run(options: SweepOptions, console: Console) -> int:
+    """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it."""
+    testbed = options.testbed
+    if testbed is None:
+        with suppress(Exception):
+            testbed = embedded_testbed().testbed_file
+    if testbed is None:
+        console.print("[red]--dry-run without a testbed needs the embedded one up (root)[/]")
+        return EXIT_USAGE
+    print_plan(make_plan(load_inputs(options.experiment, testbed)), Console(), commands=True)
+    return EXIT_OK

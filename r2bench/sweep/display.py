@@ -1,0 +1,138 @@
+"""What a sweep shows while it runs (a rich progress display, or one line per run) and at
+the end (outcome counts per scenario x library/mode, the failed runs with their reasons)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from r2bench.plan.model import PlannedRun
+from r2bench.records.models import OutcomeStatus
+from r2bench.sweep.run import RunResult
+
+STATUS_STYLE = {
+    OutcomeStatus.OK: "green",
+    OutcomeStatus.INTERRUPTED: "yellow",
+}
+
+
+def series_label(run: PlannedRun) -> str:
+    """`library` or `library mode N`: the column a run counts in."""
+    mode = run.spec.env.get("R2CC_MODE")
+    return run.spec.library_label + (f" mode {mode}" if mode is not None else "")
+
+
+@dataclass
+class SweepDisplay:
+    """Progress of a sweep: runs done/total, current run and stage, time left, outcomes."""
+
+    console: Console
+    total: int
+    quiet: bool = False
+    counts: Counter[str] = field(default_factory=Counter)
+    durations: list[float] = field(default_factory=list)
+    done: int = 0
+    _progress: Progress | None = None
+    _task: int | None = None
+
+    def __enter__(self) -> SweepDisplay:
+        if not self.quiet:
+            self._progress = Progress(
+                TextColumn("[bold]sweep"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[left]}"),
+                TextColumn("{task.fields[outcomes]}"),
+                TextColumn("{task.description}"),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("", total=self.total, left="", outcomes="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def skipped(self, count: int) -> None:
+        """Runs already complete from an earlier sweep."""
+        self.done += count
+        if count:
+            self.console.print(f"{count} run(s) already complete: skipped (resume)")
+        self._update("")
+
+    def stage(self, run_id: str, stage: str) -> None:
+        """The current run moved to `stage`."""
+        self._update(f"{run_id} [dim]{stage}[/]")
+
+    def finished(self, result: RunResult) -> None:
+        """A run ended (whatever its outcome)."""
+        self.done += 1
+        self.durations.append(result.job_seconds)
+        self.counts[result.status.value] += 1
+        if self.quiet or self._progress is None:
+            stamp = time.strftime("%H:%M:%S")
+            self.console.print(
+                f"{stamp} [{self.done}/{self.total}] {result.run_id} {result.status.value} "
+                f"{result.job_seconds:.1f}s {'' if result.status is OutcomeStatus.OK else result.reason}",
+                markup=False,
+                highlight=False,
+            )
+        self._update("")
+
+    def _update(self, description: str) -> None:
+        if self._progress is None or self._task is None:
+            return
+        left = ""
+        if self.durations:
+            remaining = (self.total - self.done) * (sum(self.durations) / len(self.durations))
+            left = f"~{remaining:.0f}s left"
+        outcomes = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        self._progress.update(
+            self._task, completed=self.done, description=description, left=left, outcomes=outcomes
+        )
+
+
+def summary_table(runs: Sequence[PlannedRun], results: dict[str, RunResult]) -> Table:
+    """Outcome counts per scenario (rows) x library/mode (columns)."""
+    columns = sorted({series_label(run) for run in runs})
+    scenarios = sorted({run.spec.scenario for run in runs})
+    cells: dict[tuple[str, str], Counter[str]] = {}
+    for run in runs:
+        result = results.get(run.spec.run_id)
+        status = result.status.value if result else "not run"
+        cells.setdefault((run.spec.scenario, series_label(run)), Counter())[status] += 1
+    table = Table(title="outcomes (runs per scenario x library/mode)")
+    table.add_column("scenario", style="bold")
+    for column in columns:
+        table.add_column(column)
+    for scenario in scenarios:
+        row = [scenario]
+        for column in columns:
+            counts = cells.get((scenario, column), Counter())
+            row.append(" ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "-")
+        table.add_row(*row)
+    return table
+
+
+def failed_table(results: dict[str, RunResult]) -> Table | None:
+    """The runs whose outcome was not ok, with the reason (None when every run was ok)."""
+    failed = [r for r in results.values() if r.status is not OutcomeStatus.OK]
+    if not failed:
+        return None
+    table = Table(title="runs not ok")
+    table.add_column("run", no_wrap=True)
+    table.add_column("outcome")
+    table.add_column("reason", overflow="fold")
+    for result in failed:
+        table.add_row(result.run_id, result.status.value, Text(result.reason))
+    return table

@@ -1,0 +1,69 @@
+"""The embedded default testbed: with no `-t`, a sweep runs on a virtual testbed of its own.
+
+Two nodes (network namespaces on this host) with four data NICs each, every NIC capped by tbf
+so the NICs, not the CPU, are the bottleneck: losing one NIC then visibly costs bandwidth.
+An embedded testbed that is already up is used as it is; one the sweep brought up is taken
+down at the end (unless asked to keep it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from r2bench.virtual.lifecycle import up
+from r2bench.virtual.plan import VirtualSpec, default_state_dir
+from r2bench.virtual.state import Manifest, StatePaths
+from r2bench.virtual.teardown import TestbedError, teardown
+
+EMBEDDED_NAME = "r2bench"
+EMBEDDED_NODES = 2
+EMBEDDED_NICS = 4
+EMBEDDED_RATE = "400mbit"
+
+
+class EmbeddedTestbedError(RuntimeError):
+    """The embedded testbed cannot be brought up here; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class EmbeddedTestbed:
+    """A virtual testbed the sweep uses; `created` when this sweep brought it up."""
+
+    name: str
+    state: Path
+    testbed_file: Path
+    created: bool
+
+    def take_down(self) -> None:
+        """Remove the testbed (only call when `created`)."""
+        teardown(self.name, self.state, lambda _: None)
+
+
+def embedded_testbed(
+    nics: int = EMBEDDED_NICS, rate: str | None = EMBEDDED_RATE, name: str = EMBEDDED_NAME
+) -> EmbeddedTestbed:
+    """Use the embedded testbed if it is up, else bring it up (root needed)."""
+    state = default_state_dir(name)
+    paths = StatePaths(state)
+    if Manifest.load(state) is not None and paths.testbed_yaml.is_file():
+        return EmbeddedTestbed(name, state, paths.testbed_yaml, created=False)
+    if os.geteuid() != 0:
+        raise EmbeddedTestbedError(
+            "with no --testbed, the sweep runs on a virtual testbed of network namespaces, "
+            "which needs root: run it as root (e.g. `sudo r2bench sweep ...`), or give your "
+            "own testbed with -t TESTBED.yaml"
+        )
+    try:
+        result = up(
+            VirtualSpec(name=name, nodes=EMBEDDED_NODES, nics=nics, rate=rate, state_dir=state)
+        )
+    except TestbedError as exc:
+        hint = (
+            " (install what is missing with `bash scripts/install-deps.sh` as root)"
+            if "missing" in str(exc)
+            else ""
+        )
+        raise EmbeddedTestbedError(f"cannot bring up the virtual testbed: {exc}{hint}") from exc
+    return EmbeddedTestbed(name, state, result.testbed_yaml, created=True)

@@ -1,0 +1,187 @@
+"""`r2bench heal`, `r2bench inject` and `r2bench revert`: faults by hand, with the sweep's
+interlocks.
+
+A hand-made fault is written as a one-fault experiment and planned like any other, so it
+passes the very checks an experiment file does (the management NIC, the bootstrap interface,
+the NIC kind, missing parameters) and gets the same node-side command, tag and lease.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from r2bench.config.experiment import Experiment
+from r2bench.config.load import load_testbed
+from r2bench.config.recipes import load_recipes
+from r2bench.config.source import parse_yaml
+from r2bench.config.validate import validate_model
+from r2bench.nodes import NodeError, NodePool
+from r2bench.plan.build import Inputs, make_plan
+from r2bench.plan.model import FaultStep, NodeCommand
+from r2bench.sweep.agent import parse_fault_line
+from r2bench.sweep.nodeside import injectors_dir, install_injectors
+
+EXIT_OK, EXIT_FAILED = 0, 1
+DEFAULT_LEASE_S = 300.0
+MANUAL_TAG_RUN = "manual"
+
+
+@dataclass(frozen=True)
+class HealReport:
+    """What `heal.sh` did on one node."""
+
+    node: str
+    reverted: list[str]
+    failed: list[str]
+    left: int
+    error: str = ""
+
+    @property
+    def clean(self) -> bool:
+        """Nothing failed and no fault record is left."""
+        return not self.failed and not self.left and not self.error
+
+
+def heal_node(pool: NodePool, name: str, work_dir: str) -> HealReport:
+    """Run heal.sh on one node and count what it reverted and what is still recorded."""
+    node = pool[name]
+    target = injectors_dir_for(work_dir)
+    try:
+        install_injectors(node, target)
+        out = node.run(["bash", f"{target}/heal.sh"], root=True, timeout=300, check=False)
+        left = node.run(
+            f"find {shlex.quote(work_dir + '/faults/active')} -type f ! -name '.*' 2>/dev/null | wc -l",
+            root=True,
+            timeout=30,
+            check=False,
+        )
+    except NodeError as exc:
+        return HealReport(name, [], [], 0, exc.message)
+    lines = [parse_fault_line(t) for t in (out.stdout + out.stderr).splitlines()]
+    reverts = [ln for ln in lines if ln is not None and ln.action == "revert"]
+    reverted = [f"{ln.kind} {ln.tag}" for ln in reverts if ln.result == "ok"]
+    failed = [ln.text for ln in reverts if ln.result == "failed"]
+    return HealReport(name, reverted, failed, int(left.stdout.strip() or 0))
+
+
+def injectors_dir_for(work_dir: str) -> str:
+    """The injectors folder under a work folder."""
+    return f"{work_dir}/injectors"
+
+
+def heal_command(testbed_file: Path, console: Console | None = None) -> int:
+    """Revert every fault still recorded on every node; exit 0 when every node is clean."""
+    console = console or Console()
+    testbed = load_testbed(testbed_file)
+    with NodePool.from_testbed(testbed) as pool:
+        reports = pool.map(lambda node: heal_node(pool, node.name, testbed.paths.work_dir))
+    table = Table(title=f"r2bench heal: {testbed.name}")
+    for column in ("node", "reverted", "failed", "still recorded"):
+        table.add_column(column, overflow="fold")
+    clean = True
+    for name, report in reports.items():
+        if isinstance(report, NodeError):
+            table.add_row(name, "-", report.message, "?")
+            clean = False
+            continue
+        failed = "\n".join(report.failed) or report.error or "-"
+        table.add_row(name, "\n".join(report.reverted) or "nothing", failed, str(report.left))
+        clean = clean and report.clean
+    console.print(table)
+    return EXIT_OK if clean else EXIT_FAILED
+
+
+@dataclass(frozen=True)
+class ManualFault:
+    """A fault given on the command line."""
+
+    kind: str
+    node: str
+    nic: str
+    params: dict[str, str]
+    lease_s: float = DEFAULT_LEASE_S
+
+
+def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep, str]:
+    """Plan a one-fault experiment; ConfigError with located messages when refused.
+
+    Returns the fault's step and the testbed's work folder."""
+    testbed_doc_name = str(testbed_file)
+    text = yaml.safe_dump(
+        {
+            "name": "manual",
+            "libraries": {"system": {"recipe": "system"}},
+            "benchmark": {"recipe": "nccl-tests"},
+            "scenarios": [
+                {
+                    "name": "by-hand",
+                    "faults": [
+                        {
+                            "kind": fault.kind,
+                            "node": fault.node,
+                            "nic": fault.nic,
+                            "trigger": {"after_s": 0},
+                            "params": fault.params,
+                        }
+                    ],
+                }
+            ],
+            "sweep": {"matrix": {"scenario": ["by-hand"]}},
+            "deadline_s": max(fault.lease_s - 30.0, 1.0),
+        },
+        sort_keys=False,
+    )
+    doc = parse_yaml(text, "<command line>")
+    testbed = load_testbed(testbed_file)
+    experiment = validate_model(Experiment, doc)
+    inputs = Inputs(experiment, testbed, load_recipes(None), doc, doc.name, testbed_doc_name)
+    plan = make_plan(inputs)
+    step = next(r for r in plan.runs if r.faults).faults[0]
+    return _retagged(step, manual_tag(fault)), testbed.paths.work_dir
+
+
+def manual_tag(fault: ManualFault) -> str:
+    """The tag of a hand-made fault: the same for its inject and its revert."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"r2b-hand-{fault.node}-{fault.nic}")[:64]
+
+
+def _retagged(step: FaultStep, tag: str) -> FaultStep:
+    def swap(command: NodeCommand) -> NodeCommand:
+        argv = shlex.split(command.command)
+        argv[argv.index("--tag") + 1] = tag
+        return command.model_copy(update={"command": shlex.join(argv)})
+
+    return step.model_copy(
+        update={
+            "tag": tag,
+            "inject": swap(step.inject),
+            "revert": swap(step.revert),
+            "status": swap(step.status),
+        }
+    )
+
+
+def fault_command(testbed_file: Path, fault: ManualFault, action: str, console: Console) -> int:
+    """Inject or revert one fault by hand; prints the injector's event line."""
+    step, _ = manual_fault_step(testbed_file, fault)
+    command = step.inject if action == "inject" else step.revert
+    testbed = load_testbed(testbed_file)
+    with NodePool.from_testbed(testbed) as pool:
+        node = pool[step.node]
+        install_injectors(node, injectors_dir(testbed))
+        result = node.run(command.command, root=True, timeout=300, check=False)
+    for text in (result.stdout + result.stderr).splitlines():
+        console.print(text, markup=False, highlight=False)
+    if action == "inject" and result.ok:
+        console.print(
+            f"undo with: r2bench revert -t {testbed_file} {fault.kind} {fault.node} {fault.nic} "
+            f"(or wait {step.lease_s:g} s: the node reverts by itself)"
+        )
+    return EXIT_OK if result.ok else EXIT_FAILED

@@ -1,0 +1,74 @@
+"""Getting the node-side scripts (`injectors/`) onto every node, and the agents started."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import sys
+from pathlib import Path
+
+from r2bench.config.testbed import Testbed
+from r2bench.nodes import Node, NodeError, NodePool
+from r2bench.sweep.agent import NodeAgent
+
+DIGEST_FILE = ".digest"
+
+
+def injectors_source() -> Path:
+    """The injectors folder shipped with r2bench: beside the package in a checkout, or the
+    wheel's shared data (`<prefix>/share/r2bench/injectors`)."""
+    checkout = Path(__file__).resolve().parents[2] / "injectors"
+    if checkout.is_dir():
+        return checkout
+    installed = Path(sys.prefix) / "share" / "r2bench" / "injectors"
+    if installed.is_dir():
+        return installed
+    raise FileNotFoundError(
+        f"r2bench's injectors folder is missing (looked in {checkout}, {installed})"
+    )
+
+
+def injectors_dir(testbed: Testbed) -> str:
+    """Where the injectors live on the nodes."""
+    return f"{testbed.paths.work_dir}/injectors"
+
+
+def _digest(files: list[Path]) -> str:
+    sha = hashlib.sha256()
+    for path in files:
+        sha.update(path.name.encode() + b"\0" + path.read_bytes())
+    return sha.hexdigest()[:16]
+
+
+def install_injectors(node: Node, target: str) -> bool:
+    """Copy the injectors to `target` on `node` unless the same set is there; True if copied.
+
+    Files are uploaded under temporary names and renamed, so a node that shares the folder
+    with another (an NFS home, the virtual testbed) never runs a half-written script."""
+    files = sorted(p for p in injectors_source().iterdir() if p.suffix == ".sh")
+    digest = _digest(files)
+    q = shlex.quote(target)
+    current = node.run(f"cat {q}/{DIGEST_FILE} 2>/dev/null", timeout=30, check=False)
+    if current.stdout.strip() == digest:
+        return False
+    node.run(["mkdir", "-p", target], timeout=30)
+    for path in files:
+        node.put(path, f"{target}/.{path.name}.tmp")
+        node.run(["mv", "-f", f"{target}/.{path.name}.tmp", f"{target}/{path.name}"], timeout=30)
+    node.run(f"echo {digest} > {q}/{DIGEST_FILE}", timeout=30)
+    return True
+
+
+def start_agents(pool: NodePool, testbed: Testbed) -> dict[str, NodeAgent]:
+    """Install the injectors (node by node: shared folders) and start one agent per node."""
+    target = injectors_dir(testbed)
+    for node in pool:
+        install_injectors(node, target)
+    started = pool.map(lambda node: NodeAgent(node, target).start())
+    agents = {n: a for n, a in started.items() if isinstance(a, NodeAgent)}
+    errors = [e for e in started.values() if isinstance(e, NodeError)]
+    if errors:
+        for agent in agents.values():
+            agent.close()
+        raise errors[0]
+    return agents
