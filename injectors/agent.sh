@@ -73,7 +73,8 @@ release() {  # release ID WORD: hand WORD to an armed injector and forget it
     printf '%s\n' "$2" >&"$fd"
     exec {fd}>&-
     unset "ARMED_FD[$1]"
-    rm -f "$FIFO_DIR/$1"
+    # The FIFO file stays until the agent exits (its trap removes the folder): an `rm` here
+    # would fork beside the injector just when it should have the CPU to itself.
 }
 
 say "r2b-agent ready pid=$$ host=$(hostname) dir=$HERE"

@@ -12,8 +12,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TypeVar
 
 from r2bench.config.testbed import Testbed
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
@@ -21,11 +22,13 @@ from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify
-from r2bench.records.provenance import Provenance, collect
+from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.tables import log_events, parse_outputs
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
 from r2bench.sweep.preflight import preflight_problems
+
+T = TypeVar("T")
 
 STAGES = ("preflight", "launch", "faults", "wait", "teardown", "collect", "record")
 DEADLINE_GRACE_S = 15.0
@@ -83,6 +86,22 @@ class RunExecutor:
     rerun_command: str
     on_stage: Callable[[str, str], None] = lambda run_id, stage: None
     interrupted: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._git: GitState | None = git_state(r2bench_checkout())  # once: git is slow
+        self._threads = ThreadPoolExecutor(max_workers=max(1, len(self.agents)))
+
+    def _each_agent(self, operation: Callable[[NodeAgent], T]) -> dict[str, T | NodeError]:
+        """`operation` on every node's agent at once (a node's error is returned, not raised)."""
+
+        def guarded(agent: NodeAgent) -> T | NodeError:
+            try:
+                return operation(agent)
+            except NodeError as exc:
+                return exc
+
+        futures = {name: self._threads.submit(guarded, a) for name, a in self.agents.items()}
+        return {name: future.result() for name, future in futures.items()}
 
     def execute(self, run: PlannedRun) -> RunResult:
         """Carry out one run; a run that fails is recorded, one that cannot be cleaned up raises
@@ -172,14 +191,12 @@ class RunExecutor:
         """Revert the faults, then end every process of the run on every node."""
         driver.finish()
         fatal = [p for p in driver.problems if "NOT reverted" in p or "still active" in p]
-        for name, agent in self.agents.items():
-            try:
-                left = agent.kill_run(run.spec.run_id)
-            except NodeError as exc:
-                fatal.append(f"{name}: cannot end the run's processes: {exc.message}")
-                continue
-            if left:
-                fatal.append(f"{name}: {left} process(es) of run {run.spec.run_id} survived KILL")
+        left = self._each_agent(lambda agent: agent.kill_run(run.spec.run_id))
+        for name, count in left.items():
+            if isinstance(count, NodeError):
+                fatal.append(f"{name}: cannot end the run's processes: {count.message}")
+            elif count:
+                fatal.append(f"{name}: {count} process(es) of run {run.spec.run_id} survived KILL")
         return fatal
 
     def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
@@ -248,15 +265,23 @@ class RunExecutor:
 
     # ---- helpers ----------------------------------------------------------------------------
     def _offsets(self, run: PlannedRun) -> dict[str, float]:
-        nodes = {run.launch.node, *(f.node for f in run.faults)}
-        return {name: self.agents[name].clock_offset().offset for name in nodes}
+        samples = self._each_agent(lambda agent: agent.clock_offset().offset)
+        offsets = {}
+        for name, value in samples.items():
+            if isinstance(value, NodeError):
+                raise SweepStop(f"{name}: clock probe failed: {value.message}")
+            offsets[name] = value
+        return offsets
 
     def _provenance(self, run: PlannedRun) -> Provenance:
-        return collect(
-            run.spec.env,
-            rerun_command=self.rerun_command,
+        env, dropped = redact_env(run.spec.env)
+        return Provenance(
+            r2bench_git=self._git,
+            hostnames=sorted(n.address for n in self.testbed.nodes if n.name in run.spec.nodes),
+            env=env,
+            env_dropped=dropped,
             launch_command=run.launch.command,
-            hostnames=[n.address for n in self.testbed.nodes if n.name in run.spec.nodes],
+            rerun_command=self.rerun_command,
         )
 
 

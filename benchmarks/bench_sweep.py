@@ -1,0 +1,88 @@
+"""Harness overhead of `r2bench sweep` on the virtual testbed (root; Linux).
+
+    python benchmarks/bench_sweep.py [--testbed TESTBED.yaml] [--runs 20]
+
+Runs a sweep of `--runs` short runs of the emulated all_reduce (half of them with a link
+fault on node1's nic1) through `sweep_command`, exactly as the CLI does, into a temporary
+results folder. Overhead = the sweep's wall time / the sum of the jobs' own run times (launch to
+exit, from each run's outcome.json); the controller's CPU time is that of this process (the
+sweep runs in it). Without --testbed it brings up (and takes down) its own virtual testbed,
+outside the timed part. The last line is
+
+    sweep overhead=<ratio> controller_cpu_s_per_run=<s>
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+
+from r2bench.sweep.command import SweepOptions, sweep_command
+from r2bench.virtual.lifecycle import up
+from r2bench.virtual.plan import VirtualSpec, default_state_dir
+from r2bench.virtual.teardown import teardown
+
+EXPERIMENT = """name: bench-sweep
+libraries: {{emulated: {{recipe: emulated-lib}}}}
+benchmark: {{recipe: emulated}}
+sizes: {{begin: 1M, end: 8M, factor: 2}}
+options: {{iterations: 10, warmup: 1, timeout_s: 30}}
+env: {{R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}}
+scenarios:
+  - name: nic1-blip
+    faults: [{{kind: link_down, node: node1, nic: nic1, trigger: {{after_s: 0.2, since: first_result}}, duration_s: 0.5}}]
+repeats: {repeats}
+deadline_s: 60
+"""
+
+
+def job_seconds(sweep_dir: Path) -> list[float]:
+    """Launch-to-exit seconds of every run of a sweep folder."""
+    seconds = []
+    for outcome in sweep_dir.glob("*/outcome.json"):
+        data = json.loads(outcome.read_text())
+        seconds.append(data["ended_at"] - data["started_at"])
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--testbed", type=Path)
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    name = state = None
+    testbed_file = args.testbed
+    if testbed_file is None:
+        name = f"bs{uuid.uuid4().hex[:6]}"
+        state = default_state_dir(name)
+        testbed_file = up(VirtualSpec(name=name, state_dir=state)).testbed_yaml
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            experiment = Path(tmp) / "bench-sweep.yaml"
+            experiment.write_text(EXPERIMENT.format(repeats=max(1, args.runs // 2)))
+            options = SweepOptions(experiment, testbed_file, Path(tmp) / "results", quiet=True)
+            console = Console(stderr=True, quiet=True)
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            code = sweep_command(options, console)
+            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+            jobs = job_seconds(Path(tmp) / "results" / "bench-sweep")
+    finally:
+        if name is not None and state is not None:
+            teardown(name, state, lambda _: None)
+    if code != 0 or not jobs:
+        print(f"sweep failed (exit {code})", file=sys.stderr)
+        return 1
+    print(f"runs={len(jobs)} wall_s={wall:.1f} jobs_s={sum(jobs):.1f} cpu_s={cpu:.2f}")
+    print(f"sweep overhead={wall / sum(jobs):.3f} controller_cpu_s_per_run={cpu / len(jobs):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
