@@ -25,8 +25,9 @@ DEFAULT_CUDA_HOME = "/usr/local/cuda"
 DEFAULT_MPI_HOME = "/usr/lib/x86_64-linux-gnu/openmpi"
 DEFAULT_GPU_ARCH = "90"
 DEFAULT_NCCL_HOME = "/usr"
-# A fault's node-side lease outlives its planned window by this much before the node reverts it.
-LEASE_GRACE_S = 30.0
+# A fault's node-side lease outlives the run's deadline by this much before the node reverts it
+# (the controller reverts at the deadline plus the node-side kill grace of a few seconds).
+LEASE_GRACE_S = 10.0
 RUN_MARKER = "R2B_RUN"
 """Environment variable that carries the run id to every process of a run."""
 
@@ -198,9 +199,10 @@ class _Renderer:
         nic = node.nic(fault.nic)
         assert nic is not None
         tag = fault_tag(spec.run_id, index)
-        # The lease covers the rest of the run's deadline: even a controller that dies before
-        # its own deadline kill leaves nothing behind once the lease ends.
-        lease = spec.deadline_s - fault.trigger.after_s + LEASE_GRACE_S
+        # The sweep arms every fault (lease running) just before the launch, so the lease covers
+        # the whole deadline plus a margin for the controller's own revert after it: a dead
+        # controller leaves nothing behind once the lease ends.
+        lease = spec.deadline_s + LEASE_GRACE_S
         injectors = f"{self.work}/injectors"
 
         def command(action: str) -> NodeCommand:

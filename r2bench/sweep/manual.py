@@ -23,7 +23,7 @@ from r2bench.config.recipes import load_recipes
 from r2bench.config.source import parse_yaml
 from r2bench.config.validate import validate_model
 from r2bench.nodes import NodeError, NodePool
-from r2bench.plan.build import Inputs, make_plan
+from r2bench.plan.build import LEASE_GRACE_S, Inputs, make_plan
 from r2bench.plan.model import FaultStep, NodeCommand
 from r2bench.sweep.agent import parse_fault_line
 from r2bench.sweep.nodeside import injectors_dir, install_injectors
@@ -134,14 +134,14 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
                 }
             ],
             "sweep": {"matrix": {"scenario": ["by-hand"]}},
-            "deadline_s": max(fault.lease_s - 30.0, 1.0),
+            "deadline_s": max(fault.lease_s - LEASE_GRACE_S, 1.0),
         },
         sort_keys=False,
     )
     doc = parse_yaml(text, "<command line>")
     testbed = load_testbed(testbed_file)
     experiment = validate_model(Experiment, doc)
-    inputs = Inputs(experiment, testbed, load_recipes(None), doc, doc.name, testbed_doc_name)
+    inputs = Inputs(experiment, testbed, load_recipes(None), doc, "<command line>", testbed_doc_name)
     plan = make_plan(inputs)
     step = next(r for r in plan.runs if r.faults).faults[0]
     return _retagged(step, manual_tag(fault)), testbed.paths.work_dir
