@@ -179,7 +179,7 @@ def parse(
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 2 a file could not be read.
     """
-    from r2bench.records.commands import parse_command
+    from r2bench.commands.records import parse_command
 
     raise typer.Exit(parse_command(files, as_json))
 
@@ -199,7 +199,7 @@ def import_logs(
 
     Exit codes: 0 imported, 2 DIR is not a folder.
     """
-    from r2bench.records.commands import import_command
+    from r2bench.commands.records import import_command
 
     raise typer.Exit(import_command(directory, sweep, results))
 
@@ -224,7 +224,7 @@ def report(
     Exit codes: 0 written (if a static --format cannot be exported, the HTML is still written and
     a warning says why), 2 missing sweep folder, unknown format or unwritable output.
     """
-    from r2bench.records.commands import report_command
+    from r2bench.commands.records import report_command
 
     raise typer.Exit(report_command(sweep_dir, out, fmt))
 

@@ -7,11 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from captures import DATA, top_level_copy
 
-from r2bench.records.commands import import_command, parse_command
+from r2bench.commands.records import import_command, parse_command
 from r2bench.records.store import RunStore
-
-DATA = Path(__file__).parent / "data" / "nccl-tests"
 
 
 def parse_json_lines(capsys: pytest.CaptureFixture[str], *names: str) -> list[dict]:
@@ -156,7 +155,8 @@ def test_huge_log_is_streamed(capsys: pytest.CaptureFixture[str], tmp_path: Path
 
 
 def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert import_command(DATA, "captured", tmp_path) == 0
+    logs = top_level_copy(tmp_path / "logs")
+    assert import_command(logs, "captured", tmp_path) == 0
     out = capsys.readouterr()
     store = RunStore(tmp_path, "captured")
     runs = list(store.complete_runs())
@@ -175,7 +175,7 @@ def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: 
         8,
     )
     assert (tmp_path / "captured" / "tables" / "results.parquet").is_file()
-    assert import_command(DATA, "captured", tmp_path) == 0  # again: nothing new
+    assert import_command(logs, "captured", tmp_path) == 0  # again: nothing new
     assert "0 imported, 17 already there" in capsys.readouterr().out
 
 

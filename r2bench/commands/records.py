@@ -40,7 +40,7 @@ def parse_file(path: Path) -> tuple[ParsedNcclTests, list[Event], Outcome]:
         parsed, events = parse_json(path.read_bytes()), []
     else:
         with path.open("rb") as handle:
-            parsed = parse_text(handle)
+            parsed = parse_text(handle, file_name=path.name)
         with path.open("rb") as handle:
             events = parse_events(handle)
     return parsed, events, classify(None, parsed=parsed, events=events, source=path.name)
