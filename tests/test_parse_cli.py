@@ -41,7 +41,7 @@ def test_exact_numbers_of_the_socket_all_reduce(capsys: pytest.CaptureFixture[st
     [doc] = parse_json_lines(capsys, "all_reduce_perf.socket.c1.txt")
     assert doc["collective"] == "all_reduce"
     assert doc["nccl_tests_version"] == "2.19.6"
-    assert doc["nccl_library"] == 22803
+    assert doc["nccl_library"] == "2.28.3"  # as people write it, not 22803
     assert doc["outcome"] == "ok"
     assert len(doc["rows"]) == 24  # 12 sizes x 2 placements
     r = row(doc, 33554432, "in_place")  # "10251.5    3.27    3.27       0"
@@ -119,24 +119,39 @@ def test_markup_in_a_log_is_printed_literally(
 
 
 @pytest.mark.parametrize(
-    "content",
+    ("content", "outcome"),
     [
-        b"",
-        b"\x00\xff\xfe" * 1000 + b"\n\x89PNG\r\n",
-        (DATA / "all_reduce_perf.socket.c1.txt").read_bytes()[:1234],
-        b'{"results": [{"size": 8, "out_of_place": {"time": 1',
-        b"#" * 100_000 + b"\n",
+        (b"", "not_nccl_tests"),
+        (b"\x00\xff\xfe" * 1000 + b"\n\x89PNG\r\n", "not_nccl_tests"),
+        ((DATA / "all_reduce_perf.socket.c1.txt").read_bytes()[:1234], "crashed"),
+        (b'{"results": [{"size": 8, "out_of_place": {"time": 1', "crashed"),
+        (b"#" * 100_000 + b"\n", "not_nccl_tests"),
+        (b'{"a":1}', "not_nccl_tests"),
+        (
+            Path("/etc/passwd").read_bytes() if Path("/etc/passwd").exists() else b"root:x:0:0",
+            "not_nccl_tests",
+        ),
     ],
-    ids=["empty", "binary", "truncated-text", "truncated-json", "overlong-line"],
+    ids=[
+        "empty",
+        "binary",
+        "truncated-text",
+        "truncated-json",
+        "overlong-line",
+        "json-object",
+        "passwd",
+    ],
 )
 def test_bad_inputs_never_crash(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, outcome: str
 ) -> None:
     path = tmp_path / "input.txt"
     path.write_bytes(content)
-    assert parse_command([path], as_json=True) == 0
-    assert json.loads(capsys.readouterr().out)["file"] == str(path)
-    assert parse_command([path], as_json=False) == 0
+    code = 1 if outcome == "not_nccl_tests" else 0
+    assert parse_command([path], as_json=True) == code
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["file"] == str(path) and doc["outcome"] == outcome
+    assert parse_command([path], as_json=False) == code
 
 
 def test_huge_log_is_streamed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

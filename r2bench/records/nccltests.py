@@ -430,6 +430,8 @@ def parse_json(data: str | bytes) -> ParsedNcclTests:
     except ValueError as exc:
         st.warn(f"JSON is incomplete or invalid ({exc}); salvaging complete results")
         doc = {"results": _salvage_results(data)}
+        if re.search(r'^\s*\{\s*"(?:version|start_time|results)"\s*:', data):
+            st.fields["header"] = True  # the start of an nccl-tests -J file, cut short
     if not isinstance(doc, dict):
         st.warn("JSON top level is not an object")
         return _finish(st)
