@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +30,41 @@ app = typer.Typer(
 )
 
 EXIT_USAGE = 2
+_DEBUG = {"on": False}
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"r2bench {r2bench.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Log what happens (-vv: debug).")
+    ] = 0,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the full traceback of an error.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Fault-injection and benchmarking harness for R2CCL and NCCL."""
+    _DEBUG["on"] = debug
+    if verbose:
+        level = logging.DEBUG if verbose > 1 else logging.INFO
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _error_text(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.strerror or error}: {error.filename}"
+    return str(error) or type(error).__name__
 
 
 @contextmanager
@@ -46,6 +84,14 @@ def config_errors(console: Console) -> Iterator[None]:
 
 def _stderr() -> Console:
     return Console(stderr=True)
+
+
+class FigureFormat(str, Enum):
+    """Static figure formats of `report --format`."""
+
+    png = "png"
+    svg = "svg"
+    pdf = "pdf"
 
 
 ExperimentArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
@@ -213,7 +259,8 @@ def report(
         Path | None, typer.Option("--out", "-o", help="HTML file (default: SWEEP_DIR/report.html).")
     ] = None,
     fmt: Annotated[
-        str | None, typer.Option("--format", help="Also write each figure as png, svg or pdf.")
+        FigureFormat | None,
+        typer.Option("--format", help="Also write each figure as a static file."),
     ] = None,
 ) -> None:
     """Rebuild a sweep's tables (Parquet + CSV) and write one self-contained HTML report that
@@ -226,7 +273,7 @@ def report(
     """
     from r2bench.commands.records import report_command
 
-    raise typer.Exit(report_command(sweep_dir, out, fmt))
+    raise typer.Exit(report_command(sweep_dir, out, fmt.value if fmt else None))
 
 
 @app.command()
@@ -265,5 +312,14 @@ for _name, _summary in (
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: any expected error is one line on stderr and exit 2
+    (`--debug` shows the traceback)."""
+    try:
+        app()
+    except (OSError, ValueError, RuntimeError) as error:
+        if _DEBUG["on"] or "--debug" in sys.argv:
+            traceback.print_exc()
+        else:
+            _stderr().print(f"r2bench: error: {_error_text(error)}", style="red", markup=False)
+            _stderr().print("(run again with --debug for the traceback)", style="dim")
+        raise SystemExit(EXIT_USAGE) from None

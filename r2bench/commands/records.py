@@ -21,6 +21,7 @@ from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTest
 from r2bench.records.nccltests import parse_json, parse_text, parse_text_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
+from r2bench.records.store import RunStore
 from r2bench.records.tables import build_tables, rebuild
 
 EXIT_OK = 0
@@ -184,6 +185,17 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     if not directory.is_dir():
         errors.print(Text(f"r2bench import: {directory} is not a folder"), style="red")
         return EXIT_USAGE
+    target = RunStore(results, sweep or directory.resolve().name).sweep_dir
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        errors.print(
+            Text(
+                f"r2bench import: cannot write the results folder {target}: {exc.strerror or exc}"
+            ),
+            style="red",
+        )
+        return EXIT_USAGE
     try:
         report = import_dir(directory, results, sweep)
     except OSError as exc:
@@ -231,6 +243,14 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     except OSError as exc:  # e.g. a read-only copy of a sweep: report from memory
         errors.print(Text(f"warning: tables not written ({exc}); building them in memory"))
         tables = build_tables(sweep_dir)
+    if len(tables.runs) == 0:
+        errors.print(
+            Text(
+                f"r2bench report: no runs in {sweep_dir} (nothing to report; run a sweep or import)"
+            ),
+            style="red",
+        )
+        return EXIT_USAGE
     target = out or sweep_dir / REPORT_NAME
     try:
         figures = build_report(sweep_dir, tables, target)
