@@ -83,13 +83,14 @@ def find_logs(directory: Path) -> list[LogSet]:
         by_name.setdefault(Path(rel).name, []).append(rel)
     sets = []
     for text in texts:
-        rel = text.relative_to(directory)
+        text_rel = text.relative_to(directory)
         named = _json_named_in(text)
-        twin = _pick_named(named, rel, by_name) if named else None
+        twin = _pick_named(named, text_rel, by_name) if named else None
         if twin is None and not named:
-            stem_twin = str(rel.with_suffix(".json"))
+            stem_twin = str(text_rel.with_suffix(".json"))
             twin = stem_twin if stem_twin in jsons else None
-        sets.append(LogSet(str(rel.with_suffix("")), text, jsons.pop(twin) if twin else None))
+        stem = str(text_rel.with_suffix(""))
+        sets.append(LogSet(stem, text, jsons.pop(twin) if twin else None))
     sets += [LogSet(str(Path(rel).with_suffix("")), None, path) for rel, path in jsons.items()]
     return sorted(sets, key=lambda s: s.stem)
 
@@ -106,10 +107,11 @@ def _pick_named(named: str, text_rel: Path, by_name: dict[str, list[str]]) -> st
     file name, preferring the one in the text's own folder)."""
     candidates = by_name.get(Path(named).name, [])
     same_dir = [c for c in candidates if Path(c).parent == text_rel.parent]
-    pick = (same_dir or candidates or [None])[0]
-    if pick is not None:
-        by_name[Path(named).name].remove(pick)
-    return pick
+    pool = same_dir or candidates
+    if not pool:
+        return None
+    by_name[Path(named).name].remove(pool[0])
+    return pool[0]
 
 
 def _json_doc(path: Path | None) -> dict[str, Any]:
