@@ -1,7 +1,7 @@
 """Benchmark: parse + tables + report of a 1,000-run sweep with 30 sizes per run.
 
 The sweep is built from the captured nccl-tests outputs in tests/data/nccl-tests (the sample
-sweep of `r2bench.report.sample`: stock NCCL and three R2CC_MODEs x {none, nic_down} x 125
+sweep of `tests/sample_sweep.py`: stock NCCL and three R2CC_MODEs x {none, nic_down} x 125
 repeats, -I 1 per-iteration times, -S 1 timestamps, faults and R2CC events). Building it is not
 timed. The timed part runs in a fresh process: rebuild the tables (parse every run folder once,
 write Parquet + CSV) and write the HTML report. It prints wall time, peak memory (ru_maxrss)
@@ -25,7 +25,9 @@ from pathlib import Path
 
 from r2bench.records.tables import rebuild
 from r2bench.report.html import build_report
-from r2bench.report.sample import SampleConfig, write_sample_sweep
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from sample_sweep import SampleConfig, write_sample_sweep
 
 CAPTURED = Path(__file__).resolve().parent.parent / "tests" / "data" / "nccl-tests"
 TARGET_S = 10.0

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +30,41 @@ app = typer.Typer(
 )
 
 EXIT_USAGE = 2
+_DEBUG = {"on": False}
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"r2bench {r2bench.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Log what happens (-vv: debug).")
+    ] = 0,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the full traceback of an error.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Fault-injection and benchmarking harness for R2CCL and NCCL."""
+    _DEBUG["on"] = debug
+    if verbose:
+        level = logging.DEBUG if verbose > 1 else logging.INFO
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _error_text(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.strerror or error}: {error.filename}"
+    return str(error) or type(error).__name__
 
 
 @contextmanager
@@ -46,6 +84,14 @@ def config_errors(console: Console) -> Iterator[None]:
 
 def _stderr() -> Console:
     return Console(stderr=True)
+
+
+class FigureFormat(str, Enum):
+    """Static figure formats of `report --format`."""
+
+    png = "png"
+    svg = "svg"
+    pdf = "pdf"
 
 
 ExperimentArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
@@ -179,7 +225,7 @@ def parse(
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 2 a file could not be read.
     """
-    from r2bench.records.commands import parse_command
+    from r2bench.commands.records import parse_command
 
     raise typer.Exit(parse_command(files, as_json))
 
@@ -199,7 +245,7 @@ def import_logs(
 
     Exit codes: 0 imported, 2 DIR is not a folder.
     """
-    from r2bench.records.commands import import_command
+    from r2bench.commands.records import import_command
 
     raise typer.Exit(import_command(directory, sweep, results))
 
@@ -213,7 +259,8 @@ def report(
         Path | None, typer.Option("--out", "-o", help="HTML file (default: SWEEP_DIR/report.html).")
     ] = None,
     fmt: Annotated[
-        str | None, typer.Option("--format", help="Also write each figure as png, svg or pdf.")
+        FigureFormat | None,
+        typer.Option("--format", help="Also write each figure as a static file."),
     ] = None,
 ) -> None:
     """Rebuild a sweep's tables (Parquet + CSV) and write one self-contained HTML report that
@@ -224,9 +271,9 @@ def report(
     Exit codes: 0 written (if a static --format cannot be exported, the HTML is still written and
     a warning says why), 2 missing sweep folder, unknown format or unwritable output.
     """
-    from r2bench.records.commands import report_command
+    from r2bench.commands.records import report_command
 
-    raise typer.Exit(report_command(sweep_dir, out, fmt))
+    raise typer.Exit(report_command(sweep_dir, out, fmt.value if fmt else None))
 
 
 @app.command()
@@ -383,5 +430,14 @@ app.command("revert")(_fault_command("revert"))
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: any expected error is one line on stderr and exit 2
+    (`--debug` shows the traceback)."""
+    try:
+        app()
+    except (OSError, ValueError, RuntimeError) as error:
+        if _DEBUG["on"] or "--debug" in sys.argv:
+            traceback.print_exc()
+        else:
+            _stderr().print(f"r2bench: error: {_error_text(error)}", style="red", markup=False)
+            _stderr().print("(run again with --debug for the traceback)", style="dim")
+        raise SystemExit(EXIT_USAGE) from None

@@ -7,11 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from captures import DATA, top_level_copy
 
-from r2bench.records.commands import import_command, parse_command
+from r2bench.commands.records import import_command, parse_command
 from r2bench.records.store import RunStore
-
-DATA = Path(__file__).parent / "data" / "nccl-tests"
 
 
 def parse_json_lines(capsys: pytest.CaptureFixture[str], *names: str) -> list[dict]:
@@ -42,7 +41,7 @@ def test_exact_numbers_of_the_socket_all_reduce(capsys: pytest.CaptureFixture[st
     [doc] = parse_json_lines(capsys, "all_reduce_perf.socket.c1.txt")
     assert doc["collective"] == "all_reduce"
     assert doc["nccl_tests_version"] == "2.19.6"
-    assert doc["nccl_library"] == 22803
+    assert doc["nccl_library"] == "2.28.3"  # as people write it, not 22803
     assert doc["outcome"] == "ok"
     assert len(doc["rows"]) == 24  # 12 sizes x 2 placements
     r = row(doc, 33554432, "in_place")  # "10251.5    3.27    3.27       0"
@@ -120,24 +119,39 @@ def test_markup_in_a_log_is_printed_literally(
 
 
 @pytest.mark.parametrize(
-    "content",
+    ("content", "outcome"),
     [
-        b"",
-        b"\x00\xff\xfe" * 1000 + b"\n\x89PNG\r\n",
-        (DATA / "all_reduce_perf.socket.c1.txt").read_bytes()[:1234],
-        b'{"results": [{"size": 8, "out_of_place": {"time": 1',
-        b"#" * 100_000 + b"\n",
+        (b"", "not_nccl_tests"),
+        (b"\x00\xff\xfe" * 1000 + b"\n\x89PNG\r\n", "not_nccl_tests"),
+        ((DATA / "all_reduce_perf.socket.c1.txt").read_bytes()[:1234], "crashed"),
+        (b'{"results": [{"size": 8, "out_of_place": {"time": 1', "crashed"),
+        (b"#" * 100_000 + b"\n", "not_nccl_tests"),
+        (b'{"a":1}', "not_nccl_tests"),
+        (
+            Path("/etc/passwd").read_bytes() if Path("/etc/passwd").exists() else b"root:x:0:0",
+            "not_nccl_tests",
+        ),
     ],
-    ids=["empty", "binary", "truncated-text", "truncated-json", "overlong-line"],
+    ids=[
+        "empty",
+        "binary",
+        "truncated-text",
+        "truncated-json",
+        "overlong-line",
+        "json-object",
+        "passwd",
+    ],
 )
 def test_bad_inputs_never_crash(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, outcome: str
 ) -> None:
     path = tmp_path / "input.txt"
     path.write_bytes(content)
-    assert parse_command([path], as_json=True) == 0
-    assert json.loads(capsys.readouterr().out)["file"] == str(path)
-    assert parse_command([path], as_json=False) == 0
+    code = 1 if outcome == "not_nccl_tests" else 0
+    assert parse_command([path], as_json=True) == code
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["file"] == str(path) and doc["outcome"] == outcome
+    assert parse_command([path], as_json=False) == code
 
 
 def test_huge_log_is_streamed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -156,7 +170,8 @@ def test_huge_log_is_streamed(capsys: pytest.CaptureFixture[str], tmp_path: Path
 
 
 def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert import_command(DATA, "captured", tmp_path) == 0
+    logs = top_level_copy(tmp_path / "logs")
+    assert import_command(logs, "captured", tmp_path) == 0
     out = capsys.readouterr()
     store = RunStore(tmp_path, "captured")
     runs = list(store.complete_runs())
@@ -175,7 +190,7 @@ def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: 
         8,
     )
     assert (tmp_path / "captured" / "tables" / "results.parquet").is_file()
-    assert import_command(DATA, "captured", tmp_path) == 0  # again: nothing new
+    assert import_command(logs, "captured", tmp_path) == 0  # again: nothing new
     assert "0 imported, 17 already there" in capsys.readouterr().out
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sample_sweep import SampleConfig, write_sample_sweep
 
+from r2bench.commands.records import report_command
 from r2bench.records import store as st
-from r2bench.records.commands import report_command
 from r2bench.records.tables import Tables, rebuild
 from r2bench.report import export
 from r2bench.report.figures import size_stats, with_mode
 from r2bench.report.html import build_report
-from r2bench.report.sample import SampleConfig, write_sample_sweep
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 FIGURE_RE = re.compile(

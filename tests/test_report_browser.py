@@ -14,10 +14,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.records.tables import rebuild
 from r2bench.report.html import build_report
-from r2bench.report.sample import SampleConfig, write_sample_sweep
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 CHROMIUM = shutil.which("chromium") or (

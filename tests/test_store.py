@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
@@ -15,7 +16,6 @@ from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.provenance import collect, git_state, nccl_version_text, redact_env
-from r2bench.report.sample import SampleConfig, write_sample_sweep
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 

@@ -6,20 +6,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from captures import DATA, top_level_copy
+from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.records import tables as tb
 from r2bench.records.importer import import_dir
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.store import RunStore
-from r2bench.report.sample import SampleConfig, write_sample_sweep
-
-DATA = Path(__file__).parent / "data" / "nccl-tests"
 
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tb.Tables]:
     results = tmp_path_factory.mktemp("results")
-    report = import_dir(DATA, results, "captured")
+    report = import_dir(top_level_copy(results.parent / "captured"), results, "captured")
     return report.sweep_dir, tb.rebuild(report.sweep_dir)
 
 

@@ -42,6 +42,7 @@ class RunSpec(BaseModel):
     options: NcclTestsOptions
     deadline_s: float
     repeat: int
+    source: str | None = None  # imported runs: "<file>@<content hash>[#run N]", so no two collide
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -60,6 +61,8 @@ class RunSpec(BaseModel):
     def canonical_json(self) -> str:
         """The spec as sorted-key JSON, without the derived id."""
         data = self.model_dump(mode="json", exclude={"run_id"})
+        if data.get("source") is None:
+            data.pop("source", None)  # planned runs keep the ids they had before the field
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

@@ -38,14 +38,27 @@ _TS_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}
 _EPOCH_RE = re.compile(r"^\d{9,11}(?:\.\d+)?$")
 _BARE_VERSION_RE = re.compile(r"^NCCL version (\S+)")
 _ROW_PREFIX_RE = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+(?=\S)")
-_TEST_RE = re.compile(
-    r"^(?P<host>\S+): Test (?P<what>NCCL failure|CUDA failure|timeout \((?P<secs>\d+)s\))"
+_TEST_TAIL = (
+    r": Test (?P<what>NCCL failure|CUDA failure|timeout \((?P<secs>\d+)s\))"
     r"\s*(?P<where>\S+:\d+)?\s*(?P<rest>.*)$"
 )
+_TEST_RE = re.compile(r"^(?P<host>\S+)" + _TEST_TAIL)
+# The same message glued to the end of a half-printed result row ("...  4.36  0vm: Test timeout"):
+# only a host name that starts with a letter can be told apart from the row's last number.
+_TEST_GLUED_RE = re.compile(r"(?<![A-Za-z_-])(?P<host>[A-Za-z_][\w.-]*)" + _TEST_TAIL)
 _TEST_STACK_RE = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure (?P<where>\S+)")
 _SIGNAL_RE = re.compile(
     r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) "
     r"exited on signal (?P<sig>\d+)(?: \((?P<name>[^)]*)\))?"
+)
+# Open MPI's own signal handler: "[host:pid] Signal: Segmentation fault (11)" and its backtrace
+# "[host:pid] [ 1] /lib/libnccl.so.2(ncclAllReduce+0x10a)[0x7f...]".
+_OMPI_SIGNAL_RE = re.compile(
+    r"^\[(?P<host>[^:\]\s]+):0*(?P<pid>\d+)\] Signal: (?P<name>.+?) \((?P<sig>\d+)\)\s*$"
+)
+_OMPI_FRAME_RE = re.compile(
+    r"^\[(?P<host>[^:\]\s]+):0*(?P<pid>\d+)\] \[\s*(?P<n>\d+)\] (?P<object>[^(\[\s]+)"
+    r"(?:\((?P<symbol>[^)+]*)(?:\+0x[0-9a-f]+)?\))?"
 )
 _IMPROPER_RE = re.compile(r"due to process rank (?P<rank>\d+) with PID (?P<pid>\d+) on\s*$")
 _PROCNAME_RE = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
@@ -232,6 +245,8 @@ class _Scanner:
             return None
         if (m := _TEST_RE.match(body)) is not None:
             return _test_event(lineno, line, body, m)
+        if ": Test " in body and (m := _TEST_GLUED_RE.search(body)) is not None:
+            return _test_event(lineno, line, body[m.start() :], m)
         if (m := _TEST_STACK_RE.match(body)) is not None:
             return _event(
                 EventKind.TEST_FAILURE,
@@ -245,6 +260,8 @@ class _Scanner:
         return self._mpi(lineno, line, body)
 
     def _mpi(self, lineno: int, line: str, body: str) -> Event | None:
+        if body.startswith("[") and (event := _crash_line(lineno, line, body)) is not None:
+            return event
         if (m := _SIGNAL_RE.search(body)) is not None:
             details = {"signal": m.group("sig"), "signal_name": m.group("name") or ""}
             pid = int(m.group("pid"))
@@ -273,6 +290,35 @@ class _Scanner:
         if any(p in body for p in _LAUNCH_PATTERNS):
             return _event(EventKind.LAUNCH_ERROR, lineno, line, message=body)
         return None
+
+
+def _crash_line(lineno: int, line: str, body: str) -> Event | None:
+    if (m := _OMPI_SIGNAL_RE.match(body)) is not None:
+        details = {"signal": m.group("sig"), "signal_name": m.group("name")}
+        host, pid = m.group("host"), int(m.group("pid"))
+        return _event(
+            EventKind.PROCESS_SIGNAL,
+            lineno,
+            line,
+            message=body,
+            host=host,
+            pid=pid,
+            details=details,
+        )
+    if (m := _OMPI_FRAME_RE.match(body)) is not None:
+        details = {"frame": m.group("n"), "object": m.group("object")}
+        details["symbol"] = m.group("symbol") or ""
+        host, pid = m.group("host"), int(m.group("pid"))
+        return _event(
+            EventKind.BACKTRACE_FRAME,
+            lineno,
+            line,
+            message=body,
+            host=host,
+            pid=pid,
+            details=details,
+        )
+    return None
 
 
 def _classify_nccl(level: str, msg: str) -> tuple[EventKind, dict[str, str]]:

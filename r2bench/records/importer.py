@@ -1,7 +1,11 @@
 """Import a folder of existing nccl-tests outputs into a results sweep.
 
-Each log becomes one run folder: text and `-J` JSON files with the same stem (`x.txt` +
-`x.json`) are one run. The RunSpec is reconstructed from what the output says (collective,
+Each run of each log becomes one run folder (a text file holding several runs, one after
+another, is split at each new nccl-tests header). A text output and the `-J` JSON it names
+(`# Writing JSON output to <file>`) are one run; without that line, files sharing a stem are.
+A run's identity includes its source (relative path and content hash), so two different files
+never collide and importing the same file again is a no-op. The library is what the output
+proves (R2CC log lines, the NCCL version); a guess says so (`Provenance.library_basis`). The RunSpec is reconstructed from what the output says (collective,
 sizes, iterations, devices and hosts, NCCL_* / R2CC_* variables of the JSON's environment);
 the provenance says `imported from <path>`. Files that hold no nccl-tests output and no log
 event are skipped with a reason. Importing the same folder again skips runs already complete.
@@ -9,9 +13,9 @@ event are skipped with a reason. Importing the same folder again skips runs alre
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,8 +25,8 @@ from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
-from r2bench.records.models import Event, ParsedNcclTests
-from r2bench.records.nccltests import collective_from_binary
+from r2bench.records.models import Event, EventKind, ParsedNcclTests
+from r2bench.records.nccltests import collective_from_binary, combine, parse_json, parse_text_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import Provenance, nccl_version_text, redact_env
 from r2bench.records.tables import parse_outputs
@@ -33,6 +37,8 @@ IMPORTED_TESTBED = "imported"
 _HEADER_RE = re.compile(r"minBytes (\d+) maxBytes (\d+) step: (\d+)\((factor|bytes)\)")
 _SPEC_ENV_RE = re.compile(r"^(NCCL_|R2CC_)")
 _HEADER_BYTES = 65536
+_WRITING_JSON_RE = re.compile(r"^# Writing JSON output to (.+)$", re.MULTILINE)
+_R2CC_EVENT_PREFIX = "r2cc_"
 
 
 @dataclass(frozen=True)
@@ -60,18 +66,52 @@ class ImportReport:
 
 
 def find_logs(directory: Path) -> list[LogSet]:
-    """Text and JSON files under `directory` (recursively), grouped by relative stem."""
-    groups: dict[str, dict[str, Path]] = {}
+    """Text and JSON files under `directory` (recursively): a text output with the JSON it
+    says it wrote (`# Writing JSON output to`), else with the JSON of the same stem."""
+    texts: list[Path] = []
+    jsons: dict[str, Path] = {}
     for path in sorted(directory.rglob("*")):
         if not path.is_file() or path.name.startswith("."):
             continue
         suffix = path.suffix.lower()
-        kind = "json" if suffix in JSON_SUFFIXES else "text" if suffix in TEXT_SUFFIXES else None
-        if kind is None:
-            continue
-        stem = str(path.relative_to(directory).with_suffix(""))
-        groups.setdefault(stem, {}).setdefault(kind, path)
-    return [LogSet(stem, g.get("text"), g.get("json")) for stem, g in sorted(groups.items())]
+        if suffix in JSON_SUFFIXES:
+            jsons[str(path.relative_to(directory))] = path
+        elif suffix in TEXT_SUFFIXES:
+            texts.append(path)
+    by_name: dict[str, list[str]] = {}
+    for rel in jsons:
+        by_name.setdefault(Path(rel).name, []).append(rel)
+    sets = []
+    for text in texts:
+        text_rel = text.relative_to(directory)
+        named = _json_named_in(text)
+        twin = _pick_named(named, text_rel, by_name) if named else None
+        if twin is None and not named:
+            stem_twin = str(text_rel.with_suffix(".json"))
+            twin = stem_twin if stem_twin in jsons else None
+        stem = str(text_rel.with_suffix(""))
+        sets.append(LogSet(stem, text, jsons.pop(twin) if twin else None))
+    sets += [LogSet(str(Path(rel).with_suffix("")), None, path) for rel, path in jsons.items()]
+    return sorted(sets, key=lambda s: s.stem)
+
+
+def _json_named_in(text: Path) -> str | None:
+    with text.open("rb") as handle:
+        head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
+    m = _WRITING_JSON_RE.search(head)
+    return m.group(1).strip() if m else None
+
+
+def _pick_named(named: str, text_rel: Path, by_name: dict[str, list[str]]) -> str | None:
+    """The JSON file a text output names (its path was on the machine that ran it: match by
+    file name, preferring the one in the text's own folder)."""
+    candidates = by_name.get(Path(named).name, [])
+    same_dir = [c for c in candidates if Path(c).parent == text_rel.parent]
+    pool = same_dir or candidates
+    if not pool:
+        return None
+    by_name[Path(named).name].remove(pool[0])
+    return pool[0]
 
 
 def _json_doc(path: Path | None) -> dict[str, Any]:
@@ -107,11 +147,28 @@ def _size_args(text: Path | None, doc: dict[str, Any], parsed: ParsedNcclTests) 
     return min(sizes), max(sizes), 2
 
 
-def _library(parsed: ParsedNcclTests, env: dict[str, str]) -> tuple[str, ComponentRef]:
-    version = nccl_version_text(parsed.nccl_library or parsed.nccl_headers)
-    is_r2 = any(name.startswith("R2CC_") for name in env)
-    recipe = "r2ccl" if is_r2 else "nccl"
-    return recipe, ComponentRef(recipe=recipe, ref=version)
+def library_of(
+    parsed: ParsedNcclTests, env: dict[str, str], events: list[Event]
+) -> tuple[str, ComponentRef, str]:
+    """(label, library, basis): what the output proves about the library that ran.
+
+    R2CC log lines prove R-2CCL; otherwise the version the output prints (nccl-tests'
+    `nccl-library=`, NCCL's `NCCL version` line) names an NCCL build; R2CC_* variables
+    without any R2CC line are only a guess, and the basis says so.
+    """
+    printed = next(
+        (e.details.get("version") for e in events if e.kind is EventKind.NCCL_VERSION), None
+    )
+    version = nccl_version_text(parsed.nccl_library or parsed.nccl_headers) or printed
+    if any(e.kind.value.startswith(_R2CC_EVENT_PREFIX) for e in events):
+        recipe, basis = "r2ccl", "R2CC log lines"
+    elif any(name.startswith("R2CC_") for name in env):
+        recipe, basis = "r2ccl", "guess: R2CC_* variables set, no R2CC log line"
+    elif version:
+        recipe, basis = "nccl", f"NCCL version {version} printed, no R2CC log line"
+    else:
+        recipe, basis = "nccl", "guess: no library version or R2CC line in the output"
+    return recipe, ComponentRef(recipe=recipe, ref=version), basis
 
 
 def _options(parsed: ParsedNcclTests, doc: dict[str, Any]) -> NcclTestsOptions:
@@ -128,11 +185,18 @@ def _options(parsed: ParsedNcclTests, doc: dict[str, Any]) -> NcclTestsOptions:
     )
 
 
-def reconstruct_spec(logs: LogSet, parsed: ParsedNcclTests, sweep: str, repeat: int = 0) -> RunSpec:
+def reconstruct_spec(
+    logs: LogSet,
+    parsed: ParsedNcclTests,
+    sweep: str,
+    repeat: int = 0,
+    events: list[Event] | None = None,
+    source: str | None = None,
+) -> RunSpec:
     """The RunSpec of an imported output, as far as the output tells it."""
     doc = _json_doc(logs.json)
     env = {k: v for k, v in _json_env(doc).items() if _SPEC_ENV_RE.match(k)}
-    label, library = _library(parsed, env)
+    label, library, _ = library_of(parsed, env, events or [])
     begin, end, factor = _size_args(logs.text, doc, parsed)
     hosts = sorted({d.host for d in parsed.devices}) or ["unknown"]
     collective = parsed.collective or _collective_from_name(logs.stem)
@@ -154,6 +218,7 @@ def reconstruct_spec(logs: LogSet, parsed: ParsedNcclTests, sweep: str, repeat: 
         options=_options(parsed, doc),
         deadline_s=0.0,
         repeat=repeat,
+        source=source,
     )
 
 
@@ -163,11 +228,15 @@ def _collective_from_name(stem: str) -> str | None:
     return collective_from_binary(first) if "_perf" in first else None
 
 
-def _provenance(logs: LogSet, parsed: ParsedNcclTests) -> Provenance:
+def _provenance(
+    logs: LogSet, parsed: ParsedNcclTests, events: list[Event], run_note: str = ""
+) -> Provenance:
     doc = _json_doc(logs.json)
     env, dropped = redact_env(_json_env(doc))
+    spec_env = {k: v for k, v in env.items() if _SPEC_ENV_RE.match(k)}
     return Provenance(
-        imported_from=", ".join(str(p.resolve()) for p in logs.sources),
+        imported_from=", ".join(str(p.resolve()) for p in logs.sources) + run_note,
+        library_basis=library_of(parsed, spec_env, events)[2],
         nccl_version=nccl_version_text(parsed.nccl_library or parsed.nccl_headers),
         nccl_tests_version=parsed.nccl_tests_version,
         cuda_version=env.get("CUDA_VERSION"),
@@ -188,24 +257,56 @@ def _start_time(doc: dict[str, Any]) -> float | None:
     return stamp.replace(tzinfo=timezone.utc).timestamp()
 
 
-def _events(text: Path | None) -> list[Event]:
-    if text is None:
-        return []
-    with text.open("rb") as handle:
-        return parse_events(handle)
+def _content_hash(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
 
 
-def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> tuple[str, str]:
-    """Import one log set; returns (run id, "imported" | "already imported" | skip reason)."""
-    parsed = parse_outputs(logs.text, logs.json)
-    events = _events(logs.text)
-    if not parsed.rows and not parsed.devices and not events:
+def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple[str, str]]:
+    """Import one log set, one run folder per run in it; returns (run id, "imported" |
+    "already imported" | skip reason) per run."""
+    source = f"{logs.stem}@{_content_hash(logs.sources)}"
+    if logs.text is None:
+        parsed = parse_outputs(None, logs.json)
+        return [_import_run(logs, store, repeat, parsed, [], None, source)]
+    runs = parse_text_runs(logs.text.read_bytes(), file_name=logs.text.name)
+    out = []
+    for index, (start, text, parsed) in enumerate(runs):
+        events = [e.model_copy(update={"line": e.line + start - 1}) for e in parse_events(text)]
+        several = len(runs) > 1
+        json_doc = logs.json if not several or _WRITING_JSON_RE.search(text) else None
+        if json_doc is not None:
+            parsed = combine(parsed, parse_json(json_doc.read_bytes()))
+        part = LogSet(logs.stem, logs.text, json_doc)
+        run_source = f"{source}#run{index + 1}" if several else source
+        body = text.encode() if several else None
+        out.append(_import_run(part, store, repeat, parsed, events, body, run_source))
+    return out
+
+
+def _import_run(
+    logs: LogSet,
+    store: st.RunStore,
+    repeat: int,
+    parsed: ParsedNcclTests,
+    events: list[Event],
+    body: bytes | None,
+    source: str,
+) -> tuple[str, str]:
+    if not parsed.is_nccl_tests and not events:
         return "", "no nccl-tests output and no NCCL/MPI event in it"
-    spec = reconstruct_spec(logs, parsed, store.sweep, repeat)
+    spec = reconstruct_spec(logs, parsed, store.sweep, repeat, events, source)
     if store.is_complete(spec.run_id):
         return spec.run_id, "already imported"
-    folder = store.start(spec, _provenance(logs, parsed))
-    if logs.text is not None:
+    note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
+    folder = store.start(spec, _provenance(logs, parsed, events, note))
+    if body is not None:
+        folder.write_stdout(body)
+    elif logs.text is not None:
         folder.copy_in(logs.text, st.STDOUT)
     if logs.json is not None:
         folder.copy_in(logs.json, st.RESULT_JSON)
@@ -220,28 +321,27 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
     """Import every log of `directory` into `results/<sweep>` (sweep: the folder's name)."""
     store = st.RunStore(results, sweep or directory.resolve().name)
     report = ImportReport(store.sweep_dir)
-    seen: Counter[str] = Counter()
     for logs in find_logs(directory):
         source = str(logs.sources[0])
         try:
-            key = _identity(logs)
-            run_id, status = import_logs(logs, store, repeat=seen[key])
-            seen[key] += 1
+            results_of = import_logs(logs, store)
         except (OSError, ValueError) as exc:
+            if (
+                isinstance(exc, OSError)
+                and exc.filename
+                and store.sweep_dir in Path(exc.filename).parents
+            ):
+                raise  # the results folder cannot be written: not the input's fault
             report.skipped.append((source, f"unreadable: {exc}"))
             continue
-        if status == "imported":
-            report.imported.append((run_id, source))
-        elif status == "already imported":
-            report.already.append((run_id, source))
-        else:
-            report.skipped.append((source, status))
+        for run_id, status in results_of:
+            if status == "imported":
+                report.imported.append((run_id, source))
+            elif status == "already imported":
+                report.already.append((run_id, source))
+            else:
+                report.skipped.append((source, status))
     return report
-
-
-def _identity(logs: LogSet) -> str:
-    """Outputs whose names differ only by folder share a spec: number them as repeats."""
-    return Path(logs.stem).name
 
 
 def variant(stem: str) -> str:

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Placement = Literal["out_of_place", "in_place"]
+CollectiveSource = Literal["program_line", "json_args", "run_spec", "columns", "file_name"]
 
 
 class _Frozen(BaseModel):
@@ -84,7 +85,36 @@ class ParsedNcclTests(_Frozen):
     oob_failed: bool | None = None
     avg_busbw_gbps: float | None = None
     concluded: bool = Field(default=False, description="saw '# Collective test concluded'")
+    footer: bool = Field(default=False, description="saw the '# Avg bus bandwidth' footer")
+    header: bool = Field(default=False, description="saw the '# nThread ...' header line")
+    collective_from: CollectiveSource | None = Field(
+        default=None, description="how the collective was known"
+    )
     warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def is_nccl_tests(self) -> bool:
+        """True when anything in the input is nccl-tests' own output."""
+        return bool(
+            self.header
+            or self.nccl_tests_version
+            or self.devices
+            or self.rows
+            or self.footer
+            or self.concluded
+        )
+
+    @property
+    def complete(self) -> bool:
+        """Whether the output ends as a complete run ends, by the markers of its version.
+
+        Releases that print `# nccl-tests version` (2.17.4 and later) all end with
+        `# Collective test concluded`; older ones (no version line) end with the
+        `# Avg bus bandwidth` footer, and 2.16.7 to 2.17.3 with both (see docs/records.md).
+        """
+        if self.concluded:
+            return True
+        return self.nccl_tests_version is None and self.footer
 
     @property
     def cycles(self) -> int:
@@ -120,6 +150,8 @@ class EventKind(str, Enum):
     MPI_PROCESS_EXIT = "mpi_process_exit"
     MPI_JOB_ABORTED = "mpi_job_aborted"
     LAUNCH_ERROR = "launch_error"
+    PROCESS_SIGNAL = "process_signal"
+    BACKTRACE_FRAME = "backtrace_frame"
 
 
 class Event(_Frozen):
@@ -147,6 +179,7 @@ class OutcomeStatus(str, Enum):
     LAUNCH_FAILED = "launch_failed"
     BUILD_FAILED = "build_failed"
     INTERRUPTED = "interrupted"
+    NOT_NCCL_TESTS = "not_nccl_tests"
 
 
 class Evidence(_Frozen):

@@ -8,6 +8,8 @@ Public API:
   JSON file cut short by a crash.
 - `combine(text, json)`: text result completed with what only the JSON has (per-iteration times).
 - `collective_from_binary(name)`: `".../all_reduce_perf"` -> `"all_reduce"`.
+- `split_runs(source)`: the runs of a text output holding several (a shell loop's output),
+  split at each new nccl-tests header; `parse_text_runs` parses each.
 
 None of them raise on bad input: whatever was understood is returned, and what was not is
 listed in `ParsedNcclTests.warnings`.
@@ -23,7 +25,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from r2bench.records.models import Device, ParsedNcclTests, PerIteration, Placement, ResultRow
+from r2bench.records.models import (
+    CollectiveSource,
+    Device,
+    ParsedNcclTests,
+    PerIteration,
+    Placement,
+    ResultRow,
+)
 
 MAX_LINE = 8192  # longer lines are not nccl-tests lines (binary garbage, runaway logs)
 MAX_WARNINGS = 50
@@ -46,7 +55,17 @@ _ARG_RES = {
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|inf)")
 _STARTING_RE = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
-_CONCLUDED_RE = re.compile(r"^#\s*Collective test concluded")
+_CONCLUDED_RE = re.compile(r"^#\s*Collective test concluded:?\s*(\S*)")
+# Lines that open a run's header, in the order nccl-tests prints them (all optional but nThread).
+_RUN_START_RE = re.compile(
+    r"^#\s*(?:Writing JSON output to|nccl-tests version|Collective test starting|nThread \d)"
+)
+_NTHREAD_RE = re.compile(r"^#\s*nThread \d")
+_TYPE_BYTES = {
+    "int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8,
+    "uint64": 8, "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8,
+    "float64": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1,
+}  # fmt: skip
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_RE = re.compile(r"^\d{2}:\d{2}:\d{2}$")
 _INT_RE = re.compile(r"^[-+]?\d+$")
@@ -133,18 +152,24 @@ def iter_lines(source: str | bytes | Iterable[str] | Iterable[bytes]) -> Iterato
 
 
 def parse_text(
-    source: str | bytes | Iterable[str] | Iterable[bytes], binary_name: str | None = None
+    source: str | bytes | Iterable[str] | Iterable[bytes],
+    binary_name: str | None = None,
+    *,
+    file_name: str | None = None,
+    first_line: int = 1,
 ) -> ParsedNcclTests:
     """Parse nccl-tests stdout/stderr (possibly interleaved with NCCL logs, truncated, garbage).
 
-    `binary_name` (the test binary that was run) names the collective when the output has no
-    `# Collective test starting:` line. An iterable should yield lines with their line ends
-    (as a file does): a last line without one is taken as cut short and its row is dropped.
+    The collective is taken from what the output says (the program name line, then the
+    redop/root/count columns), then `binary_name` (the test binary that was run), then the
+    `file_name` as a last resort; `collective_from` says which. An iterable should yield lines
+    with their line ends (as a file does): a last line without one is taken as cut short and
+    its row is dropped. `first_line` numbers the lines of a run cut out of a longer file.
     """
     st = _State()
     lineno, raw, rows_before = 0, "\n", 0
     try:
-        for lineno, raw in enumerate(_raw_lines(source), start=1):
+        for lineno, raw in enumerate(_raw_lines(source), start=first_line):
             rows_before = len(st.rows)
             _parse_line(st, lineno, raw.rstrip("\r\n"))
     except Exception as exc:  # a broken reader must not lose what was parsed so far
@@ -155,9 +180,77 @@ def parse_text(
         st.warn(f"line {lineno}: last line has no line end; its result row was dropped")
     if st.pending is not None:
         st.warn(f"line {st.pending[0]}: result row cut short (no measurements)")
-    if "collective" not in st.fields and binary_name:
-        st.fields["collective"] = collective_from_binary(binary_name)
+    _settle_collective(st, binary_name, file_name)
     return _finish(st)
+
+
+def _settle_collective(st: _State, binary_name: str | None, file_name: str | None) -> None:
+    if st.fields.get("collective"):
+        return
+    named: tuple[CollectiveSource, str | None] = (
+        ("run_spec", collective_from_binary(binary_name))
+        if binary_name
+        else ("file_name", collective_from_file_name(file_name))
+    )
+    candidates = collectives_from_columns(st.rows, len({d.rank for d in st.devices}))
+    if named[1] and (not candidates or named[1] in candidates):
+        st.fields.update(collective=named[1], collective_from=named[0])
+    elif len(candidates) == 1:
+        st.fields.update(collective=candidates[0], collective_from="columns")
+    elif candidates:
+        st.warn(f"collective not named; its columns fit {' or '.join(candidates)}")
+
+
+def collective_from_file_name(name: str | None) -> str | None:
+    """`logs/all_reduce_perf.socket.c1.txt` -> `all_reduce`; names without `_perf` tell nothing."""
+    if not name:
+        return None
+    first = name.replace("\\", "/").rsplit("/", 1)[-1].split(".")[0]
+    return collective_from_binary(first) if "_perf" in first else None
+
+
+def collectives_from_columns(rows: list[ResultRow], ranks: int) -> tuple[str, ...]:
+    """The collectives whose nccl-tests rows look like these: redop (none or an operation),
+    root (-1 or a rank) and size / (count x type size) (1, or the number of ranks)."""
+    if not rows:
+        return ()
+    row = rows[-1]
+    width = _TYPE_BYTES.get(row.type)
+    ratio = row.size_bytes / (row.count * width) if width and row.count else None
+    reduces, rooted = row.redop != "none", row.root >= 0
+    per_rank = ratio is not None and ranks > 1 and abs(ratio - ranks) < 1e-9
+    if rooted:
+        return ("reduce",) if reduces else () if per_rank else ("broadcast",)
+    if reduces:
+        return ("reduce_scatter",) if per_rank else ("all_reduce", "sendrecv")
+    return ("all_gather", "alltoall") if per_rank else ()
+
+
+def split_runs(source: str | bytes | Iterable[str] | Iterable[bytes]) -> list[tuple[int, str]]:
+    """Cut a text output into runs at each new nccl-tests header (the output of a shell loop
+    that ran several tests into one file). Returns (first line number, text) per run; text
+    before the first header stays with the first run."""
+    runs: list[tuple[int, list[str]]] = [(1, [])]
+    header_done = False
+    for lineno, raw in enumerate(_raw_lines(source), start=1):
+        if _RUN_START_RE.match(raw.lstrip()):
+            if header_done:
+                runs.append((lineno, []))
+                header_done = False
+            if _NTHREAD_RE.match(raw.lstrip()):
+                header_done = True
+        runs[-1][1].append(raw)
+    return [(start, "".join(lines)) for start, lines in runs if lines]
+
+
+def parse_text_runs(
+    source: str | bytes | Iterable[str] | Iterable[bytes], *, file_name: str | None = None
+) -> list[tuple[int, str, ParsedNcclTests]]:
+    """Each run of a text output: (first line number, its text, what it says)."""
+    return [
+        (start, text, parse_text(text, file_name=file_name, first_line=start))
+        for start, text in split_runs(source)
+    ]
 
 
 def _finish(st: _State) -> ParsedNcclTests:
@@ -219,18 +312,24 @@ def _parse_comment(st: _State, lineno: int, line: str) -> None:
             st.fields["nccl_headers"] = int(m.group(2)) if m.group(2) else None
             st.fields["nccl_library"] = int(m.group(3)) if m.group(3) else None
     elif line.startswith("# nThread"):
+        st.fields["header"] = True
         _parse_args_line(st, line)
     elif (m := _DEVICE_RE.match(line)) is not None:
         st.devices.append(_device(m))
     elif (m := _STARTING_RE.match(line)) is not None:
         st.fields["collective"] = collective_from_binary(m.group(1))
+        st.fields["collective_from"] = "program_line"
     elif (m := _OOB_RE.match(line)) is not None:
         st.fields["oob_values"] = int(m.group(1))
         st.fields["oob_failed"] = m.group(2) == "FAILED" or int(m.group(1)) > 0
     elif (m := _AVG_RE.match(line)) is not None:
         st.fields["avg_busbw_gbps"] = _to_float(m.group(1))
-    elif _CONCLUDED_RE.match(line):
+        st.fields["footer"] = True
+    elif (m := _CONCLUDED_RE.match(line)) is not None:
         st.fields["concluded"] = True
+        if m.group(1) and not st.fields.get("collective"):
+            st.fields["collective"] = collective_from_binary(m.group(1))
+            st.fields["collective_from"] = "program_line"
     elif "redop" in line and "size" in line:
         names = line.lstrip("#").split()
         st.columns = _Columns(has_root="root" in names, per_iter="i_min" in names)
@@ -331,6 +430,8 @@ def parse_json(data: str | bytes) -> ParsedNcclTests:
     except ValueError as exc:
         st.warn(f"JSON is incomplete or invalid ({exc}); salvaging complete results")
         doc = {"results": _salvage_results(data)}
+        if re.search(r'^\s*\{\s*"(?:version|start_time|results)"\s*:', data):
+            st.fields["header"] = True  # the start of an nccl-tests -J file, cut short
     if not isinstance(doc, dict):
         st.warn("JSON top level is not an object")
         return _finish(st)
@@ -381,6 +482,8 @@ def _json_header(st: _State, doc: dict[str, Any], cfg: dict[str, Any]) -> None:
     args = doc.get("args")
     if isinstance(args, list) and args and isinstance(args[0], str):
         st.fields["collective"] = collective_from_binary(args[0])
+        st.fields["collective_from"] = "json_args"
+        st.fields["header"] = True
     lib = doc.get("nccl_version")
     if isinstance(lib, int):
         st.fields["nccl_library"] = lib
@@ -404,7 +507,11 @@ def _json_header(st: _State, doc: dict[str, Any], cfg: dict[str, Any]) -> None:
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), (int, float)):
         st.fields["avg_busbw_gbps"] = float(avg["bandwidth"])
+        st.fields["footer"] = True
     st.fields["concluded"] = "end_time" in doc
+    version = doc.get("nccl_tests_version")
+    if isinstance(version, str):
+        st.fields["nccl_tests_version"] = version
 
 
 def _json_device(st: _State, dev: dict[str, Any]) -> None:

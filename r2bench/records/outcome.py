@@ -6,10 +6,12 @@ Public API: `classify(...) -> Outcome`. Rules, first match wins:
 2. `interrupted`       -> interrupted
 3. nccl-tests `Test timeout` or the harness deadline passed -> timeout
 4. launch errors (mpirun could not start it, missing binary/library) and no results -> launch_failed
-5. a rank died by a signal, a network/socket error, `Test NCCL failure`, a non-zero rank exit
+4b. nothing in the input is nccl-tests output and no log event is in it -> not_nccl_tests
+5. a process got a signal (its handler's signal line and backtrace), a rank died by a signal, a network/socket error, `Test NCCL failure`, a non-zero rank exit
    -> crashed, naming the rank and host that failed first
 6. `#wrong` > 0 or `Out of bounds values : N FAILED` -> wrong_results
-7. any other non-zero exit, or output that stops before the test concluded -> crashed
+7. any other non-zero exit, or output that stops before the end markers of its nccl-tests
+   version (`ParsedNcclTests.complete`) -> crashed
 8. otherwise -> ok
 """
 
@@ -63,7 +65,8 @@ def classify(
             reason=f"interrupted by the user after {ctx.n_rows} result rows",
             evidence=ctx.last_row_evidence(),
         )
-    for rule in (_timeout, _launch_failed, _crashed_by_events, _wrong_results, _fallback):
+    rules = (_timeout, _launch_failed, _not_nccl_tests, _crashed_by_events, _wrong_results)
+    for rule in (*rules, _fallback):
         outcome = rule(ctx, exit_code, timed_out, launch)
         if outcome is not None:
             return outcome
@@ -81,6 +84,11 @@ class _Context:
         self.pid_rank: dict[tuple[str | None, int | None], int] = (
             {(d.host, d.pid): d.rank for d in parsed.devices} if parsed else {}
         )
+
+    def ranks_of_pid(self, host: str | None, pid: int | None) -> list[int]:
+        """The ranks one process drives (several with `-g N`)."""
+        devices = self.parsed.devices if self.parsed else []
+        return sorted({d.rank for d in devices if (d.host, d.pid) == (host, pid)})
 
     def of(self, *kinds: EventKind) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
@@ -155,9 +163,55 @@ def _launch_failed(
     return None
 
 
+def _not_nccl_tests(
+    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
+) -> Outcome | None:
+    if ctx.parsed is None or ctx.parsed.is_nccl_tests or ctx.events or exit_code:
+        return None
+    return Outcome(
+        status=OutcomeStatus.NOT_NCCL_TESTS,
+        reason="no nccl-tests output (no header, result row or footer) and no NCCL/MPI log line",
+    )
+
+
+def _signal_in_process(ctx: _Context) -> Outcome | None:
+    """A process's own signal handler (Open MPI's) printed the signal and a backtrace."""
+    signals = ctx.of(EventKind.PROCESS_SIGNAL)
+    if not signals:
+        return None
+    first = signals[0]
+    frames = [
+        e
+        for e in ctx.of(EventKind.BACKTRACE_FRAME)
+        if (e.host, e.pid) == (first.host, first.pid) and e.details.get("frame") != "0"
+    ]
+    where = ""
+    if frames:
+        top = frames[0].details
+        name = top.get("object", "").rsplit("/", 1)[-1]
+        where = f" in {top['symbol']} ({name})" if top.get("symbol") else f" in {name}"
+    ranks = ctx.ranks_of_pid(first.host, first.pid)
+    rank = ranks[0] if len(ranks) == 1 else None
+    who = f"rank {rank}" if rank is not None else f"process {first.pid}"
+    if len(ranks) > 1:
+        who += f" (ranks {', '.join(map(str, ranks))})"
+    sig = first.details
+    return Outcome(
+        status=OutcomeStatus.CRASHED,
+        reason=f"{who} on {first.host} got signal {sig.get('signal')} "
+        f"({sig.get('signal_name')}){where} (after {ctx.n_rows} result rows)",
+        failed_rank=rank,
+        failed_host=first.host,
+        evidence=ctx.evidence([first, *frames[:2]]),
+    )
+
+
 def _crashed_by_events(
     ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
 ) -> Outcome | None:
+    in_process = _signal_in_process(ctx)
+    if in_process is not None:
+        return in_process
     signaled = ctx.of(EventKind.MPI_PROCESS_SIGNALED)
     network = sorted(ctx.of(*_NETWORK_KINDS), key=lambda e: (e.time is None, e.time, e.line))
     nccl_fail = ctx.of(EventKind.TEST_NCCL_FAILURE)
@@ -229,10 +283,15 @@ def _fallback(
             reason=f"launcher {how} after {ctx.n_rows} result rows",
             evidence=ctx.last_row_evidence(),
         )
-    if ctx.parsed is not None and not ctx.parsed.concluded:
+    if ctx.parsed is not None and not ctx.parsed.complete:
+        ends = (
+            "# Collective test concluded"
+            if ctx.parsed.nccl_tests_version
+            else "the '# Avg bus bandwidth' footer"
+        )
         return Outcome(
             status=OutcomeStatus.CRASHED,
-            reason=f"output ends after {ctx.n_rows} result rows, before the test concluded",
+            reason=f"output ends after {ctx.n_rows} result rows, before the test concluded ({ends})",
             evidence=ctx.last_row_evidence(),
         )
     avg = ctx.parsed.avg_busbw_gbps if ctx.parsed else None

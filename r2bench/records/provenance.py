@@ -68,6 +68,11 @@ class Provenance(BaseModel):
     python: str = Field(default_factory=lambda: sys.version.split()[0])
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     imported_from: str | None = None
+    library_basis: str | None = Field(
+        default=None,
+        description="how the library is known: 'R2CC log lines', 'NCCL version x.y.z' (proven) "
+        "or 'guess: ...'",
+    )
     node_utc_offset_s: float = Field(
         default=0.0, description="offset of the nodes' local clock (nccl-tests -S stamps) to UTC"
     )

@@ -33,6 +33,7 @@ from r2bench.records.events import parse_events
 from r2bench.records.models import Event, Outcome, ParsedNcclTests
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
+from r2bench.records.provenance import nccl_version_text
 
 TABLE_NAMES = ("results", "iterations", "events", "runs")
 MAX_WORKERS = 8
@@ -345,9 +346,10 @@ def _run_row(
         "avg_busbw_gbps": run.parsed.avg_busbw_gbps,
         "n_faults": len({f.fault for f in rec.faults if f.action == "inject"}),
         "nccl_tests_version": run.parsed.nccl_tests_version,
-        "nccl_library": run.parsed.nccl_library,
+        "nccl_library": nccl_version_text(run.parsed.nccl_library),
         "n_warnings": len(run.parsed.warnings),
         "imported_from": rec.provenance.get("imported_from"),
+        "library_basis": rec.provenance.get("library_basis"),
         "path": os.path.relpath(rec.path, sweep_dir),
     }
     row["env"] = spec.get("env") or {}
@@ -368,7 +370,7 @@ def _runs_frame(rows: list[dict[str, Any]], env_names: list[str]) -> pd.DataFram
     for name in env_names:
         cols[env_column(name)] = [r["env"].get(name) for r in rows]
     frame = pd.DataFrame(cols)
-    for name in ("repeat", "ranks", "failed_rank", "exit_code", "nccl_library"):
+    for name in ("repeat", "ranks", "failed_rank", "exit_code"):
         frame[name] = frame[name].astype("Int64")
     return frame
 

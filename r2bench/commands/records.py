@@ -1,6 +1,7 @@
 """The functions behind `r2bench parse`, `r2bench import` and `r2bench report`.
 
-Each returns the process exit code: 0 done, 2 a path that cannot be read (or a bad option).
+Each returns the process exit code: 0 done, 1 (`parse`) an input that is not nccl-tests
+output, 2 a path that cannot be read (or a bad option).
 """
 
 from __future__ import annotations
@@ -16,34 +17,37 @@ from rich.text import Text
 
 from r2bench.records.events import parse_events
 from r2bench.records.importer import import_dir
-from r2bench.records.models import Event, Outcome, ParsedNcclTests
-from r2bench.records.nccltests import parse_json, parse_text
+from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
+from r2bench.records.nccltests import parse_json, parse_text, parse_text_runs
 from r2bench.records.outcome import classify
+from r2bench.records.provenance import nccl_version_text
+from r2bench.records.store import RunStore
 from r2bench.records.tables import build_tables, rebuild
 
 EXIT_OK = 0
+EXIT_NOT_NCCL_TESTS = 1
 EXIT_USAGE = 2
 REPORT_NAME = "report.html"
 _SNIFF_BYTES = 4096
 
 
-def _is_json(path: Path) -> bool:
-    if path.suffix.lower() == ".json":
-        return True
-    with path.open("rb") as handle:
-        return handle.read(_SNIFF_BYTES).lstrip()[:1] == b"{"
+def _is_json(name: str, data: bytes) -> bool:
+    return name.lower().endswith(".json") or data[:_SNIFF_BYTES].lstrip()[:1] == b"{"
 
 
-def parse_file(path: Path) -> tuple[ParsedNcclTests, list[Event], Outcome]:
-    """Parse one nccl-tests text/JSON output or NCCL log (streamed); raises OSError only."""
-    if _is_json(path):
-        parsed, events = parse_json(path.read_bytes()), []
-    else:
-        with path.open("rb") as handle:
-            parsed = parse_text(handle)
-        with path.open("rb") as handle:
-            events = parse_events(handle)
-    return parsed, events, classify(None, parsed=parsed, events=events, source=path.name)
+def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
+    """Parse one nccl-tests text/JSON output or NCCL log (`-` reads stdin); one entry per run
+    (a text file holding several runs is split at each new header). Raises OSError only."""
+    name = "stdin" if str(path) == "-" else path.name
+    data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    if _is_json(name, data):
+        parsed = parse_json(data)
+        return [(parsed, [], classify(None, parsed=parsed, events=[], source=name))]
+    out = []
+    for start, text, parsed in parse_text_runs(data, file_name=name) or [(1, "", parse_text(b""))]:
+        events = [e.model_copy(update={"line": e.line + start - 1}) for e in parse_events(text)]
+        out.append((parsed, events, classify(None, parsed=parsed, events=events, source=name)))
+    return out
 
 
 def file_summary(
@@ -59,8 +63,10 @@ def file_summary(
     doc: dict[str, Any] = {
         "file": str(path),
         "collective": parsed.collective,
+        "collective_from": parsed.collective_from,
         "nccl_tests_version": parsed.nccl_tests_version,
-        "nccl_library": parsed.nccl_library,
+        "nccl_library": nccl_version_text(parsed.nccl_library),
+        "nccl_headers": nccl_version_text(parsed.nccl_headers),
         "outcome": outcome.status.value,
         "reason": outcome.reason,
         "failed_rank": outcome.failed_rank,
@@ -96,7 +102,8 @@ def _num(value: float | int | None) -> str:
 
 
 def _rich_table(doc: dict[str, Any]) -> Table:
-    title = Text(f"{doc['file']}: {doc['collective'] or '?'} -> {doc['outcome']}")
+    run = f" (run {doc['run']})" if "run" in doc else ""
+    title = Text(f"{doc['file']}{run}: {doc['collective'] or '?'} -> {doc['outcome']}")
     table = Table(title=title, title_justify="left")
     for col in (
         "size (B)",
@@ -120,7 +127,13 @@ def _rich_table(doc: dict[str, Any]) -> Table:
 
 def _print_human(console: Console, doc: dict[str, Any]) -> None:
     console.print(_rich_table(doc))
-    head = f"nccl-tests {doc['nccl_tests_version'] or '?'}, NCCL {doc['nccl_library'] or '?'}"
+    how = (
+        f" (from the {doc['collective_from'].replace('_', ' ')})" if doc["collective_from"] else ""
+    )
+    head = (
+        f"collective {doc['collective'] or '?'}{how}; nccl-tests "
+        f"{doc['nccl_tests_version'] or '?'}, NCCL {doc['nccl_library'] or '?'}"
+    )
     console.print(
         Text(f"{head}; {len(doc['events'])} events; outcome {doc['outcome']}: {doc['reason']}")
     )
@@ -133,24 +146,32 @@ def _print_human(console: Console, doc: dict[str, Any]) -> None:
 def parse_command(files: list[Path], as_json: bool) -> int:
     """Parse nccl-tests outputs (text or -J JSON) and NCCL logs: result rows, events, outcome.
 
-    With --json, print one JSON object per file (JSON Lines). A crashed or hung run is not an
-    error (its outcome says crashed/timeout): exit 0; exit 2 if a file cannot be read.
+    `-` reads stdin. A file holding several runs gives one result per run. With --json, print
+    one JSON object per run (JSON Lines). A crashed or hung run is not an error (its outcome
+    says crashed/timeout): exit 0; exit 1 if an input is not nccl-tests output at all; exit 2 if
+    a file cannot be read.
     """
     console, errors = Console(width=max(Console().width, 132)), Console(stderr=True, soft_wrap=True)
     status = EXIT_OK
     for path in files:
         try:
-            doc = file_summary(path, *parse_file(path))
+            runs = parse_file(path)
         except OSError as exc:
             errors.print(
                 Text(f"r2bench parse: cannot read {path}: {exc.strerror or exc}"), style="red"
             )
             status = EXIT_USAGE
             continue
-        if as_json:
-            sys.stdout.write(json.dumps(doc) + "\n")
-        else:
-            _print_human(console, doc)
+        for index, run in enumerate(runs):
+            doc = file_summary(path, *run)
+            if len(runs) > 1:
+                doc["run"] = index + 1
+            if run[2].status is OutcomeStatus.NOT_NCCL_TESTS and status == EXIT_OK:
+                status = EXIT_NOT_NCCL_TESTS
+            if as_json:
+                sys.stdout.write(json.dumps(doc) + "\n")
+            else:
+                _print_human(console, doc)
     sys.stdout.flush()
     return status
 
@@ -163,6 +184,17 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if not directory.is_dir():
         errors.print(Text(f"r2bench import: {directory} is not a folder"), style="red")
+        return EXIT_USAGE
+    target = RunStore(results, sweep or directory.resolve().name).sweep_dir
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        errors.print(
+            Text(
+                f"r2bench import: cannot write the results folder {target}: {exc.strerror or exc}"
+            ),
+            style="red",
+        )
         return EXIT_USAGE
     try:
         report = import_dir(directory, results, sweep)
@@ -211,6 +243,14 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     except OSError as exc:  # e.g. a read-only copy of a sweep: report from memory
         errors.print(Text(f"warning: tables not written ({exc}); building them in memory"))
         tables = build_tables(sweep_dir)
+    if len(tables.runs) == 0:
+        errors.print(
+            Text(
+                f"r2bench report: no runs in {sweep_dir} (nothing to report; run a sweep or import)"
+            ),
+            style="red",
+        )
+        return EXIT_USAGE
     target = out or sweep_dir / REPORT_NAME
     try:
         figures = build_report(sweep_dir, tables, target)

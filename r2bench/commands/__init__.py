@@ -1,0 +1,5 @@
+"""The functions behind the CLI commands: argument handling, printing and exit codes.
+
+`cli.py` declares the commands (typer) and calls into this layer; this layer calls the
+packages that do the work (records, report, plan, ...). Nothing below it imports from here.
+"""
