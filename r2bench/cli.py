@@ -340,10 +340,8 @@ def sweep(
         bool, typer.Option("--skip-setup", help="Do not build (the nodes already have it).")
     ] = False,
 ) -> None:
-    from r2bench.sweep.command import SweepOptions, sweep_command
-    from r2bench.sweep.command import dry_run as show_plan
-    from r2bench.sweep.embedded import EmbeddedTestbedError
-    from r2bench.sweep.lock import LockedError
+    from r2bench.commands.sweep import sweep_cli
+    from r2bench.sweep.command import SweepOptions
 
     console = _stderr()
     if rerun not in (None, "failed"):
@@ -353,11 +351,7 @@ def sweep(
         experiment, testbed, results, rerun == "failed", quiet, keep_testbed, skip_setup
     )
     with config_errors(console):
-        try:
-            code = show_plan(options, console) if dry_run else sweep_command(options, console)
-        except (EmbeddedTestbedError, LockedError, FileNotFoundError) as exc:
-            console.print(str(exc), style="red", markup=False)
-            raise typer.Exit(EXIT_USAGE) from None
+        code = sweep_cli(options, dry_run, console)
     raise typer.Exit(code)
 
 
@@ -373,10 +367,10 @@ def heal(testbed: TestbedRequired) -> None:
 
     Example: [bold]r2bench heal -t experiments/testbeds/cloudlab-2node.yaml[/]
     """
-    from r2bench.sweep.manual import heal_command
+    from r2bench.commands.sweep import heal_cli
 
     with config_errors(_stderr()):
-        code = heal_command(testbed)
+        code = heal_cli(testbed, Console())
     raise typer.Exit(code)
 
 
@@ -407,13 +401,14 @@ def _fault_command(action: str) -> Callable[..., None]:
             ),
         ] = 300.0,
     ) -> None:
-        from r2bench.sweep.manual import ManualFault, fault_command
+        from r2bench.commands.sweep import fault_cli
+        from r2bench.sweep.manual import ManualFault
 
         console = _stderr()
         params = dict(p.split("=", 1) for p in param or [] if "=" in p)
         fault = ManualFault(kind, node, nic, params, lease_s)
         with config_errors(console):
-            code = fault_command(testbed, fault, action, console)
+            code = fault_cli(testbed, fault, action, console)
         raise typer.Exit(code)
 
     verb = "Inject" if action == "inject" else "Revert"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -33,7 +34,7 @@ from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
 from r2bench.setup.report import Status as BuildStatus
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
-from r2bench.sweep.embedded import EmbeddedTestbed, embedded_testbed
+from r2bench.sweep.embedded import EmbeddedTestbed, embedded_description, embedded_testbed
 from r2bench.sweep.lock import SweepLock
 from r2bench.sweep.nodeside import injectors_dir, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
@@ -248,13 +249,9 @@ def _tables_and_report(store: RunStore, console: Console) -> None:
 
 
 def dry_run(options: SweepOptions, console: Console) -> int:
-    """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it."""
-    testbed = options.testbed
-    if testbed is None:
-        with suppress(Exception):
-            testbed = embedded_testbed().testbed_file
-    if testbed is None:
-        console.print("[red]--dry-run without a testbed needs the embedded one up (root)[/]")
-        return EXIT_USAGE
-    print_plan(make_plan(load_inputs(options.experiment, testbed)), Console(), commands=True)
+    """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it (with no testbed
+    given: the embedded one as it would be brought up; nothing is brought up)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        testbed = options.testbed or embedded_description(Path(tmp))
+        print_plan(make_plan(load_inputs(options.experiment, testbed)), Console(), commands=True)
     return EXIT_OK

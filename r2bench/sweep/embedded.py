@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from r2bench.virtual.describe import build_testbed, to_yaml
 from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
+from r2bench.virtual.plan import VirtualSpec, default_state_dir, plan_testbed
 from r2bench.virtual.state import Manifest, StatePaths
 from r2bench.virtual.teardown import TestbedError, teardown
 
@@ -39,6 +40,22 @@ class EmbeddedTestbed:
     def take_down(self) -> None:
         """Remove the testbed (only call when `created`)."""
         teardown(self.name, self.state, lambda _: None)
+
+
+def _spec(name: str, nics: int, rate: str | None) -> VirtualSpec:
+    return VirtualSpec(
+        name=name, nodes=EMBEDDED_NODES, nics=nics, rate=rate, state_dir=default_state_dir(name)
+    )
+
+
+def embedded_description(
+    folder: Path, nics: int = EMBEDDED_NICS, rate: str | None = EMBEDDED_RATE
+) -> Path:
+    """The testbed file the embedded testbed would have, written into `folder` without
+    bringing anything up (for `--dry-run`)."""
+    path = folder / "embedded-testbed.yaml"
+    path.write_text(to_yaml(build_testbed(plan_testbed(_spec(EMBEDDED_NAME, nics, rate)), {})))
+    return path
 
 
 def embedded_testbed(
