@@ -1,28 +1,33 @@
-"""Failover figures on the virtual testbed, through the real chain (root; Linux).
+"""Failover figures of an experiment on the virtual testbed, through the real chain (root; Linux).
 
-    python benchmarks/bench_failover_virtual.py [--repeats 5] [--size 8M] [--iters 60]
+    python benchmarks/bench_failover_virtual.py [EXPERIMENT] [--nics 4] [--rate 400mbit]
+        [--repeats N] [--json FILE]
 
-Brings up a 2-node x 2-NIC virtual testbed, plans a one-size all_reduce of the emulated
-collective with `r2bench plan` machinery, and for R2CC_MODE 0, 1 and 2 runs the plan's own mpirun
-line on node0 over ssh while node1's nic1 is taken down with `injectors/link.sh` once the timed
-loop has started (and healed 3 s later). Each run is classified by r2bench.records, and the
-per-iteration times give the stall (slowest iteration) and busbw before vs after the fault.
-The testbed is removed at the end.
+Brings up a 2-node virtual testbed (default 4 data NICs, each capped with tbf at --rate both
+ways), plans EXPERIMENT (default experiments/quickstart.yaml) with r2bench's planner, and runs
+every planned run by hand: the plan's own mpirun line on the launch node over ssh, each fault's
+`injectors/link.sh` inject on its node `after_s` after the job's first result line (or after
+launch) and its revert `duration_s` later (or when the job ends). Each run is classified by
+r2bench.records; the per-iteration times of the largest size, placed on the controller's clock
+from the first result line, give the stall (slowest iteration) and busbw before the fault,
+during it (after the stall iteration) and after the heal, as ratios of the before value. The
+testbed is removed at the end. Last lines: one per mode and scenario with the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r2bench.config.load import load_testbed
@@ -36,121 +41,215 @@ from r2bench.virtual.plan import VirtualSpec, default_state_dir
 from r2bench.virtual.teardown import teardown
 
 REPO = Path(__file__).resolve().parents[1]
-HEADER = "#       size"
-EXPERIMENT = """name: failover-figures
-libraries: {{emulated: {{recipe: emulated-lib}}}}
-benchmark: {{recipe: emulated}}
-sizes: [{size}]
-options: {{iterations: {iters}, warmup: 1, timestamps: false, timeout_s: 60}}
-env: {{NCCL_DEBUG: INFO, R2CC_FAILOVER_TIMEOUT_MS: 500}}
-scenarios:
-  - name: nic1-down
-    faults: [{{kind: link_down, node: node1, nic: nic1, trigger: {{after_s: 0.3, since: first_result}}, duration_s: 3}}]
-sweep:
-  matrix: {{R2CC_MODE: [0, 1, 2], scenario: [nic1-down]}}
-repeats: {repeats}
-deadline_s: 120
-"""
+ROW = re.compile(r"^\s+\d+\s+\d+\s+float\s")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Figures:
+    """One run: outcome, wall time and the busbw timeline of the largest size."""
+
+    run_id: str
     mode: str
+    scenario: str
     outcome: str
     seconds: float
-    stall_ms: float | None
-    busbw_before: float | None
-    busbw_after: float | None
+    stall_ms: float | None = None
+    before: float | None = None
+    during: float | None = None
+    after: float | None = None
+    iter_ms: list[float] | None = None
+    phases: list[str] | None = None
+
+    def ratio(self, value: float | None) -> float | None:
+        """`value` over the pre-fault busbw."""
+        return value / self.before if value and self.before else None
 
 
 def ssh(config: str, node: str, command: str) -> list[str]:
+    """argv of one command on a node through the testbed's ssh_config."""
     return ["ssh", "-F", config, node, command]
+
+
+class Job:
+    """The launch line running on its node; stdout lines are time-stamped as they arrive."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        self.first_row: float | None = None
+        self.err = ""
+        threading.Thread(target=self._read_out, daemon=True).start()
+        self.err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self.err_reader.start()
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if self.first_row is None and ROW.match(line):
+                self.first_row = time.monotonic()
+            self.lines.append(line)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.err = self.proc.stderr.read()
+
+    def wait_until(self, moment: float) -> bool:
+        """Sleep until `moment` (monotonic); False if the job ended first."""
+        while time.monotonic() < moment:
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def anchor(self, since: str, timeout: float) -> float | None:
+        """The moment a trigger counts from: launch, or the first result line."""
+        if since != "first_result":
+            return self.started
+        deadline = time.monotonic() + timeout
+        while self.first_row is None and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.first_row
 
 
 def run_once(run: PlannedRun, config: str) -> Figures:
     """One planned run; `config` is the testbed's ssh_config."""
     work = str(Path(run.run_dir).parents[1])
-    prepare = f"rm -rf {shlex.quote(run.run_dir)} && mkdir -p {shlex.quote(run.run_dir)} && cp -r {shlex.quote(str(REPO / 'injectors'))} {shlex.quote(work)}/"
-    subprocess.run(ssh(config, "node0", prepare), check=True)
-    fault = run.faults[0]
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        ssh(config, run.launch.node, run.launch.command),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    prepare = (
+        f"rm -rf {shlex.quote(run.run_dir)} && mkdir -p {shlex.quote(run.run_dir)} && "
+        f"cp -r {shlex.quote(str(REPO / 'injectors'))} {shlex.quote(work)}/"
     )
-    assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith(HEADER):
-            break
-    time.sleep(fault.inject_after_s)
-    subprocess.run(ssh(config, fault.node, fault.inject.command), check=True, capture_output=True)
+    subprocess.run(ssh(config, "node0", prepare), check=True)
+    # from the checkout, so that every rank imports this tree's r2bench (mpirun keeps the cwd)
+    launch = f"cd {shlex.quote(str(REPO))} && {run.launch.command}"
+    job = Job(ssh(config, run.launch.node, launch))
+    inject_at = heal_at = None
+    fault = run.faults[0] if run.faults else None
     try:
-        out, err = proc.communicate(timeout=90)
+        anchor = job.anchor(fault.since, run.spec.deadline_s) if fault else None
+        if fault and anchor is not None and job.wait_until(anchor + fault.inject_after_s):
+            subprocess.run(ssh(config, fault.node, fault.inject.command), check=True)
+            inject_at = time.monotonic()
+            if fault.heal_after_s is not None:
+                job.wait_until(anchor + fault.heal_after_s)
+                subprocess.run(ssh(config, fault.node, fault.revert.command), check=True)
+                heal_at = time.monotonic()
+        job.proc.wait(timeout=run.spec.deadline_s)
     finally:
-        subprocess.run(
-            ssh(config, fault.node, fault.revert.command), check=True, capture_output=True
+        if fault and inject_at is not None and heal_at is None:
+            subprocess.run(ssh(config, fault.node, fault.revert.command), check=True)
+        if job.proc.poll() is None:
+            job.proc.kill()
+            job.proc.wait()
+    seconds = time.monotonic() - job.started
+    job.err_reader.join(timeout=10)
+    out = "".join(job.lines)
+    outcome = classify(
+        job.proc.returncode, parsed=parse_text(out), events=parse_events(out + job.err)
+    )
+    figures = Figures(
+        run.spec.run_id, run.spec.env["R2CC_MODE"], run.spec.scenario, outcome.status.value, seconds
+    )
+    _timeline(figures, Path(run.run_dir) / "result.json", job.first_row, inject_at, heal_at)
+    return figures
+
+
+def _timeline(
+    fig: Figures, result: Path, start: float | None, inject: float | None, heal: float | None
+) -> None:
+    """Busbw per phase of the largest size's iterations (out-of-place then in-place)."""
+    if not result.is_file() or start is None:
+        return
+    rows = json.loads(result.read_text()).get("results") or []
+    if len(rows) < 2 or "in_place_per_iter" not in rows[-1]:
+        return
+    row = rows[-1]
+    times = [
+        t / 1e6 for k in ("out_of_place", "in_place") for t in row[f"{k}_per_iter"]["times_us"]
+    ]
+    busbw = [row["size"] / t / 1e9 for t in times]  # 2 ranks: busbw = algbw
+    ends = [start + sum(times[: i + 1]) for i in range(len(times))]
+    stall = max(range(len(times)), key=times.__getitem__)
+    phases = []
+    for i, end in enumerate(ends):
+        begin = end - times[i]
+        if inject is None or end < inject:
+            phases.append("before")
+        elif i == stall or begin < inject:
+            phases.append("stall")
+        elif heal is None or end < heal:
+            phases.append("during")
+        elif begin > heal:
+            phases.append("after")
+        else:
+            phases.append("heal")
+
+    def median(phase: str) -> float | None:
+        values = [b for b, p in zip(busbw, phases, strict=True) if p == phase]
+        return statistics.median(values) if values else None
+
+    fig.iter_ms = [round(t * 1e3, 1) for t in times]
+    fig.phases = phases
+    fig.stall_ms = times[stall] * 1e3 if inject is not None else None
+    fig.before, fig.during, fig.after = median("before"), median("during"), median("after")
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if value is not None else "-"
+
+
+def report(rows: list[Figures]) -> None:
+    """Per run, then medians per (mode, scenario)."""
+    print(f"{'mode':>4} {'scenario':>10} {'outcome':>9} {'run s':>6} {'stall ms':>9} "
+          f"{'busbw GB/s':>10} {'during':>7} {'after':>6}")  # fmt: skip
+    for r in rows:
+        print(
+            f"{r.mode:>4} {r.scenario:>10} {r.outcome:>9} {r.seconds:6.1f} {_fmt(r.stall_ms, 0):>9} "
+            f"{_fmt(r.before, 3):>10} {_fmt(r.ratio(r.during)):>7} {_fmt(r.ratio(r.after)):>6}"
         )
-    seconds = time.monotonic() - started
-    parsed = parse_text("".join(lines) + out)
-    events = parse_events(out + err)
-    outcome = classify(proc.returncode, parsed=parsed, events=events)
-    return Figures(run.spec.env["R2CC_MODE"], outcome.status.value, seconds, *_timeline(run))
+    print(f"total run time {sum(r.seconds for r in rows):.1f} s over {len(rows)} runs")
+    for key in sorted({(r.mode, r.scenario) for r in rows}):
+        group = [r for r in rows if (r.mode, r.scenario) == key]
+        outcomes = ",".join(sorted({r.outcome for r in group}))
 
+        def med(values: list[float | None]) -> float | None:
+            kept = [v for v in values if v is not None]
+            return statistics.median(kept) if kept else None
 
-def _timeline(run: PlannedRun) -> tuple[float | None, float | None, float | None]:
-    result = Path(run.run_dir) / "result.json"
-    if not result.is_file():
-        return None, None, None
-    results = json.loads(result.read_text()).get("results") or []
-    if not results or "out_of_place_per_iter" not in results[0]:
-        return None, None, None  # the job failed before finishing its first size
-    row = results[0]
-    times = row["out_of_place_per_iter"]["times_us"]
-    slowest = max(range(len(times)), key=times.__getitem__)
-    size, ranks = row["size"], len(run.spec.nodes)
-
-    def busbw(window: list[float]) -> float | None:
-        if not window:
-            return None
-        return size / statistics.median(window) / 1e3 * 2 * (ranks - 1) / ranks
-
-    return times[slowest] / 1e3, busbw(times[:slowest]), busbw(times[slowest + 1 :])
+        print(
+            f"mode={key[0]} scenario={key[1]} outcome={outcomes} "
+            f"run_s={_fmt(med([r.seconds for r in group]), 1)} "
+            f"stall_ms={_fmt(med([r.stall_ms for r in group]), 0)} "
+            f"busbw_gbps={_fmt(med([r.before for r in group]), 3)} "
+            f"during={_fmt(med([r.ratio(r.during) for r in group]))} "
+            f"after_heal={_fmt(med([r.ratio(r.after) for r in group]))}"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--size", default="8M")
-    parser.add_argument("--iters", type=int, default=300)
+    parser.add_argument("experiment", nargs="?", default=str(REPO / "experiments/quickstart.yaml"))
+    parser.add_argument("--nics", type=int, default=4)
+    parser.add_argument("--rate", default="400mbit", help="per-NIC cap; 'none' for no cap")
+    parser.add_argument("--name", default=f"bf{uuid.uuid4().hex[:6]}")
+    parser.add_argument("--only", default="", help="run only runs whose id contains this")
+    parser.add_argument("--json", default=None, help="write every run's figures here")
     args = parser.parse_args()
-    name = f"bf{uuid.uuid4().hex[:6]}"
-    state = default_state_dir(name)
-    with tempfile.TemporaryDirectory() as tmp:
-        experiment = Path(tmp) / "exp.yaml"
-        experiment.write_text(
-            EXPERIMENT.format(size=args.size, iters=args.iters, repeats=args.repeats)
-        )
-        try:
-            up(VirtualSpec(name=name, state_dir=state))
-            testbed_file = state / "testbed.yaml"
-            plan = make_plan(load_inputs(experiment, testbed_file))
-            config = load_testbed(testbed_file).nodes[0].ssh.config_file or ""
-            rows = [run_once(run, config) for run in plan.runs]
-        finally:
-            teardown(name, state, lambda _: None)
-    print(
-        f"{'mode':>4} {'outcome':>9} {'run s':>6} {'stall ms':>9} {'busbw before':>13} {'after':>7} {'after/before':>12}"
-    )
-    for r in rows:
-        ratio = f"{r.busbw_after / r.busbw_before:.2f}" if r.busbw_after and r.busbw_before else "-"
-        fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
-        print(
-            f"{r.mode:>4} {r.outcome:>9} {r.seconds:6.1f} {fmt(r.stall_ms):>9} {fmt(r.busbw_before):>13} {fmt(r.busbw_after):>7} {ratio:>12}"
-        )
+    rate = None if args.rate == "none" else args.rate
+    state = default_state_dir(args.name)
+    try:
+        up(VirtualSpec(name=args.name, nics=args.nics, rate=rate, state_dir=state))
+        testbed_file = state / "testbed.yaml"
+        plan = make_plan(load_inputs(Path(args.experiment), testbed_file))
+        config = load_testbed(testbed_file).nodes[0].ssh.config_file or ""
+        rows = [run_once(run, config) for run in plan.runs if args.only in run.spec.run_id]
+    finally:
+        teardown(args.name, state, lambda _: None)
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+    report(rows)
     return 0
 
 

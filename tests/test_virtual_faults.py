@@ -117,7 +117,7 @@ def run_with_fault(bed: Bed, mode: int, report: Path) -> Outcome:
             lines.append(line)
             if line.startswith(HEADER):
                 break
-        time.sleep(0.2)
+        time.sleep(1.0)  # past the warm-up (up to ~0.3 s on a loaded host): in the timed loop
         set_link(bed, "node1", "nic1", "down")
         out, err = proc.communicate(timeout=90)
     finally:
@@ -149,4 +149,6 @@ def test_failover_modes_complete_after_a_stall(bed: Bed, mode: int, tmp_path: Pa
     result = outcome.report["results"][0]
     assert result["out_of_place"]["nwrong"] == 0 and result["in_place"]["nwrong"] == 0
     assert _stall_us(outcome.report) >= 0.9 * FAILOVER_MS * 1000, outcome.report
-    assert "will simulate disable of device 1 (nic1)" in outcome.stderr
+    assert ("will simulate disable of device 1 (nic1)" in outcome.stderr) == (mode == 1)
+    assert "hot-repair gather complete: localMask=0x2 globalMask=0x2" in outcome.stderr
+    assert ("forcing R2CC_MODE=2" in outcome.stderr) == (mode == 1)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.records.events import parse_events
+from r2bench.records.models import EventKind
 from r2bench.workloads.nccl_format import (
     IterStats,
     bus_bandwidth,
@@ -22,7 +24,14 @@ from r2bench.workloads.nccl_format import (
     float_str,
     parse_size,
 )
-from r2bench.workloads.transport import FreezeHook, split_bytes
+from r2bench.workloads.transport import (
+    FreezeHook,
+    Nic,
+    RecvWindow,
+    Slot,
+    disconnected_nics,
+    split_bytes,
+)
 
 HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4py") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpirun or mpi4py missing")
@@ -190,17 +199,31 @@ def test_failover_modes_finish_clean(mode: int, tmp_path: Path) -> None:
     run = mpirun(2, [*STALL_ARGS, "-I", "1", "-J", str(out)], stall_env(mode))
     assert run.rc == 0, run.stdout + run.stderr
     check_rows(run, [262144], 2, per_iter=True)
-    lines = [m.groups() for m in map(LOG_LINE.match, run.stderr.splitlines()) if m]
-    messages = [(g[4], g[6]) for g in lines]
+    messages = log_messages(run)
     migrate = (
         "R2CC_MODE=1 (SEND): Channel 0 will simulate disable of device 0 (nic0) "
         "and use backup device 1 (nic1)"
     )
-    assert ("1", migrate) in messages, run.stderr
+    assert (("1", migrate) in messages) == (mode == 1), run.stderr
     assert ("1", "OOB: Broadcast HOT_REPAIR signal from rank 1 to 1 peers") in messages
     assert any(m.startswith("OOB: Received HOT_REPAIR signal 'HOT_REPAIR 1'") for _, m in messages)
-    forced = ("1", "R2CC: hot-repair detected, forcing R2CC_MODE=2") in messages
-    assert forced == (mode == 2)
+    assert ("1", "OOB: Sent STEP_SYNC channel=0 step=4 to rank 0") in messages, run.stderr
+    gather = [m for r, m in messages if "gather complete" in m]
+    # both ranks share this host, so OR-ing per node gives both the failed channel
+    assert gather == ["R2CC: hot-repair gather complete: localMask=0x1 globalMask=0x1"] * 2
+    forced = [r for r, m in messages if m == "R2CC: hot-repair detected, forcing R2CC_MODE=2"]
+    assert sorted(forced) == (["0", "1"] if mode == 1 else [])
+    kinds = {e.kind for e in parse_events(run.stderr)}
+    assert kinds >= {
+        EventKind.R2CC_HOT_REPAIR_BROADCAST,
+        EventKind.R2CC_HOT_REPAIR_RECEIVED,
+        EventKind.R2CC_STEP_SYNC,
+        EventKind.R2CC_GATHER_COMPLETE,
+        EventKind.R2CC_BACKUP_CONNECTED,
+        EventKind.R2CC_OOB_INIT,
+    }
+    assert (EventKind.R2CC_BACKUP_SWITCH in kinds) == (mode == 1)
+    assert (EventKind.R2CC_HOT_REPAIR_DETECTED in kinds) == (mode == 1)
     times = json.loads(out.read_text())["results"][0]["out_of_place_per_iter"]["times_us"]
     others = [t for i, t in enumerate(times) if i != 1]
     assert times[1] >= 0.9 * FAILOVER_MS * 1000, times
@@ -218,6 +241,80 @@ def test_three_ranks_only_frozen_rank_fails_over() -> None:
         m.group(5) for m in map(LOG_LINE.match, run.stderr.splitlines()) if m and m[6] == "WARN"
     ]
     assert warns == ["2"], run.stderr
+
+
+def log_messages(run: Run) -> list[tuple[str, str]]:
+    """(rank, message) of every NCCL log line on stderr."""
+    lines = [m.groups() for m in map(LOG_LINE.match, run.stderr.splitlines()) if m]
+    return [(g[4], g[6]) for g in lines]
+
+
+@needs_mpi
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_disconnected_hca_fails_its_channels_at_step_10(mode: int) -> None:
+    env = {"R2CC_MODE": str(mode), "R2CC_DISCONNECTED_HCA": "nic1", "R2B_NICS": "3"}
+    run = mpirun(2, ["-b", "64K", "-e", "64K", "-n", "12", "-w", "1"], env)
+    setup = (
+        "R2CC_DISCONNECTED_HCA: SEND channel 1 primary dev=1 (nic1) will inject failure at step 10"
+    )
+    assert ("0", setup) in log_messages(run) and ("1", setup) in log_messages(run)
+    if mode == 0:
+        assert run.rc == 3, run.stdout + run.stderr
+        assert "R2CC_DISCONNECTED_HCA: SEND channel 1 device 1 (nic1) injected" in run.stdout
+        return
+    assert run.rc == 0, run.stdout + run.stderr
+    check_rows(run, [65536], 2)
+    gathers = [m for _, m in log_messages(run) if "gather complete" in m]
+    assert gathers == ["R2CC: hot-repair gather complete: localMask=0x2 globalMask=0x2"] * 2
+    assert "stalled" not in run.stderr  # a software fault: no timeout waited for
+
+
+def test_disconnected_hca_matches_names_indices_and_suffixes() -> None:
+    nics = [Nic(0, "127.0.0.1", "mlx5_0"), Nic(1, "127.0.0.1", "mlx5_3"), Nic(2, "x", "eth2")]
+    assert disconnected_nics("mlx5_3", nics) == {1}
+    assert disconnected_nics("0", nics) == {0}
+    assert disconnected_nics("3, eth2", nics) == {1, 2}
+    assert disconnected_nics(" 2\t", nics) == {2}
+    assert disconnected_nics("", nics) == set() and disconnected_nics(None, nics) == set()
+    assert disconnected_nics("mlx5_9 nic7", nics) == set()
+
+
+def test_slot_coverage_merges_ranges() -> None:
+    slot = Slot(memoryview(bytearray(100)), 100)
+    slot.add(50, 100)
+    assert not slot.done() and slot.holds(60, 70) and not slot.holds(40, 60)
+    slot.add(0, 20)
+    slot.add(10, 50)
+    assert slot.done() and slot.covered == [(0, 100)]
+
+
+class _FakeConn:
+    def __init__(self) -> None:
+        import socket as socket_module
+
+        self.sock = socket_module.socket()
+
+
+def test_window_discards_replaced_units_and_duplicates() -> None:
+    import threading
+
+    window = RecvWindow(threading.Condition())
+    window.post(7, memoryview(bytearray(96)))
+    a, b = _FakeConn(), _FakeConn()
+    assert window.claim(a, 7, 0, 0, 48) is not None  # original unit 0 (its link then dies)
+    window.finish(7, 0, ok=False)
+    assert window.claim(b, 7, 2, 0, 24) is not None  # replacement parts of unit 0
+    window.finish(7, 2, ok=True)
+    assert window.claim(a, 7, 0, 0, 48) is None  # the old unit arriving late: discarded
+    assert window.claim(b, 7, 3, 24, 48) is not None
+    window.finish(7, 3, ok=True)
+    assert window.claim(b, 7, 1, 48, 96) is not None
+    window.finish(7, 1, ok=True)
+    with window.cond:
+        assert window.complete(7)
+    assert window.claim(b, 7, 4, 0, 24) is None  # a duplicate of received bytes
+    a.sock.close()
+    b.sock.close()
 
 
 def test_nic_map_picks_this_hosts_addresses() -> None:

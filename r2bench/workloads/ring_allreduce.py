@@ -17,8 +17,11 @@ JSON, ``-o sum`` and ``-d float`` only, ``-t 1 -g 1`` only. Emulator flag: ``--n
 Environment: ``R2B_NIC_ADDRS`` (comma list of this node's data-NIC IPv4 addresses; default
 ``127.0.0.1`` repeated ``R2B_NICS`` times, ``R2B_NICS`` default 2), ``R2B_NIC_MAP``
 (``node0=a,b;node1=c,d``: the same, for every node at once, picked by hostname), ``R2B_NIC_NAMES`` (comma
-list of names for log lines, default ``nic<i>``), ``R2CC_MODE`` (0 fail-stop, 1 migrate to a
-backup NIC, 2 rebalance over healthy NICs, 3 treated as 2; others rejected),
+list of names for log lines, default ``nic<i>``), ``R2CC_MODE`` (0 fail-stop, 1 hot repair
+onto one backup NIC, then mode 2 from the next collective on, 2 spread over the healthy NICs,
+3 treated as 2; others rejected; see :mod:`r2bench.workloads.transport`),
+``R2CC_DISCONNECTED_HCA`` (NIC names or indices: a software failure of those NICs' channels
+at step 10),
 ``R2CC_FAILOVER_TIMEOUT_MS`` (stall before failover; default 1000 ms in this emulator, where
 R2CCL would derive 32 s from NCCL_IB_TIMEOUT/NCCL_IB_RETRY_CNT), ``NCCL_DEBUG`` (INFO/WARN
 log lines on stderr, format in :mod:`r2bench.workloads.transport`), and the test hook
@@ -63,6 +66,7 @@ from r2bench.workloads.transport import (
     R2ccLog,
     RingTransport,
     TransportConfig,
+    disconnected_nics,
 )
 
 PROGRAM = "ring_allreduce"
@@ -225,6 +229,7 @@ class RingAllreduce:
     def run(self, buf: np.ndarray, timeout_s: int) -> None:
         """Sum-AllReduce ``buf`` (1-D float32, contiguous) in place across the ring."""
         deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+        self.transport.begin_collective()
         n, r, count = self.size, self.rank, len(buf)
         bounds = [c * count // n for c in range(n + 1)]
         raw = memoryview(buf.data).cast("B")
@@ -421,9 +426,9 @@ def setup(comm: Any, opts: Options, env: dict[str, str]) -> Bench:
     if comm.rank == 0 and opts.json_path:
         report, status = JsonReport.open(opts.json_path, sys.argv, dict(env))
         print(status, flush=True)
-    cfg = TransportConfig(
-        comm.rank, comm.size, nics, mode, fo_s, log, FreezeHook.parse(env.get("R2B_TEST_FREEZE"))
-    )
+    freeze = FreezeHook.parse(env.get("R2B_TEST_FREEZE"))
+    disconnected = disconnected_nics(env.get("R2CC_DISCONNECTED_HCA"), nics)
+    cfg = TransportConfig(comm.rank, comm.size, nics, mode, fo_s, log, freeze, disconnected)
     transport = RingTransport(cfg, comm.allgather)
     print_header(comm, header_config(opts, mode, nics, fo_s), opts, nics, report)
     max_count = max(opts.max_bytes // 4, 1)

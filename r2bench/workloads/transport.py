@@ -6,35 +6,29 @@ NIC i of rank r to NIC i of rank r+1, plus a pre-opened BACKUP connection per ch
 another NIC (channel i's backup uses NIC (i+1) % k), like R2CCL's PRIMARY/BACKUP pair.
 
 Protocol: every ring step carries a global step id ``g``. The sender splits the step's
-chunk into *shares* (one per channel) and sends ``header + payload`` on each share's
+chunk into *units* (one per channel in use) and sends ``header + payload`` on each unit's
 connection; the receiver places the payload at its offset in the destination buffer and
-acknowledges ``(g, share)`` on the same connection; while a receiver is not yet at step
+acknowledges ``(g, unit)`` on the same connection; while a receiver is not yet at step
 ``g`` it sends heartbeat frames instead, so a slow peer is not mistaken for a dead link. A
-share not acknowledged, with no send progress and no frame back on its connection for
-``R2CC_FAILOVER_TIMEOUT_MS``, is a stall:
+unit not acknowledged, with no send progress and no frame back on its connection for
+``R2CC_FAILOVER_TIMEOUT_MS``, is a stall. The receiver completes a step when the bytes it
+received cover the whole chunk; a resent unit (new id, flagged as a replacement) shuts
+down whatever older unit still writes into the same range, so nothing arrives late.
 
-* mode 0 (fail-stop) raises :class:`NetworkFailure`;
-* modes 1 and 2 resend every unacknowledged share of that connection on a backup
-  connection over a healthy NIC (attempt number + 1). The receiver accepts each share once
-  (a newer attempt shuts the older connection down first), so nothing is lost or doubled.
-  Mode 1 keeps the failed channel on the backup; mode 2 stripes later steps over the healthy
-  NICs by measured bandwidth.
+R2CC_MODE, as R-2CCL runs it:
 
-Log lines (stderr, when ``NCCL_DEBUG=INFO``; WARN lines also with ``NCCL_DEBUG=WARN``)::
-
-    [<epoch s>.<us 6 digits>] <host>:<pid>:<tid> [<rank>] NCCL INFO <message>
-    [<epoch s>.<us 6 digits>] <host>:<pid>:<tid> [<rank>] NCCL WARN <message>
-
-regex: ``^\\[(\\d+\\.\\d{6})\\] ([^:]+):(\\d+):(\\d+) \\[(\\d+)\\] NCCL (INFO|WARN) (.*)$``.
-Failover messages (R2CCL's wording):
-
-* ``R2CC_MODE=1 (SEND): Channel <c> will simulate disable of device <d> (<name>) and use
-  backup device <b> (<name>)`` and the same with ``(RECV)`` on the receiving rank;
-* ``OOB: Broadcast HOT_REPAIR signal from rank <r> to <n> peers``;
-  ``OOB: Received HOT_REPAIR signal 'HOT_REPAIR <r>' from <ip>:<port>``;
-* ``R2CC: hot-repair detected, forcing R2CC_MODE=2`` (mode 2, when rebalancing starts);
-* ``NCCL WARN NET/Socket : send to rank <p> on channel <c> device <d> (<name>) stalled
-  for <ms> ms`` on every detected stall.
+* mode 0 (NCCL baseline): a stall raises :class:`NetworkFailure` (the job aborts).
+* mode 1 (hot repair): the stalled channel's units move onto ONE pre-opened BACKUP
+  connection (channel c's backup is on NIC (c+1) % k) for the rest of the collective in
+  progress, so that NIC carries two shares. At the start of the next collective every
+  rank gathers the failed-channel masks through the MPI control plane (OR per node, then
+  globally, like R-2CCL's bootstrap allgather), and the job runs in mode 2 from then on.
+* mode 2 (balance): a stalled channel's units are spread over the healthy NICs at once,
+  and later steps stripe over them only.
+* The failed-channel mask is never cleared: a NIC that comes back is not used again.
+* ``R2CC_DISCONNECTED_HCA`` (NIC names or indices): the transport injects a failure on
+  that device's channels itself at step 10 (a software fault, no link touched); in mode 0
+  that aborts the job like a dead NIC.
 
 Test hook (for unit tests only): ``R2B_TEST_FREEZE=<rank>:<nic>:<coll>`` makes rank
 ``<rank>`` stop sending on every connection bound to its NIC ``<nic>`` from collective
@@ -58,8 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-HEADER = struct.Struct("!IQQIIQQ")  # magic, coll, g, share, attempt, offset, nbytes
-ACK = struct.Struct("!IQI")  # magic, g, share
+HEADER = struct.Struct("!IQQIIQQ")  # magic, coll, g, unit, flags, offset, nbytes
+ACK = struct.Struct("!IQI")  # magic, g, unit
 HELLO = struct.Struct("!IIIII")  # magic, rank, kind, channel, nic
 MAGIC = 0x52324243  # "R2BC"
 PRIMARY, BACKUP = 0, 1
@@ -67,6 +61,8 @@ KIND_NAMES = ("PRIMARY", "BACKUP")
 POLL_S = 0.02
 SCRATCH_BYTES = 1 << 20
 HEARTBEAT = (1 << 64) - 1  # ack frame meaning "receiver alive, step not posted yet"
+REPLACEMENT = 1  # header flag: this unit resends (part of) a unit that failed
+DISCONNECT_STEP = 10  # R2CC_DISCONNECTED_HCA takes effect at this step, as in R-2CCL
 
 
 @dataclass(frozen=True)
@@ -145,31 +141,68 @@ class TransportConfig:
     failover_timeout_s: float
     log: R2ccLog
     freeze: FreezeHook | None = None
+    disconnected: frozenset[int] = frozenset()
+    """NIC indices named by ``R2CC_DISCONNECTED_HCA`` (failed at step 10)."""
+
+
+def disconnected_nics(text: str | None, nics: list[Nic]) -> frozenset[int]:
+    """NIC indices that ``R2CC_DISCONNECTED_HCA`` names, as R-2CCL matches them.
+
+    Tokens are separated by commas, spaces or tabs; a token matches a NIC by name, or, when
+    numeric, by index or by the number after the last ``_`` of its name (``mlx5_2``)."""
+    out = set()
+    for token in (text or "").replace(",", " ").split():
+        for nic in nics:
+            suffix = nic.name.rpartition("_")[2] if "_" in nic.name else ""
+            numbers = {str(nic.index), suffix} if token.isdigit() else set()
+            if token == nic.name or str(int(token) if token.isdigit() else "") in numbers:
+                out.add(nic.index)
+    return frozenset(out)
 
 
 @dataclass
 class Share:
-    """A contiguous byte range of one ring step, sent on one connection."""
+    """A unit: a contiguous byte range of one ring step, sent on one connection."""
 
     coll: int
     g: int
     sid: int
-    attempt: int
+    flags: int
     offset: int
     view: memoryview
+    channel: int
     issued: float = 0.0
     conn: SendConn | None = None
 
 
 @dataclass
 class Slot:
-    """Receive state of one step: destination buffer, shares received and claimed."""
+    """Receive state of one step: destination buffer, byte ranges received, claims."""
 
     view: memoryview
     nbytes: int
-    got: int = 0
-    received: set[int] = field(default_factory=set)
-    claims: dict[int, tuple[RecvConn, int]] = field(default_factory=dict)
+    covered: list[tuple[int, int]] = field(default_factory=list)
+    seen: list[tuple[int, int, int]] = field(default_factory=list)  # (unit, start, end)
+    claims: dict[int, tuple[RecvConn, int, int]] = field(default_factory=dict)
+
+    def add(self, start: int, end: int) -> None:
+        """Mark ``[start, end)`` received (merged with what is already covered)."""
+        spans = sorted([*self.covered, (start, end)])
+        merged: list[tuple[int, int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        self.covered = merged
+
+    def done(self) -> bool:
+        """Every byte of the step is in place."""
+        return self.nbytes == 0 or self.covered == [(0, self.nbytes)]
+
+    def holds(self, start: int, end: int) -> bool:
+        """``[start, end)`` is already fully received."""
+        return any(lo <= start and end <= hi for lo, hi in self.covered)
 
 
 def _sock_recv_exact(sock: socket.socket, view: memoryview) -> bool:
@@ -193,7 +226,12 @@ def _shutdown(sock: socket.socket) -> None:
 
 
 class RecvWindow:
-    """Destination slots for incoming steps; arbitrates duplicate shares."""
+    """Destination slots for incoming steps; arbitrates overlapping units.
+
+    Units of one step that overlap are always a failed unit and its replacements (the
+    sender keeps its live units disjoint and numbers replacements higher). So a unit is
+    discarded when its range is already received or a newer overlapping unit was seen, and
+    an older overlapping unit still writing is shut down before a newer one writes."""
 
     def __init__(self, cond: threading.Condition) -> None:
         self.cond = cond
@@ -211,10 +249,10 @@ class RecvWindow:
     def complete(self, g: int) -> bool:
         """True when step ``g`` is fully received (or was never posted). Hold ``cond``."""
         slot = self.slots.get(g)
-        return slot is None or slot.got >= slot.nbytes
+        return slot is None or slot.done()
 
     def retire(self, g: int) -> None:
-        """Forget step ``g`` once the caller has consumed it."""
+        """Forget step ``g`` once the caller has consumed it (no claim is left on it)."""
         with self.cond:
             self.slots.pop(g, None)
 
@@ -225,33 +263,36 @@ class RecvWindow:
                 self.cond.wait(timeout)
             return g in self.slots or g <= self.latest or self.closing
 
-    def claim(self, conn: RecvConn, g: int, sid: int, attempt: int) -> memoryview | None:
-        """Reserve share ``sid`` of step ``g`` for ``conn``; None means discard the payload."""
+    def claim(self, conn: RecvConn, g: int, sid: int, start: int, end: int) -> memoryview | None:
+        """Reserve ``[start, end)`` of step ``g`` for unit ``sid``; None: discard the payload."""
         with self.cond:
             slot = self.slots.get(g)
-            if slot is None or sid in slot.received:
+            if slot is None or end > slot.nbytes or slot.holds(start, end):
                 return None
-            while sid in slot.claims and not self.closing:
-                holder, held_attempt = slot.claims[sid]
-                if held_attempt >= attempt:
-                    return None
-                _shutdown(holder.sock)
+            overlap = [u for u, lo, hi in slot.seen if lo < end and start < hi and u != sid]
+            if any(u > sid for u in overlap):
+                return None  # a newer unit replaced this one
+            slot.seen.append((sid, start, end))
+            while not self.closing and (
+                older := [u for u in overlap if u in slot.claims and slot.claims[u][0] is not conn]
+            ):
+                for u in older:
+                    _shutdown(slot.claims[u][0].sock)
                 self.cond.wait(POLL_S)
-            if sid in slot.received or self.closing:
+            if self.closing or slot.holds(start, end):
                 return None
-            slot.claims[sid] = (conn, attempt)
+            slot.claims[sid] = (conn, start, end)
             return slot.view
 
-    def finish(self, g: int, sid: int, nbytes: int, ok: bool) -> None:
-        """Record the end of a claimed share (``ok``: fully received)."""
+    def finish(self, g: int, sid: int, ok: bool) -> None:
+        """Record the end of a claimed unit (``ok``: fully received)."""
         with self.cond:
             slot = self.slots.get(g)
             if slot is None:
                 return
-            slot.claims.pop(sid, None)
-            if ok and sid not in slot.received:
-                slot.received.add(sid)
-                slot.got += nbytes
+            held = slot.claims.pop(sid, None)
+            if ok and held is not None:
+                slot.add(held[1], held[2])
             self.cond.notify_all()
 
 
@@ -264,7 +305,6 @@ class SendConn:
         self.last_progress = time.monotonic()
         self.dead = False
         self.broken = False
-        self.bw = 0.0  # measured bytes/s (EWMA over acknowledged shares)
         sock.settimeout(POLL_S)
         for target in (self._send_loop, self._ack_loop):
             threading.Thread(target=target, daemon=True).start()
@@ -302,7 +342,7 @@ class SendConn:
             while self._frozen(share) and not self.dead:
                 time.sleep(POLL_S)
             head = HEADER.pack(
-                MAGIC, share.coll, share.g, share.sid, share.attempt, share.offset, len(share.view)
+                MAGIC, share.coll, share.g, share.sid, share.flags, share.offset, len(share.view)
             )
             if not (self._send_all(memoryview(head)) and self._send_all(share.view)):
                 return
@@ -353,23 +393,21 @@ class RecvConn:
         return True
 
     def _one_share(self, head: bytes, scratch: memoryview) -> bool:
-        magic, _coll, g, sid, attempt, offset, nbytes = HEADER.unpack(head)
+        magic, _coll, g, sid, flags, offset, nbytes = HEADER.unpack(head)
         if magic != MAGIC:
             return False
-        if attempt > 0 and self.kind == BACKUP:
+        if flags & REPLACEMENT and self.kind == BACKUP:
             self.ring.note_backup_recv(self)
         window = self.ring.window
         while not window.wait_posted(g, self.ring.heartbeat_s):
             if not self._send_ack(HEARTBEAT, 0):  # "alive, not ready yet": not a stall
                 return False
-        dest = window.claim(self, g, sid, attempt)
+        dest = window.claim(self, g, sid, offset, offset + nbytes)
         if dest is None:
             ok = self._discard(nbytes, scratch)
         else:
-            ok = offset + nbytes <= len(dest) and _sock_recv_exact(
-                self.sock, dest[offset : offset + nbytes]
-            )
-            window.finish(g, sid, nbytes, ok)
+            ok = _sock_recv_exact(self.sock, dest[offset : offset + nbytes])
+            window.finish(g, sid, ok)
         return ok and self._send_ack(g, sid)
 
     def _send_ack(self, g: int, sid: int) -> bool:
@@ -430,6 +468,17 @@ class OobNet:
             f"to {self.cfg.size - 1} peers"
         )
 
+    def step_sync(self, peer: int, channel: int, step: int, failed: set[int]) -> None:
+        """Tell rank ``peer`` from which step channel ``channel`` continues on another NIC."""
+        msg = f"STEP_SYNC {channel} {step}".encode() + b"\0"
+        addrs = self.peers[peer] if peer < len(self.peers) else []
+        for i, sock in enumerate(self.socks):
+            if i not in failed and i < len(addrs):
+                with contextlib.suppress(OSError):
+                    sock.sendto(msg, addrs[i])
+                break
+        self.cfg.log.info(f"OOB: Sent STEP_SYNC channel={channel} step={step} to rank {peer}")
+
     def _listen(self) -> None:
         while self.socks:
             try:
@@ -443,7 +492,16 @@ class OobNet:
     def _on_message(self, data: bytes, src: tuple[str, int]) -> None:
         text = data.rstrip(b"\0").decode(errors="replace")
         parts = text.split()
-        if len(parts) == 2 and parts[0] == "HOT_REPAIR" and parts[1].isdigit():
+        if (
+            len(parts) == 3
+            and parts[0] == "STEP_SYNC"
+            and parts[1].isdigit()
+            and parts[2].isdigit()
+        ):
+            self.cfg.log.info(
+                f"OOB: Received STEP_SYNC channel={parts[1]} step={parts[2]} from {src[0]}:{src[1]}"
+            )
+        elif len(parts) == 2 and parts[0] == "HOT_REPAIR" and parts[1].isdigit():
             origin = int(parts[1])
             if origin not in self.seen:
                 self.seen.add(origin)
@@ -502,16 +560,21 @@ class RingTransport:
 
     def __init__(self, cfg: TransportConfig, allgather: Allgather) -> None:
         self.cfg = cfg
+        self.mode = cfg.mode
+        self.allgather = allgather
         self.cond = threading.Condition()
         self.window = RecvWindow(self.cond)
         self.closing = False
         self.outstanding: dict[tuple[int, int], Share] = {}
-        self.failed: set[int] = set()
-        self.routes: list[SendConn] = []
+        self.next_sid: dict[int, int] = {}
+        self.failed: set[int] = set()  # NICs this rank saw fail (its failed-channel mask)
+        self.masked: set[int] = set()  # channels masked off for good (gathered, mode 2)
+        self.gathered = 0
+        self.routes: list[SendConn] = []  # channel -> connection it sends on (mode 1)
+        self.primaries: list[SendConn] = []
         self.backups: dict[int, SendConn] = {}
         self.recv_conns: list[RecvConn] = []
         self.recv_noted: set[int] = set()
-        self.weights: list[tuple[SendConn, float]] | None = None
         self.oob = OobNet(cfg)
         self.right = (cfg.rank + 1) % cfg.size
         self.heartbeat_s = min(0.1, cfg.failover_timeout_s / 4)
@@ -532,6 +595,13 @@ class RingTransport:
         for sock in listeners:
             sock.close()
         self.oob.start([[tuple(a) for a in entry["oob"]] for entry in table])
+        for nic in sorted(self.cfg.disconnected):
+            name = self.cfg.nics[nic].name
+            for side in ("SEND", "RECV"):
+                self.cfg.log.info(
+                    f"R2CC_DISCONNECTED_HCA: {side} channel {nic} primary dev={nic} ({name}) "
+                    f"will inject failure at step {DISCONNECT_STEP}"
+                )
 
     def _dial_right(self, remote: list[list[Any]]) -> None:
         nics, k = self.cfg.nics, len(self.cfg.nics)
@@ -544,10 +614,14 @@ class RingTransport:
             sock = _dial(nics[nic].addr, (str(addr), int(port)), hello)
             conn = SendConn(self, sock, channel, nics[nic], kind)
             if kind == PRIMARY:
-                self.routes.append(conn)
+                self.primaries.append(conn)
             else:
                 self.backups[nic] = conn
-            self._log_connected(conn.channel, nic, self.right, kind, "Connect")
+            self.cfg.log.info(
+                f"Connection: Connect COMPLETED rank={self.cfg.rank} channel={channel} "
+                f"type={KIND_NAMES[kind]} dev={nic} sendComm={_comm_id(sock)}"
+            )
+        self.routes = list(self.primaries)
 
     def _accept_left(self, listeners: list[socket.socket], expected: int) -> None:
         left = (self.cfg.rank - 1) % self.cfg.size
@@ -564,14 +638,51 @@ class RingTransport:
                     raise NetworkFailure(f"bad hello from rank {left}")
                 _, _peer, kind, channel, nic = HELLO.unpack(head)
                 self.recv_conns.append(RecvConn(self, sock, channel, nic, kind))
-                self._log_connected(channel, nic, left, kind, "Accept")
+                self.cfg.log.info(
+                    f"Connection: Accept COMPLETED rank={self.cfg.rank} channel={channel} "
+                    f"type={KIND_NAMES[kind]} dev={nic} recvComm={_comm_id(sock)} "
+                    f"from remoteRank={left}"
+                )
 
-    def _log_connected(self, channel: int, nic: int, peer: int, kind: int, verb: str) -> None:
-        name = self.cfg.nics[nic].name
+    # ---- collective boundaries -----------------------------------------------------------
+    def begin_collective(self) -> None:
+        """Start of a collective call: in modes 1 and 2, gather the failed-channel masks.
+
+        Every rank calls this at the same point (it is collective, over the MPI control
+        plane): masks are OR-ed per node, then globally. A new global mask is logged, masks
+        those channels off for good, and switches a mode-1 job to mode 2 (as R-2CCL does)."""
+        if self.mode == 0 or self.cfg.size < 2:
+            return
+        mine = sum(1 << nic for nic in self.failed)
+        table = self.allgather((socket.gethostname(), mine))
+        host = socket.gethostname()
+        local = 0
+        total = 0
+        for name, mask in table:
+            total |= mask
+            local |= mask if name == host else 0
+        if total == self.gathered:
+            return
+        self.gathered = total
         self.cfg.log.info(
-            f"R2CC: Connection: {verb} COMPLETED channel={channel} dev={nic} ({name}) "
-            f"peer={peer} type={KIND_NAMES[kind]}"
+            f"R2CC: hot-repair gather complete: localMask={local:#x} globalMask={total:#x}"
         )
+        if self.mode == 1:
+            self.cfg.log.info("R2CC: hot-repair detected, forcing R2CC_MODE=2")
+            self.mode = 2
+        self.masked = {nic for nic in range(len(self.cfg.nics)) if total >> nic & 1}
+
+    def _plan(self) -> list[SendConn]:
+        """Connections a new step is striped over, equal shares (one entry per unit)."""
+        if self.mode >= 2:
+            healthy = self._healthy()
+            if healthy:
+                return healthy
+        return self.routes
+
+    def _healthy(self) -> list[SendConn]:
+        down = self.failed | self.masked
+        return [c for c in self.primaries if c.nic.index not in down and not c.dead]
 
     # ---- data path ---------------------------------------------------------------------
     def exchange(
@@ -580,18 +691,40 @@ class RingTransport:
         """Send ``send`` to the right neighbour and receive ``recv`` from the left one.
 
         Both sides must call with the same ``g`` sequence. Returns when the received bytes
-        are all in place and every sent share is acknowledged.
+        are all in place and every sent unit is acknowledged.
         """
         if len(recv):
             self.window.post(g, recv)
+        if g >= DISCONNECT_STEP:
+            self._inject_disconnect()
         if len(send):
-            plan = self.weights or [(conn, 1.0) for conn in self.routes]
-            pieces = split_bytes(len(send), [w for _, w in plan])
-            for sid, ((conn, _), (off, length)) in enumerate(zip(plan, pieces, strict=True)):
+            plan = self._plan()
+            pieces = split_bytes(len(send), [1.0] * len(plan))
+            for conn, (off, length) in zip(plan, pieces, strict=True):
                 if length:
-                    self._issue(Share(coll, g, sid, 0, off, send[off : off + length]), conn)
+                    view = send[off : off + length]
+                    self._issue(Share(coll, g, self._sid(g), 0, off, view, conn.channel), conn)
         self._wait(g, deadline)
         self.window.retire(g)
+        self.next_sid.pop(g, None)
+
+    def _sid(self, g: int) -> int:
+        sid = self.next_sid.get(g, 0)
+        self.next_sid[g] = sid + 1
+        return sid
+
+    def _inject_disconnect(self) -> None:
+        """R2CC_DISCONNECTED_HCA: fail the named devices' channels (once, at step 10)."""
+        for nic in sorted(self.cfg.disconnected - self.failed - self.masked):
+            conn = self.primaries[nic]
+            if conn.dead:
+                continue
+            msg = (
+                f"R2CC_DISCONNECTED_HCA: SEND {conn.label()} injected failure at step "
+                f"{DISCONNECT_STEP}"
+            )
+            self.cfg.log.info(msg)
+            self._fail(conn, msg)
 
     def _issue(self, share: Share, conn: SendConn) -> None:
         share.conn, share.issued = conn, time.monotonic()
@@ -600,12 +733,11 @@ class RingTransport:
         conn.queue.put(share)
 
     def on_ack(self, conn: SendConn, g: int, sid: int) -> None:
-        """Called by ack readers: share ``sid`` of step ``g`` arrived at the right rank."""
+        """Called by ack readers: unit ``sid`` of step ``g`` arrived at the right rank."""
         with self.cond:
-            share = self.outstanding.pop((g, sid), None)
+            share = self.outstanding.get((g, sid))
             if share is not None and share.conn is conn:
-                rate = len(share.view) / max(time.monotonic() - share.issued, 1e-6)
-                conn.bw = rate if conn.bw == 0 else 0.7 * conn.bw + 0.3 * rate
+                del self.outstanding[(g, sid)]
             self.cond.notify_all()
 
     def _wait(self, g: int, deadline: float | None) -> None:
@@ -620,7 +752,7 @@ class RingTransport:
             self._check_stalls(now)
 
     def _check_stalls(self, now: float) -> None:
-        if self.cfg.mode == 0 and any(rc.broken for rc in self.recv_conns):
+        if self.mode == 0 and any(rc.broken for rc in self.recv_conns):
             self.cfg.log.warn("NET/Socket : connection from the left neighbour closed")
             raise NetworkFailure("connection closed by peer")
         with self.cond:
@@ -633,28 +765,64 @@ class RingTransport:
             if conn.broken or idle > self.cfg.failover_timeout_s:
                 stalled[id(conn)] = (conn, idle)
         for conn, idle in stalled.values():
-            self._fail(conn, idle)
+            what = "failed" if conn.broken else f"stalled for {idle * 1000:.0f} ms"
+            msg = f"NET/Socket : send to rank {self.right} on {conn.label()} {what}"
+            self.cfg.log.warn(msg)
+            self._fail(conn, msg)
 
     # ---- failover ----------------------------------------------------------------------
-    def _fail(self, conn: SendConn, idle: float) -> None:
-        what = "failed" if conn.broken else f"stalled for {idle * 1000:.0f} ms"
-        msg = f"NET/Socket : send to rank {self.right} on {conn.label()} {what}"
-        self.cfg.log.warn(msg)
-        if self.cfg.mode == 0:
+    def _fail(self, conn: SendConn, msg: str) -> None:
+        if self.mode == 0:
             raise NetworkFailure(msg)
         self.failed.add(conn.nic.index)
         conn.retire()
-        backup = self._pick_backup(conn.channel)
-        if backup is None:
-            raise NetworkFailure(f"{msg}; no healthy backup device left")
-        for channel, route in enumerate(self.routes):
-            if route is conn:
-                self.routes[channel] = backup
-                self._log_migration("SEND", channel, conn.nic.index, backup.nic.index)
-        self._resend(conn, backup)
+        with self.cond:
+            moved = sorted(
+                (s for s in self.outstanding.values() if s.conn is conn), key=lambda s: s.g
+            )
+            for s in moved:
+                del self.outstanding[(s.g, s.sid)]
+        if self.mode == 1:
+            self._migrate(conn, moved, msg)
+        else:
+            self._spread(moved, msg)
+        for channel in sorted({s.channel for s in moved}):
+            self.oob.step_sync(self.right, channel, moved[0].g, self.failed)
         self.oob.broadcast_hot_repair(self.failed)
-        if self.cfg.mode >= 2:
-            self._rebalance()
+
+    def _migrate(self, conn: SendConn, moved: list[Share], msg: str) -> None:
+        """Mode 1: every channel routed over the failed connection moves to ONE backup."""
+        for channel, route in enumerate(self.routes):
+            if route is not conn:
+                continue
+            backup = self._pick_backup(channel)
+            if backup is None:
+                raise NetworkFailure(f"{msg}; no healthy backup device left")
+            self.routes[channel] = backup
+            self._log_migration("SEND", channel, conn.nic.index, backup.nic.index)
+        for s in moved:
+            target: SendConn | None = self.routes[s.channel]
+            if target is None or target.dead or target.nic.index in self.failed:
+                target = self._pick_backup(s.channel)
+            if target is None:
+                raise NetworkFailure(f"{msg}; no healthy backup device left")
+            self._issue(self._replacement(s, 0, len(s.view), target), target)
+
+    def _spread(self, moved: list[Share], msg: str) -> None:
+        """Mode 2: each failed unit is resent in equal parts over every healthy NIC."""
+        healthy = self._healthy()
+        if not healthy:
+            raise NetworkFailure(f"{msg}; no healthy device left")
+        for s in moved:
+            for target, (off, length) in zip(
+                healthy, split_bytes(len(s.view), [1.0] * len(healthy)), strict=True
+            ):
+                if length:
+                    self._issue(self._replacement(s, off, length, target), target)
+
+    def _replacement(self, s: Share, off: int, length: int, target: SendConn) -> Share:
+        view = s.view[off : off + length]
+        return Share(s.coll, s.g, self._sid(s.g), REPLACEMENT, s.offset + off, view, target.channel)
 
     def _pick_backup(self, channel: int) -> SendConn | None:
         k = len(self.cfg.nics)
@@ -664,12 +832,6 @@ class RingTransport:
                 return conn
         return None
 
-    def _resend(self, old: SendConn, backup: SendConn) -> None:
-        with self.cond:
-            moved = [s for s in self.outstanding.values() if s.conn is old]
-        for s in moved:
-            self._issue(Share(s.coll, s.g, s.sid, s.attempt + 1, s.offset, s.view), backup)
-
     def _log_migration(self, side: str, channel: int, dev: int, backup: int) -> None:
         names = self.cfg.nics
         self.cfg.log.info(
@@ -677,21 +839,9 @@ class RingTransport:
             f"({names[dev].name}) and use backup device {backup} ({names[backup].name})"
         )
 
-    def _rebalance(self) -> None:
-        healthy = [c for c in self.routes if c.kind == PRIMARY and c.nic.index not in self.failed]
-        healthy = healthy or [self.routes[0]]
-        rates = [c.bw for c in healthy]
-        fallback = max(rates) or 1.0
-        self.weights = [(c, r or fallback) for c, r in zip(healthy, rates, strict=True)]
-        if len(self.failed) == 1:
-            self.cfg.log.info("R2CC: hot-repair detected, forcing R2CC_MODE=2")
-        total = sum(w for _, w in self.weights)
-        shares = " ".join(f"{c.nic.index}({c.nic.name})={w / total:.3f}" for c, w in self.weights)
-        self.cfg.log.info(f"R2CC: rebalance over healthy devices by measured bandwidth: {shares}")
-
     def note_backup_recv(self, rc: RecvConn) -> None:
         """Log, once per channel, that the left neighbour moved a channel to its backup."""
-        if rc.channel not in self.recv_noted:
+        if self.mode == 1 and rc.channel not in self.recv_noted:
             self.recv_noted.add(rc.channel)
             self._log_migration("RECV", rc.channel, rc.channel, rc.nic)
 
@@ -700,10 +850,15 @@ class RingTransport:
         self.closing = True
         with self.cond:
             self.window.closing = True
-        for conn in [*self.routes, *self.backups.values()]:
+        for conn in [*self.primaries, *self.backups.values()]:
             conn.retire()
             conn.sock.close()
         for rc in self.recv_conns:
             _shutdown(rc.sock)
             rc.sock.close()
         self.oob.close()
+
+
+def _comm_id(sock: socket.socket) -> str:
+    """A stable pointer-like id for a connection in log lines (R-2CCL prints a pointer)."""
+    return f"{id(sock):#x}"
