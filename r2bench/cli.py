@@ -248,6 +248,20 @@ def _mount_subcommands() -> None:
 _mount_subcommands()
 
 
+def _mount_testbed_tools() -> None:
+    """cloudlab testbed, testbed from-slurm, figures (modules under cloudlab/, testbeds/,
+    figures/)."""
+    from r2bench.cloudlab.cli import cloudlab_app
+    from r2bench.testbeds.cli import from_slurm_command
+    from r2bench.virtual.cli import testbed_app
+
+    app.add_typer(cloudlab_app, name="cloudlab", help="CloudLab: a testbed file from a manifest.")
+    testbed_app.command("from-slurm")(from_slurm_command)
+
+
+_mount_testbed_tools()
+
+
 def _not_implemented(name: str, summary: str) -> Callable[[], None]:
     def command() -> None:
         _stderr().print(f"r2bench {name}: not implemented yet.", style="red")
