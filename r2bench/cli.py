@@ -252,11 +252,13 @@ def _mount_testbed_tools() -> None:
     """cloudlab testbed, testbed from-slurm, figures (modules under cloudlab/, testbeds/,
     figures/)."""
     from r2bench.cloudlab.cli import cloudlab_app
+    from r2bench.figures.cli import figures_command
     from r2bench.testbeds.cli import from_slurm_command
     from r2bench.virtual.cli import testbed_app
 
     app.add_typer(cloudlab_app, name="cloudlab", help="CloudLab: a testbed file from a manifest.")
     testbed_app.command("from-slurm")(from_slurm_command)
+    app.command("figures")(figures_command)
 
 
 _mount_testbed_tools()
