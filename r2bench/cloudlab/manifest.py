@@ -112,7 +112,7 @@ def parse_xml(text: str) -> ET.Element:
     if kind != "manifest":
         got = f'type="{kind}"' if kind else "no type attribute"
         raise ManifestError(
-            f"this RSpec has {got}, not type=\"manifest\": give the manifest of a running "
+            f'this RSpec has {got}, not type="manifest": give the manifest of a running '
             "experiment (`geni-get manifest` on a node, or the portal's Manifest tab)"
         )
     return root
@@ -181,7 +181,9 @@ def parse_manifest(text: str) -> list[ManifestNode]:
                 host_ipv4=host.get("ipv4") if host is not None else None,
                 hardware_type=hardware.get("name") if hardware is not None else None,
                 logins=tuple(logins),
-                interfaces=tuple(_interface(e, name, lans) for e in _children(element, "interface")),
+                interfaces=tuple(
+                    _interface(e, name, lans) for e in _children(element, "interface")
+                ),
             )
         )
     if not nodes:
@@ -236,7 +238,9 @@ def _nics(node: ManifestNode) -> list[Nic]:
 
 def experiment_name(nodes: list[ManifestNode]) -> str:
     """The experiment's name from host names (`node0.<experiment>.<project>.<cluster>`)."""
-    labels = {n.host_name.split(".")[1] for n in nodes if n.host_name and n.host_name.count(".") > 2}
+    labels = {
+        n.host_name.split(".")[1] for n in nodes if n.host_name and n.host_name.count(".") > 2
+    }
     return _safe_name(labels.pop()) if len(labels) == 1 else "cloudlab"
 
 
@@ -248,7 +252,9 @@ def manifest_testbed(text: str, name: str | None = None, user: str | None = None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise ManifestError(f"the manifest gives an invalid testbed: {where}: {first['msg']}") from None
+        raise ManifestError(
+            f"the manifest gives an invalid testbed: {where}: {first['msg']}"
+        ) from None
 
 
 def _testbed(nodes: list[ManifestNode], name: str | None, user: str | None) -> Testbed:
