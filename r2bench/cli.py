@@ -196,14 +196,32 @@ def setup(
 def doctor(
     testbed: TestbedOpt,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+    discover: Annotated[
+        bool,
+        typer.Option(
+            "--discover",
+            help="Fill in GPUs, RDMA devices, ports, netdevs, link layers and the management "
+            "NIC from the nodes; show the diff and write the testbed file back.",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --discover: show the diff, write nothing.")
+    ] = False,
 ) -> None:
     """Check that every node is ready: reachable, same OS/driver/MPI, GPUs and NICs present and
     up, passwordless ssh between nodes, clocks in sync, builds present, no stray workload or
     active fault. Each failed check says how to fix it.
 
     Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 invalid testbed file.
+    With --discover: 0 written (or nothing to change), 1 a node could not be asked.
     """
     from r2bench.doctor.cli import doctor_command
+
+    if discover:
+        from r2bench.testbeds.discover import discover_command
+
+        with config_errors(_stderr()):
+            raise typer.Exit(discover_command(testbed, dry_run))
 
     with config_errors(_stderr()):
         code = doctor_command(testbed, as_json)
@@ -293,6 +311,22 @@ def _mount_subcommands() -> None:
 
 
 _mount_subcommands()
+
+
+def _mount_testbed_tools() -> None:
+    """cloudlab testbed, testbed from-slurm, figures (modules under cloudlab/, testbeds/,
+    figures/)."""
+    from r2bench.cloudlab.cli import cloudlab_app
+    from r2bench.figures.cli import figures_command
+    from r2bench.testbeds.cli import from_slurm_command
+    from r2bench.virtual.cli import testbed_app
+
+    app.add_typer(cloudlab_app, name="cloudlab", help="CloudLab: a testbed file from a manifest.")
+    testbed_app.command("from-slurm")(from_slurm_command)
+    app.command("figures")(figures_command)
+
+
+_mount_testbed_tools()
 
 
 SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.

@@ -1,0 +1,81 @@
+"""`r2bench cloudlab testbed MANIFEST.xml -o testbed.yaml`: a testbed file from a manifest."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from r2bench.cloudlab.manifest import ManifestError, manifest_testbed
+from r2bench.testbeds.yamlio import write_testbed
+
+EXIT_USAGE = 2
+
+cloudlab_app = typer.Typer(
+    no_args_is_help=True,
+    help="CloudLab experiments: turn a manifest into a testbed file.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+HEADER = """\
+# Made by `r2bench cloudlab testbed` from {source}.
+# GPUs, RDMA devices, kernel interface names and link layers are not in a manifest: run
+#   r2bench doctor --discover -t {out}
+# to fill them in from the nodes (it shows the diff and writes this file back).
+"""
+
+
+def read_manifest(source: str) -> str:
+    """The manifest's text from a path, or stdin for `-`."""
+    if source == "-":
+        return sys.stdin.read()
+    return Path(source).read_text(encoding="utf-8")
+
+
+@cloudlab_app.command("testbed")
+def testbed_command(
+    manifest: Annotated[
+        str, typer.Argument(help="Manifest RSpec file, or - for stdin (`geni-get manifest`).")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Testbed YAML to write (default: stdout).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Testbed name (default: the experiment's).")
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="Login user (default: the first login listed)."),
+    ] = None,
+) -> None:
+    """Write a testbed file from a CloudLab manifest: nodes with their login host, user and
+    port, the control network as the management NIC, and one NIC per experiment LAN.
+
+    Exit codes: 0 written, 2 the manifest cannot be read or is not a usable manifest
+    (malformed, truncated, a request RSpec, nodes without logins).
+    """
+    err = Console(stderr=True)
+    label = "stdin" if manifest == "-" else manifest
+    try:
+        text = read_manifest(manifest)
+        testbed = manifest_testbed(text, name=name, user=user)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err.print(
+            f"{label}: cannot read the manifest: {reason}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_USAGE) from None
+    except ManifestError as exc:
+        err.print(f"{label}: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    header = HEADER.format(source=label, out=out or "TESTBED.yaml")
+    write_testbed(testbed, out, header)
+    if out is not None:
+        names = ", ".join(node.name for node in testbed.nodes)
+        err.print(f"wrote {out}: {len(testbed.nodes)} node(s) ({names})", highlight=False)

@@ -1,0 +1,1 @@
+"""The paper's figures, each with the claim it illustrates checked on the data."""

@@ -1,0 +1,66 @@
+"""`r2bench figures SWEEP... [--out DIR]`: the paper's figures with their claims checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
+
+EXIT_USAGE = 2
+VERDICT_STYLE = {"holds": "green", "does not hold": "bold red", "not tested": "yellow"}
+
+
+def figures_command(
+    sweeps: Annotated[
+        list[Path], typer.Argument(help="Sweep folders (results/<sweep>).", show_default=False)
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Folder for the figures (default: <first sweep>/figures)."
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Static format: png, svg or pdf.")] = "png",
+) -> None:
+    """Draw the paper's figures from one or more sweeps: busbw with one NIC down, overhead vs
+    the no-fault baseline next to the paper's claims, stall and recovery timeline, outcome
+    matrix, NIC traffic shift. Each drawn figure says whether its claim holds on this data, with
+    the numbers; each missing one names the data it needs and the experiment that makes it.
+
+    Exit codes: 0 done (figures with missing inputs are listed, not errors), 2 a sweep folder
+    does not exist.
+    """
+    console = Console(soft_wrap=True)
+    err = Console(stderr=True)
+    for sweep in sweeps:
+        if not sweep.is_dir():
+            err.print(f"figures: {sweep}: no such sweep folder", markup=False, highlight=False)
+            raise typer.Exit(EXIT_USAGE)
+    out_dir = out or sweeps[0] / "figures"
+    outcomes, static_error = write_all(draw_all(load_sweeps(sweeps)), out_dir, fmt)
+    (out_dir / "claims.json").write_text(summary_json(outcomes) + "\n")
+    missing = [o for o in outcomes if o.drawn is None]
+    for o in outcomes:
+        if o.drawn is None:
+            continue
+        claim = o.drawn.claim
+        style = VERDICT_STYLE.get(claim.verdict, "")
+        console.print(f"[bold]{o.definition.id}[/]: {', '.join(str(p) for p in o.files)}")
+        console.print(f"  claim: {escape(claim.text)}: [{style}]{claim.verdict}[/]")
+        for number in claim.numbers:
+            console.print(f"    {escape(number)}", highlight=False)
+    if missing:
+        console.print("[bold]missing inputs[/] (figures not drawn):")
+        for o in missing:
+            console.print(
+                f"  {o.definition.id}: needs {escape(o.missing)}; run {o.experiment}",
+                highlight=False,
+            )
+    if static_error:
+        err.print(f"static figures not written: {static_error}", markup=False, highlight=False)
+    console.print(f"claims: {out_dir / 'claims.json'}")

@@ -1,0 +1,97 @@
+"""Draw every registered figure of one or more sweeps into a folder and say what each shows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+
+from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
+from r2bench.records.tables import Tables, build_tables
+from r2bench.report.export import export_figures
+
+PAPER_DIR = "experiments/paper"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One figure's result: drawn (with files and claim) or missing (with what to run)."""
+
+    definition: FigureDef
+    drawn: Drawn | None = None
+    missing: str = ""
+    files: tuple[Path, ...] = ()
+
+    @property
+    def experiment(self) -> str:
+        return f"{PAPER_DIR}/{self.definition.experiment}"
+
+
+def load_sweeps(sweeps: list[Path]) -> Tables:
+    """The tables of several sweep folders, concatenated."""
+    parts = [build_tables(sweep) for sweep in sweeps]
+    frames = {
+        f.name: pd.concat([getattr(p, f.name) for p in parts], ignore_index=True)
+        for f in fields(Tables)
+    }
+    return Tables(**frames)
+
+
+def draw_all(tables: Tables) -> list[Outcome]:
+    """Every figure: drawn, or the reason it could not be."""
+    out = []
+    for definition in FIGURES:
+        try:
+            out.append(Outcome(definition, drawn=definition.draw(tables)))
+        except MissingInput as exc:
+            out.append(Outcome(definition, missing=str(exc)))
+    return out
+
+
+def write_html(drawn: Drawn, path: Path) -> None:
+    """One HTML file per figure; plotly.min.js sits once beside them (works offline)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(drawn.figure.spec)
+    fig.write_html(path, include_plotlyjs="directory", full_html=True)
+
+
+def write_all(
+    outcomes: list[Outcome], out_dir: Path, fmt: str = "png"
+) -> tuple[list[Outcome], str]:
+    """HTML for every drawn figure, static files when kaleido works; (outcomes with their
+    files, the reason static files are missing or '')."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drawn = [o for o in outcomes if o.drawn is not None]
+    static = export_figures([o.drawn.figure for o in drawn if o.drawn], out_dir, fmt, "figure")
+    by_id = {p.stem.removeprefix("figure-"): p for p in static.paths}
+    result = []
+    for outcome in outcomes:
+        if outcome.drawn is None:
+            result.append(outcome)
+            continue
+        html = out_dir / f"{outcome.definition.id}.html"
+        write_html(outcome.drawn, html)
+        files = [html] + (
+            [by_id[outcome.drawn.figure.id]] if outcome.drawn.figure.id in by_id else []
+        )
+        result.append(Outcome(outcome.definition, outcome.drawn, files=tuple(files)))
+    return result, static.error or ""
+
+
+def summary_json(outcomes: list[Outcome]) -> str:
+    """Claims and missing inputs as JSON (written beside the figures)."""
+    body = []
+    for o in outcomes:
+        entry: dict[str, object] = {"id": o.definition.id, "title": o.definition.title,
+                                    "needs": list(o.definition.needs), "experiment": o.experiment}  # fmt: skip
+        if o.drawn is not None:
+            claim = o.drawn.claim
+            entry.update(claim=claim.text, verdict=claim.verdict, numbers=claim.numbers,
+                         files=[str(p) for p in o.files])  # fmt: skip
+        else:
+            entry["missing"] = o.missing
+        body.append(entry)
+    return json.dumps(body, indent=2)

@@ -1,0 +1,99 @@
+"""`r2bench figures`: the paper's figures on the sample sweep and on the real captures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from r2bench.cli import app
+from r2bench.figures.registry import FIGURES
+from r2bench.figures.render import draw_all, load_sweeps
+from r2bench.records.commands import import_command
+from tests.sample_fixture import CAPTURED, make_sample_sweep
+
+DRAWN_ON_SAMPLE = [
+    "busbw-one-nic-down",
+    "overhead-vs-claims",
+    "stall-recovery-timeline",
+    "outcome-matrix",
+]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_sample_sweep(tmp_path_factory.mktemp("results"), repeats=2)
+
+
+def test_every_figure_names_an_existing_experiment() -> None:
+    root = Path(__file__).resolve().parent.parent
+    for definition in FIGURES:
+        assert (root / "experiments" / "paper" / definition.experiment).is_file(), definition.id
+        assert definition.needs
+
+
+def test_sample_sweep_claims(sample: Path) -> None:
+    outcomes = {o.definition.id: o for o in draw_all(load_sweeps([sample]))}
+    assert [i for i, o in outcomes.items() if o.drawn is not None] == DRAWN_ON_SAMPLE
+    traffic = outcomes["nic-traffic-shift"]
+    assert traffic.drawn is None and "counters" in traffic.missing
+    verdicts = {i: o.drawn.claim.verdict for i, o in outcomes.items() if o.drawn}
+    assert verdicts == {
+        "busbw-one-nic-down": "holds",
+        "overhead-vs-claims": "not tested",  # end-to-end claims; this is per collective
+        "stall-recovery-timeline": "holds",
+        "outcome-matrix": "holds",
+    }
+    outcome = outcomes["outcome-matrix"].drawn
+    assert outcome is not None
+    assert "NCCL: 0/2 faulted runs ok" in outcome.claim.numbers
+    assert "R2CCL mode 1: 2/2 faulted runs ok" in outcome.claim.numbers
+    overhead = outcomes["overhead-vs-claims"].drawn
+    assert overhead is not None
+    layout = overhead.figure.spec["layout"]
+    assert {shape["y0"] for shape in layout["shapes"]} == {1.0, 3.0}
+    assert any("Not the same measure" in a["text"] for a in layout["annotations"])
+    timeline = outcomes["stall-recovery-timeline"].drawn
+    assert timeline is not None
+    assert any("first R2CC failover event +" in n for n in timeline.claim.numbers)
+
+
+def test_command_writes_html_and_claims(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "figs"
+    result = CliRunner().invoke(app, ["figures", str(sample), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for fid in DRAWN_ON_SAMPLE:
+        assert (out / f"{fid}.html").is_file()
+        assert f"{fid}: " in result.stdout
+    assert (out / "plotly.min.js").is_file()
+    assert "nic-traffic-shift: needs a `counters` table" in result.stdout
+    assert "run experiments/paper/nic-traffic-shift.yaml" in result.stdout
+    claims = json.loads((out / "claims.json").read_text())
+    assert [c["id"] for c in claims] == [d.id for d in FIGURES]
+
+
+def test_real_captures_list_what_is_missing(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    assert import_command(CAPTURED, "captures", results) == 0
+    outcomes = {o.definition.id: o for o in draw_all(load_sweeps([results / "captures"]))}
+    overhead = outcomes["overhead-vs-claims"]
+    for fid in ("busbw-one-nic-down", "stall-recovery-timeline", "outcome-matrix"):
+        assert outcomes[fid].drawn is None
+        assert "no run with an injected fault" in outcomes[fid].missing
+    assert overhead.drawn is None and "no-fault baseline" in overhead.missing
+
+
+def test_missing_sweep_folder_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["figures", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("definition", FIGURES, ids=lambda d: d.id)
+def test_paper_experiment_plans_on_the_8x8_testbed(definition: object) -> None:
+    root = Path(__file__).resolve().parent.parent
+    experiment = root / "experiments" / "paper" / definition.experiment  # type: ignore[attr-defined]
+    testbed = root / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+    result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(testbed), "--json"])
+    assert result.exit_code == 0, result.stderr
