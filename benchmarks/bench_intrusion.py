@@ -94,7 +94,9 @@ def main() -> int:
             output = args.out / f"{name}-{repeat}.txt"
             started = time.monotonic()
             code = launch(run, output, args.timeout)
-            print(f"# {name} #{repeat}: exit {code} in {time.monotonic() - started:.1f} s", flush=True)
+            print(
+                f"# {name} #{repeat}: exit {code} in {time.monotonic() - started:.1f} s", flush=True
+            )
             if code != 0:
                 print(f"# {name} failed; see {output}", file=sys.stderr)
                 return 2
@@ -102,7 +104,9 @@ def main() -> int:
                 samples[name].setdefault(size, []).append(value)
 
     worst_ok = True
-    print(f"{'size':>12} {'r2bench GB/s':>13} {'hand GB/s':>10} {'ratio':>7}  (median of {args.repeats})")
+    print(
+        f"{'size':>12} {'r2bench GB/s':>13} {'hand GB/s':>10} {'ratio':>7}  (median of {args.repeats})"
+    )
     for size in sorted(samples["hand"]):
         ours = statistics.median(samples["r2bench"].get(size, [float("nan")]))
         theirs = statistics.median(samples["hand"][size])
