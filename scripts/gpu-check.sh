@@ -10,7 +10,8 @@
 #   faults     a rank SIGKILLed / SIGSTOPped mid-collective (NET/Socket; -T 15 for the stop)
 #   hca        experiments/gpu/disconnected-hca.yaml, only its R2CC_DISCONNECTED_HCA=0 runs
 #   intrusion  benchmarks/bench_intrusion.py on experiments/gpu/intrusion.yaml
-# Every job runs under a timeout; nothing is left running.
+# Every job runs under a timeout; nothing is left running. R2B_BUDGET_S: start no step after
+# that many seconds (the data gathered so far is packed after every step).
 set -uo pipefail
 
 prep=$(cd "${1:?usage: gpu-check.sh PREP OUT [STEP...]}" && pwd)
@@ -168,4 +169,11 @@ finish() {
 trap finish EXIT
 
 step_env
-for step in $steps; do "step_$step"; done
+for step in $steps; do
+  if [ "$SECONDS" -gt "${R2B_BUDGET_S:-86400}" ]; then
+    log "skipped $step: past R2B_BUDGET_S=${R2B_BUDGET_S} s"
+    continue
+  fi
+  "step_$step"
+  finish
+done
