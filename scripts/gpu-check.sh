@@ -36,7 +36,7 @@ run_job() {
   mkdir -p "$dir" && rm -f "$dir/result.json"
   printf '%s\n' "$cmd" >"$data/runs/$name.cmd"
   started=$(date +%s.%N)
-  timeout -s KILL "$limit" bash -c "$cmd" >"$data/runs/$name.txt" 2>&1
+  timeout -s KILL "$limit" bash -c "$cmd" </dev/null >"$data/runs/$name.txt" 2>&1
   code=$?
   echo "$code" >"$data/runs/$name.exit"
   cp "$dir/result.json" "$data/runs/$name.json" 2>/dev/null
@@ -116,7 +116,7 @@ fault_job() {
   local name=$1 sig=$2 after=$3 limit=$4 cmd=$5 pid rank code t0
   printf '%s\n' "$cmd" >"$data/runs/$name.cmd"
   t0=$(date +%s.%N)
-  setsid bash -c "exec $cmd" >"$data/runs/$name.txt" 2>&1 &
+  setsid bash -c "exec $cmd" </dev/null >"$data/runs/$name.txt" 2>&1 &
   pid=$!
   sleep "$after"
   rank=$(pgrep -P "$pid" -x all_reduce_perf | tail -1)
@@ -138,7 +138,9 @@ step_faults() {
   # The planned stock and R-2CCL mode-0 socket runs, turned into long single-size jobs.
   while IFS=$'\t' read -r name dir cmd; do
     mkdir -p "$dir"
-    base=$(sed -E 's/ -b [0-9]+ -e [0-9]+ -f [0-9]+/ -b 64M -e 64M -f 2/; s/ -n [0-9]+/ -n 100000/; s/ -T [0-9]+/ -T 15/' <<<"$cmd")
+    # -N 0 repeats 20-iteration cycles until the fault: nccl-tests syncs after each cycle, so
+    # its -T timeout can fire (with one huge -n the host blocks in enqueue and -T never does).
+    base=$(sed -E 's/ -b [0-9]+ -e [0-9]+ -f [0-9]+/ -b 64M -e 64M -f 2 -N 0/; s/ -n [0-9]+/ -n 20/; s/ -T [0-9]+/ -T 15/; s/ -I 1//' <<<"$cmd")
     fault_job "${name%-all_reduce}-sigkill" KILL 8 40 "$base"
     fault_job "${name%-all_reduce}-sigstop" STOP 8 60 "$base"
   done < <({ planned smoke.yaml; planned smoke-stock.yaml; } | grep -E '^(r2ccl-m0|stock)-socket')
@@ -163,6 +165,13 @@ step_intrusion() {
 }
 
 finish() {
+  # R-2CCL logs every network step at INFO: a socket run writes ~30 MB in 6 s and a hung one
+  # gigabytes. Keep the head and tail of outputs over 8 MB (the cut is marked in the file).
+  local f
+  find "$data" -type f -size +8M | while read -r f; do
+    { head -n 3000 "$f"; echo "# ... r2bench: $(wc -l <"$f") lines in all, middle cut for size ..."
+      tail -n 300 "$f"; } >"$f.cut" && mv "$f.cut" "$f"
+  done
   tar -czf "$out/r2ccl-data.tar.gz" -C "$W" data 2>/dev/null
   log "done: $out/r2ccl-data.tar.gz ($(du -h "$out/r2ccl-data.tar.gz" | cut -f1))"
 }

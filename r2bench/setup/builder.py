@@ -208,9 +208,11 @@ class Builder:
             for line in describe(result):
                 self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    def log_path(self, node: str, recipe: str) -> Path:
-        """Where a step's log goes on the controller."""
-        return self.options.log_dir / node / f"{recipe}.log"
+    def log_path(self, node: str, step: BuildStep) -> Path:
+        """Where a step's log goes on the controller: `<recipe>.log`, and for a benchmark built
+        against a library `<recipe>+<library folder>.log` (one per library)."""
+        _, plus, against = posixpath.basename(step.directory).partition("+")
+        return self.options.log_dir / node / f"{step.name}{plus}{against}.log"
 
 
 def _nodes_of(inputs: Inputs) -> list[str]:
@@ -263,7 +265,7 @@ class _NodeRunner:
 
     def step(self, step: BuildStep) -> StepResult:
         """One step, with a progress line while it runs."""
-        log = StepLog(self.builder.log_path(self.node.name, step.name))
+        log = StepLog(self.builder.log_path(self.node.name, step))
         started = time.monotonic()
         with self._task(step) as say:
             try:
