@@ -291,6 +291,8 @@ def test_local_setup_builds_then_is_a_noop(local: Local) -> None:
     assert stamp["lib_dir"] == f"{local.root}/work/src/tinylib-local/build/lib"
     assert stamp["nccl_version"] == 22304 and stamp["node"] == "local0"
     assert (local.root / "logs" / "local0" / "tinylib.log").read_text().count("building") == 1
+    # One log per library a benchmark is built against.
+    assert (local.root / "logs" / "local0" / "tinybench+tinylib-local.log").is_file()
     code, out = local.setup()
     assert code == 0, out
     assert f"local0: tinybench up to date (key {stamp['key']}" in out

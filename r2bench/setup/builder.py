@@ -6,6 +6,10 @@ work-folder id from the probe) are handled one after the other, so that the firs
 the others find its stamp; two such nodes needing different builds is an error, since one
 folder cannot hold both.
 
+Recipe patches (setup/patches.py) are applied after fetching or copying and before building;
+a git checkout is restored before each fetch, so a tree left patched by an earlier build does
+not block the next checkout. A patch that does not apply fails the step, naming patch and node.
+
 Each step's output goes to `<log_dir>/<node>/<recipe>.log`; a step that is up to date leaves
 its previous log alone.
 """
@@ -32,7 +36,7 @@ from r2bench.nodes.base import Node, NodeError, StreamLine
 from r2bench.nodes.pool import NodePool, make_node
 from r2bench.plan.build import Inputs, make_plan
 from r2bench.records.buildlog import analyze
-from r2bench.setup import cache
+from r2bench.setup import cache, patches
 from r2bench.setup.libcheck import header_version
 from r2bench.setup.probe import NONE, NodeFacts, probe
 from r2bench.setup.report import Status, StepResult, describe
@@ -204,9 +208,11 @@ class Builder:
             for line in describe(result):
                 self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    def log_path(self, node: str, recipe: str) -> Path:
-        """Where a step's log goes on the controller."""
-        return self.options.log_dir / node / f"{recipe}.log"
+    def log_path(self, node: str, step: BuildStep) -> Path:
+        """Where a step's log goes on the controller: `<recipe>.log`, and for a benchmark built
+        against a library `<recipe>+<library folder>.log` (one per library)."""
+        _, plus, against = posixpath.basename(step.directory).partition("+")
+        return self.options.log_dir / node / f"{step.name}{plus}{against}.log"
 
 
 def _nodes_of(inputs: Inputs) -> list[str]:
@@ -259,7 +265,7 @@ class _NodeRunner:
 
     def step(self, step: BuildStep) -> StepResult:
         """One step, with a progress line while it runs."""
-        log = StepLog(self.builder.log_path(self.node.name, step.name))
+        log = StepLog(self.builder.log_path(self.node.name, step))
         started = time.monotonic()
         with self._task(step) as say:
             try:
@@ -290,7 +296,8 @@ class _NodeRunner:
 
     def _work(self, step: BuildStep, log: StepLog, say: Say, started: float) -> StepResult:
         log.write(f"# r2bench setup: {step.name} on {self.node.name} in {step.directory}")
-        key = self._key(step, log, say)
+        chosen = self._select_patches(step, log)
+        key = self._key(step, log, say, chosen)
         stamp = cache.read_stamp(_cat(self.node, f"{step.directory}/{cache.STAMP_NAME}"))
         if cache.is_current(stamp, key) and not self.builder.options.force:
             return self._current(step, key, stamp)
@@ -299,12 +306,53 @@ class _NodeRunner:
         if step.local_source:
             say("copying source from the controller")
             self._upload(step, log)
+        self._apply_patches(step, chosen, key, log, say)
         result = self._build(step, log, say)
         if not result.ok:
             return self._build_failed(step, log, started, result.exit_code, result.timed_out)
-        return self._built(step, key, log, started)
+        return self._built(step, key, log, started, chosen)
 
-    def _key(self, step: BuildStep, log: StepLog, say: Say) -> cache.BuildKey:
+    def _select_patches(self, step: BuildStep, log: StepLog) -> tuple[patches.SelectedPatch, ...]:
+        try:
+            chosen, skipped = patches.select(step.recipe, self.facts)
+        except patches.PatchMissing as exc:
+            raise StepFailed(str(exc)) from exc
+        for note in skipped:
+            log.write(f"# r2bench: {note}")
+        return chosen
+
+    def _apply_patches(
+        self,
+        step: BuildStep,
+        chosen: tuple[patches.SelectedPatch, ...],
+        key: cache.BuildKey,
+        log: StepLog,
+        say: Say,
+    ) -> None:
+        """Copy each patch to the node and apply it; one that does not apply fails the step."""
+        for patch in chosen:
+            say(f"applying {patch.file}")
+            remote = patches.remote_path(step.directory, patch)
+            self.node.run(f"mkdir -p {shlex.quote(posixpath.dirname(remote))}")
+            self.node.put(patch.path, remote, timeout=UPLOAD_TIMEOUT_S)
+            log.write(f"# r2bench: patch {patch.file} (sha256 {patch.sha256[:16]}, {patch.why})")
+            result = self._stream(
+                patches.apply_command(step.directory, remote), log, say, SHORT_TIMEOUT_S
+            )
+            if not result.ok:
+                raise StepFailed(
+                    f"patch {patch.file} does not apply to {step.name} "
+                    f"(source {key.source}) on node {self.node.name}; the patch needs updating "
+                    "for this source version"
+                )
+
+    def _key(
+        self,
+        step: BuildStep,
+        log: StepLog,
+        say: Say,
+        chosen: tuple[patches.SelectedPatch, ...] = (),
+    ) -> cache.BuildKey:
         nccl = ""
         if step.recipe.kind is RecipeKind.BENCHMARK:
             version = _nccl_version(self.node, step.nccl_home)
@@ -316,6 +364,7 @@ class _NodeRunner:
             cuda=self.facts.cuda_version or NONE,
             mpi=self.facts.mpi_version or NONE,
             nccl=nccl,
+            patches=tuple(patch.key for patch in chosen),
         )
 
     def _source_id(self, step: BuildStep, log: StepLog, say: Say) -> str:
@@ -324,7 +373,10 @@ class _NodeRunner:
         if not isinstance(step.recipe.source, GitSource):
             return NONE
         say("fetching")
-        for command in step.fetch:
+        fetch = step.fetch
+        if step.recipe.patches:
+            fetch = (patches.restore_command(step.directory), *fetch)
+        for command in fetch:
             result = self._stream(command, log, say, FETCH_TIMEOUT_S)
             if not result.ok:
                 log.keep()
@@ -393,7 +445,12 @@ class _NodeRunner:
         return _Outcome(result.ok, result.exit_code, result.timed_out)
 
     def _built(
-        self, step: BuildStep, key: cache.BuildKey, log: StepLog, started: float
+        self,
+        step: BuildStep,
+        key: cache.BuildKey,
+        log: StepLog,
+        started: float,
+        chosen: tuple[patches.SelectedPatch, ...] = (),
     ) -> StepResult:
         seconds = time.monotonic() - started
         stamp = cache.make_stamp(
@@ -406,6 +463,7 @@ class _NodeRunner:
             nccl_home=step.nccl_home,
             nccl_version=_nccl_version(self.node, step.nccl_home),
             build_s=round(seconds, 1),
+            patches=[patch.record() for patch in chosen],
         )
         path = shlex.quote(f"{step.directory}/{cache.STAMP_NAME}")
         self.node.run(f"printf '%s' {shlex.quote(cache.stamp_text(stamp))} > {path}")

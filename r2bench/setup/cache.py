@@ -3,7 +3,8 @@
 A component is rebuilt on a node only when its key changes. The key covers everything that
 changes the binary: the recipe, the exact source (a git commit, or a content hash of a tree
 copied from the controller), the fully rendered build commands (paths, NVCC_GENCODE, -j), the
-CUDA and MPI versions on the node and, for a benchmark, the NCCL version it is compiled against.
+CUDA and MPI versions on the node, for a benchmark the NCCL version it is compiled against, and
+the recipe patches applied (file and content hash; a key without patches is unchanged by them).
 After a successful build the node keeps a stamp file (`STAMP_NAME`) in the component's folder.
 """
 
@@ -31,11 +32,16 @@ class BuildKey:
     cuda: str
     mpi: str
     nccl: str = ""
+    patches: tuple[str, ...] = ()
 
     def fields(self) -> dict[str, object]:
         """The key as a JSON-ready mapping (stored in the stamp for humans)."""
         data = asdict(self)
         data["commands"] = list(self.commands)
+        if self.patches:
+            data["patches"] = list(self.patches)
+        else:
+            del data["patches"]  # keys made before patches existed stay valid
         return data
 
     def digest(self) -> str:
@@ -60,6 +66,7 @@ class Stamp(BaseModel):
     nccl_version: int | None = None
     built_at: str
     build_s: float
+    patches: list[dict[str, str]] = []
 
 
 def make_stamp(key: BuildKey, **values: object) -> Stamp:

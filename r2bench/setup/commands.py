@@ -34,8 +34,9 @@ def setup_command(
 
     A build is skipped when nothing changed: same source commit (or same content of a local
     tree), same build commands and flags, same CUDA, MPI and NCCL versions. --force rebuilds.
-    Logs: results/setup/<node>/<recipe>.log. A failed build names the node, shows the first
-    compiler error, explains known failures (e.g. R-2CCL with CUDA 13) and gives the log path.
+    Logs: results/setup/<node>/<recipe>.log (a benchmark: <recipe>+<library folder>.log). A
+    failed build names the node, shows the first compiler error, explains known failures and
+    gives the log path; a recipe patch that does not apply names the patch and the node.
 
     Exit codes: 0 all built or up to date, 1 a step failed on some node, 2 invalid experiment
     or testbed file.

@@ -9,6 +9,7 @@ nodes that read the same id share a filesystem.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from r2bench.nodes.base import Node
 
 PROBE_TIMEOUT_S = 60.0
 NONE = "none"
+_RELEASE = re.compile(r"release\s+([0-9]+(?:\.[0-9]+)*)")
 
 _SCRIPT = r"""
 cuda=$R2B_CUDA_HOME
@@ -63,6 +65,12 @@ class NodeFacts:
     def gpu_arch(self) -> str | None:
         """The compute capability to build for (the first GPU's; None without GPUs)."""
         return self.gpu_archs[0] if self.gpu_archs else None
+
+    @property
+    def cuda_release(self) -> tuple[int, ...] | None:
+        """The CUDA toolkit version, e.g. (13, 0) from 'release 13.0, V13.0.88' (None: unknown)."""
+        match = _RELEASE.search(self.cuda_version)
+        return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
 def probe_command(paths: Paths) -> str:
