@@ -8,6 +8,8 @@ spec.json          the RunSpec (with its run_id)
 provenance.json    versions, commits, hosts, environment (secrets dropped), re-run command
 stdout.txt         the launcher's stdout (nccl-tests text output)
 stderr.txt         the launcher's stderr (NCCL logs, mpirun messages)
+stdout.times       (sweeps) the launch node's epoch time each stdout line was written, one per
+                   line of stdout.txt ($EPOCHREALTIME there: microseconds)
 result.json        nccl-tests -J output, when there is one
 node/<node>/...    files collected from the nodes (logs, counters, clocks)
 events.jsonl       typed log events (records.models.Event), one per line
@@ -43,6 +45,7 @@ SPEC = "spec.json"
 PROVENANCE = "provenance.json"
 STDOUT = "stdout.txt"
 STDERR = "stderr.txt"
+STDOUT_TIMES = "stdout.times"
 RESULT_JSON = "result.json"
 EVENTS = "events.jsonl"
 FAULTS = "faults.jsonl"

@@ -39,6 +39,7 @@ TABLE_NAMES = ("results", "iterations", "events", "runs")
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
 LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
+LINE_STAMP_RESOLUTION = 0.001  # a row stamped when its line was written ended just before
 INCOMPLETE = "incomplete"
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
@@ -150,6 +151,7 @@ def _block_end_times(
     parsed: ParsedNcclTests,
     row_times: dict[tuple[int, str, int], tuple[float, float]],
     span: tuple[float | None, float | None],
+    resolution: float = LAST_IN_SECOND,
 ) -> dict[tuple[int, str, int], float]:
     """Estimated epoch end of each per-iteration block.
 
@@ -169,7 +171,7 @@ def _block_end_times(
             rows.append(
                 (inp, totals.get(oop, 0.0) + totals.get(inp, 0.0), totals.get(inp, 0.0), ts)
             )
-    earliest, latest = _row_bounds(rows, span)
+    earliest, latest = _row_bounds(rows, span, resolution)
     ends: dict[tuple[int, str, int], float] = {}
     for (inp, _, t_in, _), lo, hi in zip(rows, earliest, latest, strict=True):
         end = (lo + hi) / 2 if lo <= hi else lo
@@ -179,21 +181,35 @@ def _block_end_times(
 
 
 def _row_bounds(
-    rows: list[tuple[Any, float, float, float]], span: tuple[float | None, float | None]
+    rows: list[tuple[Any, float, float, float]],
+    span: tuple[float | None, float | None],
+    resolution: float,
 ) -> tuple[list[float], list[float]]:
-    """Earliest and latest end of each row, from its printed second and the rows around it."""
+    """Earliest and latest end of each row, from its stamp (a row ends in [ts, ts + resolution])
+    and the rows around it."""
     earliest, latest = [], []
     clock = -np.inf if span[0] is None else span[0]
     for _, total, _, ts in rows:
-        clock = min(max(clock + total, ts), ts + LAST_IN_SECOND)
+        clock = min(max(clock + total, ts), ts + resolution)
         earliest.append(clock)
     clock = np.inf if span[1] is None else span[1]
     next_total = 0.0
     for _, total, _, ts in reversed(rows):
-        clock = max(min(clock - next_total, ts + LAST_IN_SECOND), ts)
+        clock = max(min(clock - next_total, ts + resolution), ts)
         latest.append(clock)
         next_total = total
     return earliest, latest[::-1]
+
+
+def line_times(record: st.RunRecord) -> list[float] | None:
+    """The node time of every stdout line (a sweep's `stdout.times`), or None."""
+    path = record.file(st.STDOUT_TIMES)
+    if path is None:
+        return None
+    try:
+        return [float(x) for x in path.read_text().split()]
+    except (OSError, ValueError):
+        return None
 
 
 def _epoch(row_ts: Any, offset_s: float) -> float:
@@ -234,9 +250,11 @@ class _Builder:
     def add(self, run: ParsedRun) -> None:
         rec = run.record
         offset = float(rec.provenance.get("node_utc_offset_s") or 0.0)
-        row_times = self._add_results(rec.run_id, run.parsed, offset)
+        stamps = line_times(rec)
+        row_times = self._add_results(rec.run_id, run.parsed, offset, stamps)
         span = (rec.end.started_at, rec.end.ended_at) if rec.end else (None, None)
-        self._add_iterations(rec.run_id, run.parsed, row_times, span)
+        resolution = LINE_STAMP_RESOLUTION if stamps else LAST_IN_SECOND
+        self._add_iterations(rec.run_id, run.parsed, row_times, span, resolution)
         self._add_events(rec.run_id, run.events)
         self._add_faults(rec.run_id, rec.faults)
         self.runs.append(_run_row(self.sweep_dir, run, row_times))
@@ -248,13 +266,19 @@ class _Builder:
         self.env_names.update((rec.spec.get("env") or {}).keys())
 
     def _add_results(
-        self, run_id: str, parsed: ParsedNcclTests, offset: float
+        self, run_id: str, parsed: ParsedNcclTests, offset: float, stamps: list[float] | None
     ) -> dict[tuple[int, str, int], tuple[float, float]]:
-        """Add result rows; returns (size, placement, cycle) -> (epoch time, bus factor)."""
+        """Add result rows; returns (size, placement, cycle) -> (epoch time, bus factor).
+
+        A row's time is when its line was written (a sweep's `stdout.times`), else its `-S`
+        stamp."""
         row_times: dict[tuple[int, str, int], tuple[float, float]] = {}
         add = self.results.add
         for r in parsed.rows:
-            ts = _epoch(r.timestamp, offset)
+            if stamps and r.line and r.line <= len(stamps):
+                ts = stamps[r.line - 1]
+            else:
+                ts = _epoch(r.timestamp, offset)
             add(run_id, r.size_bytes, r.count, r.type, r.redop, r.root, r.placement, r.cycle)
             add(r.time_us, r.algbw_gbps, r.busbw_gbps, r.wrong, ts)
             factor = (r.busbw_gbps / r.algbw_gbps) if r.busbw_gbps and r.algbw_gbps else 1.0
@@ -267,9 +291,10 @@ class _Builder:
         parsed: ParsedNcclTests,
         row_times: dict[tuple[int, str, int], tuple[float, float]],
         span: tuple[float | None, float | None],
+        resolution: float,
     ) -> None:
         blocks = self.iters
-        ends = _block_end_times(parsed, row_times, span)
+        ends = _block_end_times(parsed, row_times, span, resolution)
         for p in parsed.per_iteration:
             key = (p.size_bytes, p.placement, p.cycle)
             blocks.times.extend(p.times_us)

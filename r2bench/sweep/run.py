@@ -57,6 +57,7 @@ class _Job:
 
     stdout: IO[str]
     stderr: IO[str]
+    stdout_times: IO[str]
     on_first_result: Callable[[float], None]
     result: CommandResult | None = None
     error: NodeError | None = None
@@ -65,10 +66,15 @@ class _Job:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_line(self, line: StreamLine) -> None:
-        out = self.stdout if line.stream == "stdout" else self.stderr
         with self.lock:
-            out.write(line.text + "\n")
-            out.flush()
+            if line.stream == "stdout":
+                self.stdout.write(line.text + "\n")
+                self.stdout_times.write(f"{line.time:.6f}\n")
+                self.stdout.flush()
+                self.stdout_times.flush()
+            else:
+                self.stderr.write(line.text + "\n")
+                self.stderr.flush()
         if line.stream == "stdout" and not self.first_result_seen and _RESULT_ROW.match(line.text):
             self.first_result_seen = True
             self.on_first_result(line.time)
@@ -130,8 +136,8 @@ class RunExecutor:
             fatal += self.teardown(run, driver)
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
-                job.stdout.close()
-                job.stderr.close()
+                for stream in (job.stdout, job.stderr, job.stdout_times):
+                    stream.close()
         self.on_stage(run_id, "collect")
         self.collect(run, folder, job)
         self.on_stage(run_id, "record")
@@ -160,6 +166,7 @@ class RunExecutor:
         job = _Job(
             stdout=folder.stream_path(st.STDOUT).open("w", encoding="utf-8"),
             stderr=folder.stream_path(st.STDERR).open("w", encoding="utf-8"),
+            stdout_times=folder.stream_path(st.STDOUT_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         node.run(["mkdir", "-p", run.run_dir], timeout=30)
@@ -201,7 +208,7 @@ class RunExecutor:
 
     def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
         """Commit the streamed output and fetch the job's node-side files."""
-        for name in (st.STDOUT, st.STDERR):
+        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES):
             if folder.stream_path(name).exists():
                 folder.commit_stream(name)
         node = self.pool[run.launch.node]
