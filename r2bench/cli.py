@@ -295,6 +295,42 @@ def report(
 
 
 @app.command()
+def compare(
+    baseline: Annotated[
+        Path,
+        typer.Argument(help="A sweep folder, or a reference YAML file.", show_default=False),
+    ],
+    candidate: Annotated[
+        Path | None, typer.Argument(help="The sweep folder to judge.", show_default=False)
+    ] = None,
+    policy: Annotated[
+        Path | None, typer.Option("--policy", help="Policy YAML (minimum effects, xfail).")
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write a markdown summary (PR comment).")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI).")] = None,
+    write_reference: Annotated[
+        Path | None,
+        typer.Option("--write-reference", help="Write BASELINE (a sweep) as a reference YAML."),
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Also list `same` rows.")] = False,
+) -> None:
+    """Noise-aware regression verdicts, per collective x size x library/mode x scenario: a
+    seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
+    outcome changes (ok -> crashed/timeout/wrong_results) always a regression. Too few samples
+    is `undecided`, never a pass.
+
+    Exit codes: 0 no regression, 1 regression, 2 could not compare (nothing matched, bad input).
+    """
+    from r2bench.compare.command import compare_command
+
+    raise typer.Exit(
+        compare_command(baseline, candidate, policy, markdown, junit, write_reference, show_all)
+    )
+
+
+@app.command()
 def version() -> None:
     """Print r2bench's version."""
     typer.echo(f"r2bench {r2bench.__version__}")

@@ -1,0 +1,10 @@
+"""`r2bench compare`: noise-aware regression verdicts between two sweeps, or a sweep and a
+stored reference (ReFrame-style YAML, kept as data).
+
+- `samples`: cells (collective x size x library/mode x scenario x ...) and their samples, per run
+- `stats`: the seeded hierarchical bootstrap and the decision rule
+- `policy`: minimum effects per metric, rules, xfail entries
+- `reference`: the reference file (read, write from a sweep)
+- `verdict`: the comparison itself; `output`: rich table, markdown, JUnit XML
+- `command`: the CLI's entry point (exit 0 no regression, 1 regression, 2 could not compare)
+"""

@@ -1,0 +1,173 @@
+"""The comparison policy: how sure, how large a change must be, and what is expected to fail.
+
+```yaml
+confidence: 0.95          # two-sided bootstrap interval
+resamples: 2000           # bootstrap resamples (seeded: the same inputs give the same verdicts)
+seed: 0
+min_samples: 5            # fewer samples on a side: `undecided`
+reference_tolerance: 0.10 # bounds --write-reference writes (at least this, relative)
+metrics:
+  busbw_gbps: {min_effect: 0.05, statistic: median}
+  time_us: {min_effect: 0.05, statistic: median}
+rules:                    # later rules win; match values are shell-style patterns
+  - match: {scenario: "nic*"}
+    metrics: {busbw_gbps: {min_effect: 0.15}, time_us: {min_effect: 0.15}}
+  - size_max: 64K          # latency-bound sizes are noisier
+    metrics: {time_us: {min_effect: 0.20}, busbw_gbps: {min_effect: 0.20}}
+xfail:
+  - match: {scenario: nic1-down, R2CC_MODE: "0"}
+    reason: mode 0 is the NCCL baseline: it crashes when a NIC dies
+```
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from r2bench.config.types import parse_size
+
+METRICS = ("busbw_gbps", "time_us")
+"""Compared metrics; busbw is better higher, time better lower."""
+HIGHER_IS_BETTER = {"busbw_gbps": True, "time_us": False}
+UNITS = {"busbw_gbps": "GB/s", "time_us": "us"}
+
+
+class Statistic(str, Enum):
+    """What is compared of a cell's samples."""
+
+    MEDIAN = "median"
+    MEAN = "mean"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricPolicy(_Strict):
+    """Decision settings of one metric."""
+
+    min_effect: float = Field(0.05, ge=0, lt=1, description="Smallest relative change that counts.")
+    statistic: Statistic = Statistic.MEDIAN
+
+
+class MetricOverride(_Strict):
+    """A rule's change to a metric's settings (unset: keep)."""
+
+    min_effect: float | None = Field(None, ge=0, lt=1)
+    statistic: Statistic | None = None
+
+
+def _size(value: Any) -> int | None:
+    return None if value is None else parse_size(value)
+
+
+class Selector(_Strict):
+    """Which cells: key fields matched as shell-style patterns, and a size range."""
+
+    match: dict[str, str] = Field(default_factory=dict)
+    size_min: int | None = None
+    size_max: int | None = None
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _texts(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): "" if v is None else str(v) for k, v in value.items()}
+        return value
+
+    @field_validator("size_min", "size_max", mode="before")
+    @classmethod
+    def _sizes(cls, value: Any) -> int | None:
+        return _size(value)
+
+    def selects(self, key: Mapping[str, Any]) -> bool:
+        """Whether a cell (or series, which has no size) is selected."""
+        for name, pattern in self.match.items():
+            if name not in key or not fnmatch.fnmatchcase(_text(key[name]), pattern):
+                return False
+        size = key.get("size_bytes")
+        if size is None:
+            return True
+        if self.size_min is not None and int(size) < self.size_min:
+            return False
+        return self.size_max is None or int(size) <= self.size_max
+
+
+class Rule(Selector):
+    """Other metric settings for the cells a selector picks."""
+
+    metrics: dict[str, MetricOverride] = Field(default_factory=dict)
+
+
+class XFail(Selector):
+    """Cells expected to fail: a regression there is reported as `xfail`, with the reason."""
+
+    reason: str = Field(min_length=1)
+
+
+class Policy(_Strict):
+    """Everything `compare` decides with."""
+
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    resamples: int = Field(2000, ge=100, le=100_000)
+    seed: int = 0
+    min_samples: int = Field(5, ge=2)
+    reference_tolerance: float = Field(0.10, ge=0, lt=1)
+    metrics: dict[str, MetricPolicy] = Field(
+        default_factory=lambda: {m: MetricPolicy() for m in METRICS}
+    )
+    rules: list[Rule] = Field(default_factory=list)
+    xfail: list[XFail] = Field(default_factory=list)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, value: dict[str, MetricPolicy]) -> dict[str, MetricPolicy]:
+        unknown = sorted(set(value) - set(METRICS))
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; known: {list(METRICS)}")
+        return {m: value.get(m, MetricPolicy()) for m in METRICS}
+
+    def metric(self, name: str, key: Mapping[str, Any]) -> MetricPolicy:
+        """The settings of `name` for one cell, after every rule that selects it."""
+        settings = self.metrics.get(name, MetricPolicy())
+        for rule in self.rules:
+            override = rule.metrics.get(name)
+            if override is not None and rule.selects(key):
+                changes = override.model_dump(exclude_none=True)
+                settings = settings.model_copy(update=changes)
+        return settings
+
+    def expected_failure(self, key: Mapping[str, Any]) -> str | None:
+        """The reason of the last xfail entry selecting this cell, or None."""
+        reason = None
+        for entry in self.xfail:
+            if entry.selects(key):
+                reason = entry.reason
+        return reason
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def load_policy(path: Path | None) -> Policy:
+    """The policy in `path` (YAML), or the defaults. Raises ValueError on a bad file."""
+    if path is None:
+        return Policy()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read the policy: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a policy is a mapping")
+    try:
+        return Policy.model_validate(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc

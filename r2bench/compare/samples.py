@@ -1,0 +1,208 @@
+"""Cells and their samples, from the tables of a sweep (`records.tables.build_tables`).
+
+A cell is one collective x size x placement x type x redop of one series; a series is what
+tells runs apart besides their repeat: collective, library, scenario, R2CC_MODE, and every
+other spec variable (env, ranks) that takes more than one value in either sweep. A cell's
+samples are kept per run: each timed iteration (`-I 1`) when the run has them, else each
+result row (one per cycle), so one repeat with many iterations or cycles can still be judged
+while the bootstrap still treats runs as the unit of replication.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from r2bench.compare.policy import METRICS
+from r2bench.records import store as st
+from r2bench.records.tables import Tables, build_tables
+
+MODE = "R2CC_MODE"
+SERIES_FIXED = ("collective", "library", "scenario")
+CELL_FIELDS = ("size_bytes", "placement", "type", "redop")
+_OPTIONAL_SERIES = ("ranks",)
+_RUN_COLUMNS = frozenset(
+    (
+        *("run_id", "experiment", "library", "library_ref", "collective", "scenario", "repeat"),
+        *("nodes", "ranks", "complete", "outcome", "reason", "failed_rank", "failed_host"),
+        *("exit_code", "started_at", "ended_at", "duration_s", "first_result_at"),
+        *("last_result_at", "n_rows", "avg_busbw_gbps", "n_faults", "nccl_tests_version"),
+        *("nccl_library", "n_warnings", "imported_from", "library_basis", "path"),
+    )
+)
+
+Key = tuple[tuple[str, Any], ...]
+
+
+class CompareInputError(ValueError):
+    """An input that cannot be compared (no sweep there, no runs, a bad reference)."""
+
+
+@dataclass
+class SweepData:
+    """One side of a comparison: a sweep's name and tables."""
+
+    name: str
+    path: Path
+    tables: Tables
+
+
+def load_sweep(path: Path) -> SweepData:
+    """The tables of the sweep folder `path`; CompareInputError when it holds no run."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CompareInputError(f"{path}: not a sweep folder")
+    if not any(st.RunStore.at(path).run_dirs()):
+        raise CompareInputError(f"{path}: no run folders (is it a sweep, results/<name>?)")
+    return SweepData(path.name, path, build_tables(path))
+
+
+def env_columns(runs: pd.DataFrame) -> list[str]:
+    """The spec variables of a runs table (the columns besides the fixed ones)."""
+    return [c for c in runs.columns if c not in _RUN_COLUMNS]
+
+
+def series_columns(*sides: Tables) -> list[str]:
+    """What tells series apart over both sides: the fixed keys, R2CC_MODE when there, and every
+    spec variable with more than one value within a side."""
+    names: list[str] = list(SERIES_FIXED)
+    candidates: list[str] = []
+    for tables in sides:
+        for column in [*_OPTIONAL_SERIES, *env_columns(tables.runs)]:
+            if column not in candidates:
+                candidates.append(column)
+    for column in candidates:
+        if column == MODE or any(_varies(t.runs, column) for t in sides):
+            names.append(column)
+    return names
+
+
+def _varies(runs: pd.DataFrame, column: str) -> bool:
+    if column not in runs.columns or runs.empty:
+        return False
+    return len({norm(v) for v in runs[column]}) > 1
+
+
+def norm(value: Any) -> Any:
+    """A key value as plain data: text, or an int for numbers that are whole; missing -> ''."""
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return int(value) if value.is_integer() else value
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, np.floating):
+        return norm(float(value))
+    return str(value)
+
+
+def make_key(values: Mapping[str, Any], names: Iterable[str]) -> Key:
+    """A hashable key (in `names` order) from a row or a mapping."""
+    return tuple((n, norm(values.get(n))) for n in names)
+
+
+def key_text(key: Key | Mapping[str, Any]) -> str:
+    """`collective=all_reduce library=r2ccl ...` (stable, for names and seeds)."""
+    items = key.items() if isinstance(key, Mapping) else key
+    return " ".join(f"{k}={v}" for k, v in items)
+
+
+@dataclass
+class Cell:
+    """A cell's samples of each metric, one array per run, and which runs they came from."""
+
+    key: Key
+    runs: list[str] = field(default_factory=list)
+    samples: dict[str, list[np.ndarray]] = field(default_factory=lambda: {m: [] for m in METRICS})
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return dict(self.key)
+
+    def count(self, metric: str) -> int:
+        """How many samples of `metric` the cell has (all runs)."""
+        return int(sum(len(a) for a in self.samples[metric]))
+
+
+@dataclass
+class Series:
+    """The outcomes of a series' runs."""
+
+    key: Key
+    outcomes: list[str] = field(default_factory=list)
+
+
+def _series_frame(runs: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame({"run_id": runs["run_id"]})
+    for name in names:
+        frame[name] = runs[name] if name in runs.columns else None
+    return frame
+
+
+def cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
+    """Every cell of a sweep with its per-run samples (complete runs only)."""
+    runs = tables.runs[tables.runs["complete"].astype(bool)]
+    if runs.empty or tables.results.empty:
+        return {}
+    series = _series_frame(runs, names)
+    results = tables.results[["run_id", *CELL_FIELDS, "cycle", *METRICS]].merge(
+        series, on="run_id", how="inner"
+    )
+    rows = results[["run_id", *CELL_FIELDS]].drop_duplicates(["run_id", "size_bytes", "placement"])
+    iters = tables.iterations
+    samples: pd.DataFrame
+    if not iters.empty:
+        it = pd.DataFrame(
+            {
+                "run_id": iters["run_id"].astype(str),
+                "size_bytes": iters["size_bytes"],
+                "placement": iters["placement"].astype(str),
+                "time_us": iters["time_us"],
+                "busbw_gbps": iters["busbw_gbps"],
+            }
+        )
+        it = it.merge(rows, on=["run_id", "size_bytes", "placement"], how="inner")
+        it = it.merge(series, on="run_id", how="inner")
+        have = set(zip(it["run_id"], it["size_bytes"], it["placement"], strict=True))
+        mask = [
+            (r, s, p) not in have
+            for r, s, p in zip(
+                results["run_id"], results["size_bytes"], results["placement"], strict=True
+            )
+        ]
+        samples = pd.concat([it, results[mask].drop(columns=["cycle"])], ignore_index=True)
+    else:
+        samples = results.drop(columns=["cycle"])
+    out: dict[Key, Cell] = {}
+    group_cols = [*names, *CELL_FIELDS, "run_id"]
+    samples = samples.astype({c: object for c in [*names, *CELL_FIELDS]})
+    samples[[*names, *CELL_FIELDS]] = samples[[*names, *CELL_FIELDS]].fillna("")
+    for values, group in samples.groupby(group_cols, sort=True, dropna=False):
+        row = dict(zip(group_cols, values, strict=True))
+        key = make_key(row, [*names, *CELL_FIELDS])
+        cell = out.setdefault(key, Cell(key))
+        cell.runs.append(str(row["run_id"]))
+        for metric in METRICS:
+            data = group[metric].to_numpy(dtype=float)
+            data = data[np.isfinite(data) & (data > 0)]
+            cell.samples[metric].append(data)
+    return out
+
+
+def series_outcomes(tables: Tables, names: list[str]) -> dict[Key, Series]:
+    """The outcome of every run (complete or not) per series."""
+    out: dict[Key, Series] = {}
+    for row in tables.runs.to_dict("records"):
+        key = make_key(row, names)
+        out.setdefault(key, Series(key)).outcomes.append(str(row["outcome"]))
+    return out

@@ -1,0 +1,276 @@
+"""The comparison: verdicts per cell and metric, and per series for outcomes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from r2bench.compare.policy import HIGHER_IS_BETTER, METRICS, Policy, XFail
+from r2bench.compare.reference import Reference, reference_keyed
+from r2bench.compare.samples import (
+    CELL_FIELDS,
+    Cell,
+    Key,
+    SweepData,
+    cells,
+    series_columns,
+    series_outcomes,
+)
+from r2bench.compare.stats import (
+    Change,
+    Verdict,
+    bootstrap,
+    decide,
+    decide_bounds,
+    point,
+    relative_change,
+    rng_for,
+)
+
+OUTCOME = "outcome"
+NOT_JUDGED = frozenset({"incomplete", "interrupted"})
+"""Outcomes that say nothing about the code under test (the sweep was cut)."""
+EXIT_OK, EXIT_REGRESSION, EXIT_CANNOT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Row:
+    """One verdict: a cell x metric, or a series' outcomes (metric `outcome`)."""
+
+    key: tuple[tuple[str, Any], ...]
+    metric: str
+    verdict: Verdict
+    baseline: float | str | None = None
+    candidate: float | str | None = None
+    change: float | None = None  # candidate / baseline - 1
+    low: float | None = None  # interval of the change
+    high: float | None = None
+    n_baseline: int = 0
+    n_candidate: int = 0
+    threshold: str = ""
+    note: str = ""
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return dict(self.key)
+
+
+@dataclass
+class Comparison:
+    """All verdicts of one comparison."""
+
+    baseline: str
+    candidate: str
+    series_columns: list[str]
+    policy: Policy
+    rows: list[Row] = field(default_factory=list)
+    matched_cells: int = 0
+    matched_series: int = 0
+
+    def count(self) -> Counter[str]:
+        """Rows per verdict."""
+        return Counter(r.verdict.value for r in self.rows)
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.verdict is Verdict.REGRESSION]
+
+    @property
+    def exit_code(self) -> int:
+        if not self.matched_cells and not self.matched_series:
+            return EXIT_CANNOT
+        return EXIT_REGRESSION if self.regressions else EXIT_OK
+
+
+def _xfail(row: Row, reason: str | None) -> Row:
+    if reason is None:
+        return row
+    if row.verdict is Verdict.REGRESSION:
+        return _replace(row, verdict=Verdict.XFAIL, note=f"xfail: {reason}")
+    return _replace(
+        row, note=f"xfail did not fail ({reason})" + (f"; {row.note}" if row.note else "")
+    )
+
+
+def _replace(row: Row, **changes: Any) -> Row:
+    values = {**row.__dict__, **changes}
+    return Row(**values)
+
+
+def _expected(xfails: Iterable[XFail], fields: Mapping[str, Any]) -> str | None:
+    reason = None
+    for entry in xfails:
+        if entry.selects(fields):
+            reason = entry.reason
+    return reason
+
+
+def _threshold(min_effect: float) -> str:
+    return f"±{min_effect:.0%}"
+
+
+def _metric_row(
+    key: Key,
+    metric: str,
+    policy: Policy,
+    base: Cell | None,
+    cand: Cell,
+    ref_value: float | None = None,
+    bounds: tuple[float | None, float | None] = (None, None),
+    family: int = 1,
+) -> Row:
+    fields = dict(key)
+    settings = policy.metric(metric, fields)
+    n_cand = cand.count(metric)
+    n_base = base.count(metric) if base is not None else 0
+    if base is not None:
+        threshold = _threshold(settings.min_effect)
+    else:
+        threshold = "[" + ", ".join("-" if b is None else f"{b:+.0%}" for b in bounds) + "]"
+    too_few = [
+        f"{side} n={n}"
+        for side, n in (("baseline", n_base), ("candidate", n_cand))
+        if (side == "candidate" or base is not None) and n < policy.min_samples
+    ]
+    cand_value = point(cand.samples[metric], settings.statistic)
+    base_value = point(base.samples[metric], settings.statistic) if base is not None else ref_value
+    if too_few:
+        change = cand_value / base_value - 1 if base_value else None
+        return Row(
+            key, metric, Verdict.UNDECIDED, base_value, cand_value, change,
+            n_baseline=n_base, n_candidate=n_cand, threshold=threshold,
+            note=f"too few samples ({', '.join(too_few)} < {policy.min_samples})",
+        )  # fmt: skip
+    rng = rng_for(policy.seed, str(key), metric)
+    cand_boot = bootstrap(cand.samples[metric], settings.statistic, policy.resamples, rng)
+    if base is not None:
+        base_boot = bootstrap(base.samples[metric], settings.statistic, policy.resamples, rng)
+    else:
+        base_boot = np.full(policy.resamples, float(base_value or np.nan))
+    higher = HIGHER_IS_BETTER[metric]
+    ch: Change = relative_change(
+        float(base_value or np.nan),
+        cand_value,
+        base_boot,
+        cand_boot,
+        higher,
+        policy.confidence,
+        family,
+    )
+    if base is not None:
+        verdict = decide(ch, settings.min_effect)
+    else:
+        verdict = decide_bounds(ch, bounds[0], bounds[1], higher)
+    return Row(
+        key, metric, verdict, base_value, cand_value, ch.change, ch.change_low, ch.change_high,
+        n_base, n_cand, threshold,
+    )  # fmt: skip
+
+
+def _outcome_text(outcomes: Counter[str]) -> str:
+    total = sum(outcomes.values())
+    return ", ".join(f"{k} {v}/{total}" for k, v in sorted(outcomes.items()))
+
+
+def _outcome_row(key: Key, base: Counter[str], cand: Counter[str]) -> Row:
+    b = Counter({k: v for k, v in base.items() if k not in NOT_JUDGED})
+    c = Counter({k: v for k, v in cand.items() if k not in NOT_JUDGED})
+    text_b, text_c = _outcome_text(base), _outcome_text(cand)
+    nb, nc = sum(b.values()), sum(c.values())
+    if not nb or not nc:
+        return Row(key, OUTCOME, Verdict.UNDECIDED, text_b, text_c, n_baseline=nb,
+                   n_candidate=nc, note="no finished run on a side")  # fmt: skip
+    ok_b, ok_c = b["ok"] / nb, c["ok"] / nc
+    if ok_c < ok_b:
+        verdict, note = Verdict.REGRESSION, "runs that ended ok now fail"
+    elif ok_c > ok_b:
+        verdict, note = Verdict.IMPROVEMENT, ""
+    else:
+        verdict, note = Verdict.SAME, ""
+    return Row(key, OUTCOME, verdict, text_b, text_c, n_baseline=nb, n_candidate=nc, note=note)
+
+
+def _sort(key: Key) -> tuple[str, ...]:
+    return tuple(f"{v:020d}" if isinstance(v, int) else str(v) for _, v in key)
+
+
+def _cell_rows(
+    base_cells: Mapping[Key, Cell], cand_cells: Mapping[Key, Cell], policy: Policy
+) -> tuple[list[Row], int]:
+    rows, matched = [], 0
+    family = len(set(base_cells) & set(cand_cells))
+    for key in sorted(set(base_cells) | set(cand_cells), key=_sort):
+        base, cand = base_cells.get(key), cand_cells.get(key)
+        if base is None:
+            rows.append(Row(key, "-", Verdict.NEW, note="only in the candidate"))
+        elif cand is None:
+            rows.append(Row(key, "-", Verdict.MISSING, note="not in the candidate"))
+        else:
+            matched += 1
+            rows += [_metric_row(key, m, policy, base, cand, family=family) for m in METRICS]
+    return rows, matched
+
+
+def compare_sweeps(base: SweepData, cand: SweepData, policy: Policy) -> Comparison:
+    """Two sweeps, cell by cell and series by series."""
+    names = series_columns(base.tables, cand.tables)
+    out = Comparison(base.name, cand.name, names, policy)
+    rows, out.matched_cells = _cell_rows(
+        cells(base.tables, names), cells(cand.tables, names), policy
+    )
+    base_series = series_outcomes(base.tables, names)
+    cand_series = series_outcomes(cand.tables, names)
+    for key in sorted(set(base_series) & set(cand_series), key=_sort):
+        out.matched_series += 1
+        rows.append(
+            _outcome_row(
+                key, Counter(base_series[key].outcomes), Counter(cand_series[key].outcomes)
+            )
+        )
+    out.rows = [_xfail(r, policy.expected_failure(r.fields)) for r in rows]
+    return out
+
+
+def compare_reference(ref: Reference, cand: SweepData, policy: Policy) -> Comparison:
+    """A sweep against a reference file: each cell against its value and bounds."""
+    names = ref.series_columns
+    out = Comparison(f"reference {ref.sweep}".strip(), cand.name, names, policy)
+    ref_cells, ref_series = reference_keyed(ref)
+    cand_cells = cells(cand.tables, names)
+    rows: list[Row] = []
+    family = len(set(ref_cells) & set(cand_cells))
+    for key in sorted(set(ref_cells) | set(cand_cells), key=_sort):
+        refc, cell = ref_cells.get(key), cand_cells.get(key)
+        if refc is None:
+            rows.append(Row(key, "-", Verdict.NEW, note="not in the reference"))
+            continue
+        if cell is None:
+            rows.append(Row(key, "-", Verdict.MISSING, note="not in the candidate"))
+            continue
+        out.matched_cells += 1
+        for metric in METRICS:
+            bound = refc.metrics.get(metric)
+            if bound is None:
+                continue
+            row = _metric_row(
+                key, metric, policy, None, cell, bound.value, (bound.lower, bound.upper), family
+            )
+            rows.append(_replace(row, n_baseline=refc.n))
+    cand_series = series_outcomes(cand.tables, names)
+    for key in sorted(set(ref_series) & set(cand_series), key=_sort):
+        out.matched_series += 1
+        rows.append(
+            _outcome_row(key, Counter(ref_series[key].outcomes), Counter(cand_series[key].outcomes))
+        )
+    xfails = [*ref.xfail, *policy.xfail]
+    out.rows = [_xfail(r, _expected(xfails, r.fields)) for r in rows]
+    return out
+
+
+def cell_fields() -> tuple[str, ...]:
+    """The per-cell key fields after the series columns."""
+    return CELL_FIELDS
