@@ -2,8 +2,8 @@
 
 A side's statistic (median or mean of a cell's samples) is resampled in two levels: runs with
 replacement, then samples within each drawn run with replacement (so repeats stay the unit of
-replication, and one repeat is still judged from its iterations). Resamples are drawn as count
-weights over the pooled samples, so every resample is one row of a matrix (no Python loop).
+replication, and one repeat is still judged from its iterations). Every resample is one row of
+a matrix (no Python loop).
 The generator is seeded from the policy's seed and the cell's key: the same inputs always get
 the same verdicts, and adding a cell does not change the others.
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 from r2bench.compare.policy import Statistic
 
-MAX_POOLED = 20_000
+MAX_POOLED = 4_000
 """Above this many samples a side is thinned (evenly, deterministically) before resampling."""
 
 
@@ -59,30 +59,27 @@ def _thin(groups: list[np.ndarray]) -> list[np.ndarray]:
 def bootstrap(
     groups: list[np.ndarray], statistic: Statistic, resamples: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """`resamples` bootstrap values of the statistic (runs, then samples within runs)."""
+    """`resamples` bootstrap values of the statistic: runs drawn with replacement, then as many
+    samples as each drawn run has, drawn with replacement from it."""
     groups = [g for g in _thin(groups) if len(g)]
     if not groups:
         return np.full(resamples, np.nan)
     k = len(groups)
-    if k > 1:
-        run_draws = rng.multinomial(k, np.full(k, 1.0 / k), size=resamples)
-    else:
-        run_draws = np.ones((resamples, 1), dtype=np.int64)
-    blocks = []
-    for j, g in enumerate(groups):
-        n = len(g)
-        blocks.append(rng.multinomial(run_draws[:, j] * n, np.full(n, 1.0 / n)))
-    weights = np.concatenate(blocks, axis=1).astype(np.float64)
+    sizes = np.array([len(g) for g in groups])
+    offsets = np.cumsum(sizes) - sizes
     pooled = np.concatenate(groups)
-    if statistic is Statistic.MEAN:
-        return (weights @ pooled) / weights.sum(axis=1)
-    order = np.argsort(pooled, kind="stable")
-    cum = np.cumsum(weights[:, order], axis=1)
-    half = cum[:, -1:] / 2.0
-    lower = np.argmax(cum >= half, axis=1)
-    upper = np.argmax(cum > half, axis=1)
-    ordered = pooled[order]
-    return (ordered[lower] + ordered[upper]) / 2.0
+    runs = rng.integers(0, k, size=(resamples, k)) if k > 1 else np.zeros((resamples, 1), int)
+    width = int(sizes.max())
+    n = sizes[runs][..., None]
+    picks = (rng.random((resamples, runs.shape[1], width)) * n).astype(np.int64)
+    values = pooled[offsets[runs][..., None] + np.minimum(picks, n - 1)]
+    if (sizes == width).all():
+        flat = values.reshape(resamples, -1)
+        return np.median(flat, axis=1) if statistic is Statistic.MEDIAN else flat.mean(axis=1)
+    values = np.where(np.arange(width) < n, values, np.nan).reshape(resamples, -1)
+    if statistic is Statistic.MEDIAN:
+        return np.nanmedian(values, axis=1)
+    return np.nanmean(values, axis=1)
 
 
 @dataclass(frozen=True)
