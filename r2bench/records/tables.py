@@ -5,6 +5,7 @@
   estimated epoch timestamp when the run printed `-S 1` timestamps
 - `events`: one row per log event and per fault event (inject/revert/...)
 - `runs`: one row per run folder (complete or not): outcome, reason, failed rank/host, times
+- `counters`: one row per node x NIC x counter sample (`records.counters`)
 
 `build_tables(sweep_dir)` parses every run once, accumulates plain column lists and makes one
 DataFrame per table at the end; per-run settings (experiment, library, env columns such as
@@ -29,13 +30,14 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from r2bench.records import store as st
+from r2bench.records.counters import empty_counters, run_counters
 from r2bench.records.events import parse_events
 from r2bench.records.models import Event, Outcome, ParsedNcclTests
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 
-TABLE_NAMES = ("results", "iterations", "events", "runs")
+TABLE_NAMES = ("results", "iterations", "events", "runs", "counters")
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
 LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
@@ -228,6 +230,7 @@ class _Builder:
         self.iters = _IterBlocks()
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
+        self.counters: list[pd.DataFrame] = []
 
     def merge(self, other: _Builder) -> None:
         """Append another builder's rows (built over other run folders)."""
@@ -238,6 +241,7 @@ class _Builder:
             getattr(self.iters, f.name).extend(getattr(other.iters, f.name))
         self.runs.extend(other.runs)
         self.env_names |= other.env_names
+        self.counters.extend(other.counters)
 
     def add_folder(self, path: Path) -> None:
         """Parse and add one run folder (an incomplete one only gets its `runs` row)."""
@@ -259,6 +263,7 @@ class _Builder:
         self._add_faults(rec.run_id, rec.faults)
         self.runs.append(_run_row(self.sweep_dir, run, row_times))
         self.env_names.update((rec.spec.get("env") or {}).keys())
+        self.counters.extend(c for c in [run_counters(rec)] if c is not None)
 
     def add_incomplete(self, rec: st.RunRecord) -> None:
         run = ParsedRun(rec, ParsedNcclTests(), [], None)
@@ -328,6 +333,9 @@ class _Builder:
             iterations=_iterations_frame(self.iters),
             events=_typed_events(self.events.frame()),
             runs=runs,
+            counters=pd.concat(self.counters, ignore_index=True)
+            if self.counters
+            else empty_counters(),
         )
 
 
@@ -456,12 +464,13 @@ def _typed_events(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class Tables:
-    """The four tidy tables of a sweep."""
+    """The tidy tables of a sweep."""
 
     results: pd.DataFrame
     iterations: pd.DataFrame
     events: pd.DataFrame
     runs: pd.DataFrame
+    counters: pd.DataFrame = field(default_factory=empty_counters)
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
         """(name, frame) pairs in TABLE_NAMES order."""
@@ -520,7 +529,11 @@ def _write_atomic(path: Path, table: pa.Table, fmt: str) -> Path:
 
 def read_tables(out_dir: Path) -> Tables:
     """Read tables written by `write_tables` (Parquet)."""
-    frames = {name: pd.read_parquet(out_dir / f"{name}.parquet") for name in TABLE_NAMES}
+    frames = {
+        name: pd.read_parquet(out_dir / f"{name}.parquet")
+        for name in TABLE_NAMES
+        if (out_dir / f"{name}.parquet").exists() or name != "counters"
+    }
     return Tables(**frames)
 
 

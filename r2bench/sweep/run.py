@@ -24,6 +24,7 @@ from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.tables import log_events, parse_outputs
+from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
 from r2bench.sweep.preflight import preflight_problems
@@ -170,6 +171,7 @@ class RunExecutor:
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         node.run(["mkdir", "-p", run.run_dir], timeout=30)
+        self._each_agent(lambda agent: counters.start(agent, run, self.testbed))
 
         def target() -> None:
             try:
@@ -198,6 +200,7 @@ class RunExecutor:
         """Revert the faults, then end every process of the run on every node."""
         driver.finish()
         fatal = [p for p in driver.problems if "NOT reverted" in p or "still active" in p]
+        self._each_agent(lambda agent: counters.stop(agent, run))
         left = self._each_agent(lambda agent: agent.kill_run(run.spec.run_id))
         for name, count in left.items():
             if isinstance(count, NodeError):
@@ -220,6 +223,7 @@ class RunExecutor:
                 folder.commit_stream(st.RESULT_JSON)
         except NodeError:
             local.unlink(missing_ok=True)
+        counters.fetch(run, self.pool, folder)
         for name, agent in self.agents.items():
             if agent.log:
                 folder.write_node_file(name, "agent.log", "\n".join(agent.log) + "\n")

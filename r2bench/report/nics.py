@@ -1,0 +1,171 @@
+"""Per-NIC traffic around faults: one figure per faulted run that has NIC counters.
+
+Each NIC's transmit throughput (Gbit/s, from the `counters` table's deltas) against seconds
+since the run's first sample, one line per node/NIC, the fault windows (inject..revert, node
+clocks like the samples) shaded: the failed NIC drops to zero and the others pick up its
+share. The caption gives each NIC's mean before, during and after the first fault.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from r2bench.records.tables import Tables
+from r2bench.report.figures import Figure
+
+MAX_NIC_FIGURES = 12
+MAX_POINTS_PER_TRACE = 4000
+SECTION_TITLE = "Traffic per NIC around faults (fault window shaded)"
+
+
+def esc(value: Any) -> str:
+    """Data text made safe for plotly labels and HTML."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A fault's inject..revert (node epoch seconds) and what it was."""
+
+    start: float
+    end: float
+    label: str
+
+
+def fault_windows(events: pd.DataFrame, end_default: float) -> list[Window]:
+    """The inject..revert windows of one run's fault events (a flap gives one per cycle)."""
+    faults = events[events["kind"].astype(str).isin(["fault_inject", "fault_revert"])]
+    faults = faults.dropna(subset=["time"]).sort_values("time", kind="stable")
+    out: list[Window] = []
+    for _, g in faults.groupby("fault", sort=True, dropna=False):
+        start: float | None = None
+        label = ""
+        for row in g.itertuples(index=False):
+            if row.kind == "fault_inject" and start is None:
+                start = float(row.time)
+                label = f"{row.message} on {row.host}/{row.nic}"
+            elif row.kind == "fault_revert" and start is not None:
+                out.append(Window(start, float(row.time), label))
+                start = None
+        if start is not None:
+            out.append(Window(start, max(end_default, start), label))
+    return sorted(out, key=lambda w: w.start)
+
+
+def nic_runs(tables: Tables) -> list[str]:
+    """Faulted runs with counters, at most MAX_NIC_FIGURES, in the runs table's order."""
+    counters = tables.counters
+    if counters is None or counters.empty:
+        return []
+    have = set(counters["run_id"].astype(str))
+    runs = tables.runs[(tables.runs["n_faults"].fillna(0) > 0)]
+    return [r for r in runs["run_id"].astype(str) if r in have][:MAX_NIC_FIGURES]
+
+
+def _mean(frame: pd.DataFrame, lo: float, hi: float) -> float:
+    sel = frame[(frame["time"] > lo) & (frame["time"] <= hi)]["tx_gbit_s"].dropna()
+    return float(sel.mean()) if len(sel) else float("nan")
+
+
+def phase_means(samples: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """Mean tx Gbit/s per node/NIC before, during and after a fault window."""
+    rows = []
+    t_end = float(samples["time"].max())
+    t_start = float(samples["time"].min())
+    for (node, nic), g in samples.groupby(["node", "nic"], sort=True):
+        rows.append(
+            {
+                "node": node,
+                "nic": nic,
+                "before": _mean(g, t_start, window.start),
+                "during": _mean(g, window.start, window.end),
+                "after": _mean(g, window.end, t_end),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _caption(means: pd.DataFrame, window: Window) -> str:
+    def f(x: float) -> str:
+        return "-" if x != x else f"{x:.3f}"
+
+    parts = [
+        f"{r.node}/{r.nic} {f(r.before)} / {f(r.during)} / {f(r.after)}"
+        for r in means.itertuples(index=False)
+    ]
+    return f"Mean tx Gbit/s before / during / after the fault ({window.label}): " + "; ".join(parts)
+
+
+def nic_figure(tables: Tables, run_id: str, index: int) -> Figure:
+    """One run's per-NIC tx throughput over time with its fault windows shaded."""
+    samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
+    events = tables.events[tables.events["run_id"].astype(str) == run_id]
+    t0 = float(samples["time"].min())
+    windows = fault_windows(events, float(samples["time"].max()))
+    traces = []
+    for (node, nic), g in samples.groupby(["node", "nic"], sort=True):
+        g = g.sort_values("time")
+        step = max(1, len(g) // MAX_POINTS_PER_TRACE)
+        g = g.iloc[::step]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": esc(f"{node}/{nic}"),
+                "x": np.round(g["time"].to_numpy(float) - t0, 4).tolist(),
+                "y": np.round(g["tx_gbit_s"].to_numpy(float), 5).tolist(),
+                "text": [esc(s) for s in g["state"]],
+                "hovertemplate": "%{x:.2f} s: %{y:.3f} Gbit/s tx (link %{text})"
+                "<extra>%{fullData.name}</extra>",
+            }
+        )
+    shapes = [
+        {
+            "type": "rect", "xref": "x", "yref": "paper", "x0": w.start - t0, "x1": w.end - t0,
+            "y0": 0, "y1": 1, "fillcolor": "rgba(214, 39, 40, 0.15)", "line": {"width": 0},
+            "layer": "below",
+        }
+        for w in windows
+    ]  # fmt: skip
+    notes = [
+        {"x": w.start - t0, "y": 1, "xref": "x", "yref": "paper", "text": esc(w.label),
+         "showarrow": False, "xanchor": "left", "yanchor": "bottom", "font": {"size": 10}}
+        for w in windows[:1]
+    ]  # fmt: skip
+    run = tables.runs[tables.runs["run_id"].astype(str) == run_id].iloc[0]
+    mode = run.get("R2CC_MODE")
+    what = f"{run['scenario']}, R2CC_MODE {mode}" if mode is not None and mode == mode else ""
+    layout = {
+        "title": {"text": esc(f"{run_id}: {what or run['scenario']} ({run['outcome']})")},
+        "template": "plotly_white",
+        "height": 420,
+        "margin": {"l": 70, "r": 30, "t": 60, "b": 60},
+        "xaxis": {"title": {"text": "time since the first sample (s)"}},
+        "yaxis": {"title": {"text": "tx throughput per NIC (Gbit/s)"}, "rangemode": "tozero"},
+        "shapes": shapes,
+        "annotations": notes,
+    }
+    caption = _caption(phase_means(samples, windows[0]), windows[0]) if windows else ""
+    meta = {"run_id": run_id, "t0": t0, "windows": [(w.start, w.end) for w in windows]}
+    spec = {"data": traces, "layout": layout}
+    return Figure(f"nics-{index}", f"NIC traffic {esc(run_id)}", spec, "", meta, caption)
+
+
+def nic_figures(tables: Tables) -> list[Figure]:
+    """A NIC traffic figure per faulted run with counters."""
+    return [nic_figure(tables, run_id, i) for i, run_id in enumerate(nic_runs(tables))]
+
+
+def nics_section(tables: Tables) -> str:
+    """The report section (empty when no faulted run has counters)."""
+    from r2bench.report.html import _figure_block, _section  # the page's own blocks
+
+    figures = nic_figures(tables)
+    if not figures:
+        return ""
+    return _section(SECTION_TITLE, "".join(_figure_block(f) for f in figures))
