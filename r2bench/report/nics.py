@@ -48,7 +48,8 @@ def fault_windows(events: pd.DataFrame, end_default: float) -> list[Window]:
         for row in g.itertuples(index=False):
             if row.kind == "fault_inject" and start is None:
                 start = float(row.time)
-                label = f"{row.message} on {row.host}/{row.nic}"
+                kind = str(row.message).split(" ", 1)[0]
+                label = f"{kind} on {row.host}/{row.nic}"
             elif row.kind == "fault_revert" and start is not None:
                 out.append(Window(start, float(row.time), label))
                 start = None
@@ -73,18 +74,18 @@ def _mean(frame: pd.DataFrame, lo: float, hi: float) -> float:
 
 
 def phase_means(samples: pd.DataFrame, window: Window) -> pd.DataFrame:
-    """Mean tx Gbit/s per node/NIC before, during and after a fault window."""
+    """Mean tx Gbit/s per node/NIC during a fault window, and in as long a span just before
+    and just after it."""
     rows = []
-    t_end = float(samples["time"].max())
-    t_start = float(samples["time"].min())
+    span = window.end - window.start
     for (node, nic), g in samples.groupby(["node", "nic"], sort=True):
         rows.append(
             {
                 "node": node,
                 "nic": nic,
-                "before": _mean(g, t_start, window.start),
+                "before": _mean(g, window.start - span, window.start),
                 "during": _mean(g, window.start, window.end),
-                "after": _mean(g, window.end, t_end),
+                "after": _mean(g, window.end, window.end + span),
             }
         )
     return pd.DataFrame(rows)
