@@ -1,0 +1,64 @@
+"""The virtual CI sweep (experiments/ci/virtual.yaml) run twice on the same code: `compare`
+finds no regression between the two, nor against the stored reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from r2bench.compare.policy import load_policy
+from r2bench.compare.reference import load_reference
+from r2bench.compare.samples import load_sweep
+from r2bench.compare.stats import Verdict
+from r2bench.compare.verdict import compare_reference, compare_sweeps
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
+    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py missing"),
+]
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = ROOT / "experiments/ci/virtual.yaml"
+POLICY = ROOT / "experiments/ci/virtual-policy.yaml"
+REFERENCE = ROOT / "results/baselines/ci-virtual.yaml"
+CLI = [sys.executable, "-c", "from r2bench.cli import main; main()"]
+
+
+def _sweep(results: Path) -> Path:
+    proc = subprocess.run(
+        [*CLI, "sweep", str(EXPERIMENT), "--results", str(results), "-q"],
+        capture_output=True, text=True, timeout=600, check=False, cwd=results.parent,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return results / "ci-virtual"
+
+
+def test_ci_sweep_twice_no_false_regression(tmp_path: Path) -> None:
+    first, second = _sweep(tmp_path / "a"), _sweep(tmp_path / "b")
+    policy = load_policy(POLICY)
+    a, b = load_sweep(first), load_sweep(second)
+    result = compare_sweeps(a, b, policy)
+    assert result.matched_cells == 8 and result.matched_series == 4
+    assert result.regressions == [], [(r.key, r.metric, r.change) for r in result.regressions]
+    assert not [r for r in result.rows if r.verdict in (Verdict.MISSING, Verdict.NEW)]
+    for sweep in (a, b):
+        against = compare_reference(load_reference(REFERENCE), sweep, policy)
+        assert against.matched_cells == 8
+        assert against.regressions == [], [(r.key, r.metric) for r in against.regressions]
+    # every run sampled its NICs, and the faulted ones show the failed NIC idle
+    counters = a.tables.counters
+    assert set(counters["node"]) == {"node0", "node1"} and counters["nic"].nunique() == 4
+    proc = subprocess.run(
+        [*CLI, "compare", str(first), str(second), "--policy", str(POLICY)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
