@@ -47,12 +47,12 @@ def test_ci_sweep_twice_no_false_regression(tmp_path: Path) -> None:
     policy = load_policy(POLICY)
     a, b = load_sweep(first), load_sweep(second)
     result = compare_sweeps(a, b, policy)
-    assert result.matched_cells == 8 and result.matched_series == 4
+    assert result.matched_cells == 16 and result.matched_series == 4
     assert result.regressions == [], [(r.key, r.metric, r.change) for r in result.regressions]
     assert not [r for r in result.rows if r.verdict in (Verdict.MISSING, Verdict.NEW)]
     for sweep in (a, b):
         against = compare_reference(load_reference(REFERENCE), sweep, policy)
-        assert against.matched_cells == 8
+        assert against.matched_cells == 16
         assert against.regressions == [], [(r.key, r.metric) for r in against.regressions]
     # every run sampled its NICs, and the faulted ones show the failed NIC idle
     counters = a.tables.counters

@@ -5,6 +5,7 @@ confidence: 0.95          # two-sided bootstrap interval
 resamples: 2000           # bootstrap resamples (seeded: the same inputs give the same verdicts)
 seed: 0
 min_samples: 5            # fewer samples on a side: `undecided`
+run_noise: 0.0            # the testbed's relative run-to-run spread (sd), beyond the samples
 reference_tolerance: 0.10 # bounds --write-reference writes (at least this, relative)
 metrics:
   busbw_gbps: {min_effect: 0.05, statistic: median}
@@ -119,6 +120,9 @@ class Policy(_Strict):
     resamples: int = Field(2000, ge=100, le=100_000)
     seed: int = 0
     min_samples: int = Field(5, ge=2)
+    run_noise: float = Field(
+        0.0, ge=0, lt=1, description="Known relative run-to-run spread (sd) of the testbed."
+    )
     reference_tolerance: float = Field(0.10, ge=0, lt=1)
     metrics: dict[str, MetricPolicy] = Field(
         default_factory=lambda: {m: MetricPolicy() for m in METRICS}

@@ -144,7 +144,8 @@ def _round(value: float) -> float:
 
 def reference_from_sweep(sweep: SweepData, policy: Policy) -> Reference:
     """A reference from a sweep: each cell's statistic, and bounds of at least the policy's
-    `reference_tolerance`, widened to twice the cell's own relative interval when it is noisier."""
+    `reference_tolerance`, widened to twice the cell's own relative interval (run-to-run noise
+    of the policy included) when it is noisier."""
     names = series_columns(sweep.tables)
     out_cells = []
     for key, cell in sorted(cells(sweep.tables, names).items(), key=lambda kv: _sort(kv[0])):
@@ -159,8 +160,9 @@ def reference_from_sweep(sweep: SweepData, policy: Policy) -> Reference:
             rng = rng_for(policy.seed, "reference", str(key), metric)
             boots = bootstrap(groups, settings.statistic, policy.resamples, rng)
             spread = relative_change(
-                value, value, boots * 0 + value, boots, True, policy.confidence
-            )
+                value, value, boots * 0 + value, boots, True, policy.confidence,
+                run_noise=policy.run_noise, runs=(0, len(groups)),
+            )  # fmt: skip
             half = max(abs(spread.change_low), abs(spread.change_high))
             tolerance = round(max(policy.reference_tolerance, settings.min_effect, 2 * half), 2)
             lower, upper = (-tolerance, None) if HIGHER_IS_BETTER[metric] else (None, tolerance)
@@ -240,7 +242,7 @@ def reference_yaml(ref: Reference) -> str:
     dumper.add_representer(
         _FlowList, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True)
     )
-    return head + yaml.dump(doc, Dumper=dumper, sort_keys=False, width=200)
+    return head + yaml.dump(doc, Dumper=dumper, sort_keys=False, width=100_000)
 
 
 def reference_keyed(ref: Reference) -> tuple[dict[Key, RefCell], dict[Key, RefSeries]]:

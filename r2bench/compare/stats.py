@@ -108,11 +108,16 @@ def relative_change(
     higher_is_better: bool,
     confidence: float,
     family: int = 1,
+    run_noise: float = 0.0,
+    runs: tuple[int, int] = (1, 1),
 ) -> Change:
     """The change from `base` to `cand`, the bootstrap percentile interval of its gain at
     `confidence`, and a family-wise interval for deciding a regression among `family` tests
     (Bonferroni: the point estimate +- z(1 - alpha / 2 family) bootstrap standard errors,
-    never narrower than the percentile interval)."""
+    never narrower than the percentile interval). `run_noise` is the testbed's known relative
+    run-to-run spread (standard deviation): what the samples of few runs cannot show (a busy
+    host slows a whole run). It widens both intervals by its standard error over `runs`
+    (baseline, candidate) runs."""
     with np.errstate(divide="ignore", invalid="ignore"):
         if higher_is_better:
             gain, boots = cand / base - 1.0, cand_boot / base_boot - 1.0
@@ -122,8 +127,13 @@ def relative_change(
     low, high = _interval(boots, confidence)
     change_low, change_high = _interval(changes, confidence)
     change = cand / base - 1.0 if base else float("nan")
+    extra = run_noise * float(np.sqrt(sum(1.0 / max(1, k) for k in runs if k)))
+    if extra > 0:
+        z1 = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0) * extra
+        low, high, change_low, change_high = low - z1, high + z1, change_low - z1, change_high + z1
     z = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / (2.0 * max(1, family)))
-    se_gain, se_change = _se(boots), _se(changes)
+    se_gain = float(np.hypot(_se(boots), extra))
+    se_change = float(np.hypot(_se(changes), extra))
     return Change(
         base, cand, change, gain, low, high, change_low, change_high,
         min(low, gain - z * se_gain), max(high, gain + z * se_gain),

@@ -160,6 +160,8 @@ def _metric_row(
         higher,
         policy.confidence,
         family,
+        policy.run_noise,
+        (len(base.samples[metric]) if base is not None else 0, len(cand.samples[metric])),
     )
     if base is not None:
         verdict = decide(ch, settings.min_effect)
