@@ -76,8 +76,12 @@ def stop(agent: NodeAgent, run: PlannedRun) -> int | None:
 
 
 def fetch(run: PlannedRun, pool: NodePool, folder: st.RunFolder) -> list[str]:
-    """Copy each node's counters into `node/<node>/counters.tsv`; returns the nodes done."""
-    done = []
+    """Copy each node's counters into `node/<node>/counters.tsv`; returns the nodes done.
+    Nothing when the sampler is off (a file left by an earlier run of the same spec, in the
+    same node-side run folder, is not this run's)."""
+    done: list[str] = []
+    if not interval_ms():
+        return done
     for name in run.spec.nodes:
         remote, _ = remote_paths(run, name)
         local = folder.path / f".counters.{name}.tmp"

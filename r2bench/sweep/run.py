@@ -9,6 +9,7 @@ killed mid-run leaves the output so far on disk.
 from __future__ import annotations
 
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -170,7 +171,10 @@ class RunExecutor:
             stdout_times=folder.stream_path(st.STDOUT_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
-        node.run(["mkdir", "-p", run.run_dir], timeout=30)
+        # A result.json left by an earlier run of the same spec (same run folder on the node)
+        # would make the job write result.json.0 and be collected in its place.
+        q = shlex.quote(run.run_dir)
+        node.run(f"mkdir -p {q} && rm -f {q}/result.json {q}/result.json.*", timeout=30)
         self._each_agent(lambda agent: counters.start(agent, run, self.testbed))
 
         def target() -> None:
