@@ -99,7 +99,10 @@ def _caption(means: pd.DataFrame, window: Window) -> str:
         f"{r.node}/{r.nic} {f(r.before)} / {f(r.during)} / {f(r.after)}"
         for r in means.itertuples(index=False)
     ]
-    return f"Mean tx Gbit/s before / during / after the fault ({window.label}): " + "; ".join(parts)
+    return (
+        f"Mean tx Gbit/s just before / during / just after the fault ({window.label}, "
+        f"{window.end - window.start:.2f} s): " + "; ".join(parts)
+    )
 
 
 def nic_figure(tables: Tables, run_id: str, index: int) -> Figure:
