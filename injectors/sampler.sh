@@ -25,9 +25,10 @@ val() {  # val VAR FILE: the first word of FILE into VAR, `-` when unreadable
     [[ -n $_out ]] || _out=-
 }
 
-loop() {  # loop OUT INTERVAL_MS NIC...
-    local out=$1 ms=$2 spec name netdev dev port base now tx rx state i wait_fd fifo
-    shift 2
+loop() {  # loop OUT PIDFILE INTERVAL_MS NIC...
+    local out=$1 pidfile=$2 ms=$3 spec name netdev dev port base now tx rx state i wait_fd fifo
+    shift 3
+    echo $$ >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"
     local -a names=() src=() txf=() rxf=() stf=()
     for spec in "$@"; do
         IFS=: read -r name netdev dev port <<<"$spec"
@@ -81,9 +82,16 @@ case ${1:-} in
         [[ $ms =~ ^[0-9]+$ && $ms -ge 1 ]] || { echo "bad interval '$ms'" >&2; exit 2; }
         mkdir -p "$(dirname "$out")" "$(dirname "$pidfile")" || exit 1
         : >"$out" || exit 1
-        setsid bash --noprofile --norc "${BASH_SOURCE[0]}" loop "$out" "$ms" "$@" \
+        rm -f "$pidfile"
+        # setsid may fork (when already a group leader): the loop writes its own pid.
+        setsid bash --noprofile --norc "${BASH_SOURCE[0]}" loop "$out" "$pidfile" "$ms" "$@" \
             </dev/null >/dev/null 2>&1 &
-        echo $! >"$pidfile"
+        for _ in $(seq 100); do
+            [[ -s $pidfile ]] && exit 0
+            sleep 0.02
+        done
+        echo "sampler did not start" >&2
+        exit 1
         ;;
     stop)
         [[ $# -eq 2 ]] || { echo "usage: $0 stop PIDFILE" >&2; exit 2; }

@@ -28,7 +28,7 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments/ci/virtual.yaml"
-POLICY = ROOT / "experiments/ci/virtual-policy.yaml"
+POLICY = ROOT / "results/baselines/ci-virtual.policy.yaml"
 REFERENCE = ROOT / "results/baselines/ci-virtual.yaml"
 CLI = [sys.executable, "-c", "from r2bench.cli import main; main()"]
 

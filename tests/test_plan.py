@@ -182,7 +182,10 @@ def test_every_example_file_is_valid(example: Path) -> None:
         result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(example)])
     else:
         testbed = (
-            VIRTUAL if "quickstart" in example.name or example.parent.name == "ci" else CLOUDLAB
+            VIRTUAL
+            if "quickstart" in example.name
+            or (example.parent.name == "ci" and "virtual" in example.name)
+            else CLOUDLAB
         )
         result = CliRunner().invoke(app, ["plan", str(example), "-t", str(testbed)])
     assert result.exit_code == 0, result.output
