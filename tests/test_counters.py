@@ -54,13 +54,15 @@ def test_sampler_daemonizes_samples_and_stops(tmp_path: Path) -> None:
     )  # fmt: skip
     assert time.monotonic() - started < 2, "start must return at once"
     pid = int(pidfile.read_text())
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    assert b"R2B_RUN=run-x" in environ  # the run's kill-by-run finds it
-    time.sleep(0.3)
-    (tmp_path / "sys/class/net/eth1/statistics/tx_bytes").write_text("126000\n")
-    (tmp_path / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
-    time.sleep(0.3)
-    subprocess.run(["bash", str(SAMPLER), "stop", str(pidfile)], check=True, timeout=10)
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"R2B_RUN=run-x" in environ  # the run's kill-by-run finds it
+        time.sleep(0.3)
+        (tmp_path / "sys/class/net/eth1/statistics/tx_bytes").write_text("126000\n")
+        (tmp_path / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
+        time.sleep(0.3)
+    finally:
+        subprocess.run(["bash", str(SAMPLER), "stop", str(pidfile)], check=True, timeout=10)
     time.sleep(0.1)
     assert not _pid_alive(pid) and not pidfile.exists()
     lines = out.read_text().splitlines()
