@@ -33,6 +33,17 @@ def injectors_dir(testbed: Testbed) -> str:
     return f"{testbed.paths.work_dir}/injectors"
 
 
+def own_records_script(work_dir: str) -> str:
+    """A bash line printing this node's active fault records, one path a line (records live
+    per node under faults/active/<node id>/, so a shared work folder shows only our own)."""
+    node_sh = shlex.quote(f"{work_dir}/injectors/node.sh")
+    active = shlex.quote(f"{work_dir}/faults/active")
+    return (
+        f"( source {node_sh} && find \"$(r2b_node_active_dir {active})\" -type f ! -name '.*' ) "
+        "2>/dev/null"
+    )
+
+
 def _digest(files: list[Path]) -> str:
     sha = hashlib.sha256()
     for path in files:
