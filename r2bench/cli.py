@@ -373,6 +373,12 @@ def sweep(
     skip_setup: Annotated[
         bool, typer.Option("--skip-setup", help="Do not build (the nodes already have it).")
     ] = False,
+    skip_doctor: Annotated[
+        bool,
+        typer.Option(
+            "--skip-doctor", help="Do not stop on failed doctor checks (runs may be skewed)."
+        ),
+    ] = False,
 ) -> None:
     from r2bench.commands.sweep import sweep_cli
     from r2bench.sweep.command import SweepOptions
@@ -382,7 +388,14 @@ def sweep(
         console.print(f"--rerun takes `failed`, not {rerun!r}", style="red")
         raise typer.Exit(EXIT_USAGE)
     options = SweepOptions(
-        experiment, testbed, results, rerun == "failed", quiet, keep_testbed, skip_setup
+        experiment,
+        testbed,
+        results,
+        rerun == "failed",
+        quiet,
+        keep_testbed,
+        skip_setup,
+        skip_doctor,
     )
     with config_errors(console):
         code = sweep_cli(options, dry_run, console)

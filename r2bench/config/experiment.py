@@ -67,9 +67,12 @@ class Flap(StrictModel):
 class FaultSpec(StrictModel):
     """One fault: what kind, on which NIC of which node, when, and for how long."""
 
-    kind: Name = Field(description="ib_port_down, link_down, flow_drop, route_drop, bandwidth_cap.")
+    kind: Name = Field(
+        description="ib_port_down, link_down, flow_drop, route_drop, bandwidth_cap (a NIC); "
+        "process_stop, process_kill (a rank: params.rank)."
+    )
     node: Name
-    nic: Name
+    nic: Name | None = Field(None, description="The NIC (every kind but the process ones).")
     trigger: Trigger
     duration_s: float | None = Field(
         None,

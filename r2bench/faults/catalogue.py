@@ -32,6 +32,8 @@ class FaultKind:
     target_args: Callable[[Nic, Mapping[str, str]], list[str]] = field(
         default=lambda nic, params: [], repr=False
     )
+    targets_nic: bool = True
+    """False for faults of a process (a rank of the run), which name no NIC."""
 
 
 def _ib_port_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
@@ -51,6 +53,10 @@ def _drop_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
 
 def _rate_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
     return [*_netdev_args(nic, params), "--rate", params["rate"]]
+
+
+def _rank_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    return ["--rank", params["rank"]]
 
 
 def _ovs_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
@@ -141,6 +147,24 @@ _ALL_KINDS = (
         optional_params=("port",),
         target_args=_ovs_args,
     ),
+    FaultKind(
+        name="process_stop",
+        script="proc.sh",
+        summary="SIGSTOP one rank of the run (a hung peer); SIGCONT on heal or when the lease ends.",
+        nic_kinds=frozenset(),
+        required_params=("rank",),
+        target_args=_rank_args,
+        targets_nic=False,
+    ),
+    FaultKind(
+        name="process_kill",
+        script="proc.sh",
+        summary="SIGKILL one rank of the run (a crashed peer); nothing to heal.",
+        nic_kinds=frozenset(),
+        required_params=("rank",),
+        target_args=_rank_args,
+        targets_nic=False,
+    ),
 )
 
 FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType({kind.name: kind for kind in _ALL_KINDS})
@@ -163,19 +187,32 @@ def format_seconds(seconds: float) -> str:
 def injector_argv(
     kind: FaultKind,
     action: str,
-    nic: Nic,
+    nic: Nic | None,
     params: Mapping[str, str],
     tag: str,
     injectors_dir: str,
     lease_s: float | None = None,
     protect: Sequence[str] = (),
+    run_id: str | None = None,
 ) -> list[str]:
     """argv of the node-side command for `action` (inject, revert or status). `protect` names
     interfaces the injector must refuse to touch (`--protect-if a,b`, checked on the node
-    before anything changes; see faults/interlock.py)."""
+    before anything changes; see faults/interlock.py). A process fault names its run
+    (`--run`: the processes carry R2B_RUN=<run id>) and its signal."""
     argv = ["bash", f"{injectors_dir}/{kind.script}", action, "--tag", tag]
     if action == "inject" and lease_s is not None:
         argv += ["--lease-s", format_seconds(lease_s)]
     if action == "inject" and protect:
         argv += ["--protect-if", ",".join(protect)]
+    if not kind.targets_nic:
+        signal = "STOP" if kind.name == "process_stop" else "KILL"
+        return [
+            *argv,
+            "--run",
+            run_id or "",
+            "--signal",
+            signal,
+            *kind.target_args(Nic.model_construct(), params),
+        ]
+    assert nic is not None
     return argv + kind.target_args(nic, params)

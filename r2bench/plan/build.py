@@ -218,8 +218,8 @@ class _Renderer:
         kind = FAULT_KINDS[fault.kind]
         node = self.testbed.node(fault.node)
         assert node is not None  # checked before rendering
-        nic = node.nic(fault.nic)
-        assert nic is not None
+        nic = node.nic(fault.nic) if fault.nic else None
+        assert nic is not None or not kind.targets_nic
         tag = fault_tag(spec.run_id, index)
         # The sweep arms every fault (lease running) just before the launch, so the lease covers
         # the whole deadline plus a margin for the controller's own revert after it: a dead
@@ -238,6 +238,7 @@ class _Renderer:
                 injectors,
                 lease if action == "inject" else None,
                 protect,
+                spec.run_id,
             )
             return NodeCommand(node=node.name, command=shlex.join(argv), root=True)
 
@@ -245,7 +246,7 @@ class _Renderer:
             index=index,
             kind=fault.kind,
             node=fault.node,
-            nic=fault.nic,
+            nic=fault.nic or f"rank{fault.params.get('rank', '?')}",
             tag=tag,
             inject_after_s=fault.trigger.after_s,
             since=fault.trigger.since.value,

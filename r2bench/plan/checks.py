@@ -191,6 +191,17 @@ def check_fault(
                 _suggest(fault.node, names),
             ),
         ]
+    if kind is not None and not kind.targets_nic:
+        return issues + _check_process_fault(kind, fault, base, doc)
+    if fault.nic is None:
+        return [
+            *issues,
+            doc.issue(
+                (*base, "nic"),
+                f"a {fault.kind} fault needs a nic",
+                "name one of the node's data NICs",
+            ),
+        ]
     nic = node.nic(fault.nic)
     if nic is None:
         hint = _suggest(fault.nic, [n.name for n in node.nics])
@@ -204,6 +215,31 @@ def check_fault(
         return [*issues, doc.issue((*base, "nic"), refusal.message, hint)]
     if kind is not None:
         issues += _check_kind_fits(kind, fault, nic, base, testbed, doc)
+    return issues
+
+
+def _check_process_fault(
+    kind: FaultKind, fault: FaultSpec, base: FieldPath, doc: SourceDoc
+) -> list[ConfigIssue]:
+    """A process fault names a rank (a whole number), no NIC."""
+    issues = []
+    if fault.nic is not None:
+        issues.append(
+            doc.issue(
+                (*base, "nic"),
+                f"a {kind.name} fault targets a rank, not a NIC",
+                "remove nic; set params.rank",
+            )
+        )
+    rank = fault.params.get("rank")
+    if rank is None or not str(rank).isdigit():
+        issues.append(
+            doc.issue(
+                (*base, "params", "rank"),
+                f"a {kind.name} fault needs params.rank: the rank to signal (0, 1, ...)",
+                "e.g. params: {rank: 1}",
+            )
+        )
     return issues
 
 
@@ -311,7 +347,12 @@ def _check_overlaps(faults: list[FaultSpec], base: FieldPath, doc: SourceDoc) ->
     for i, first in enumerate(faults):
         for j in range(i + 1, len(faults)):
             second = faults[j]
-            if (first.node, first.nic) == (second.node, second.nic) and _overlap(first, second):
+            same_target = (first.node, first.nic, first.params.get("rank")) == (
+                second.node,
+                second.nic,
+                second.params.get("rank"),
+            )
+            if same_target and _overlap(first, second):
                 issues.append(
                     doc.issue(
                         (*base, j),

@@ -49,6 +49,8 @@ class RunResult:
     reason: str
     job_seconds: float
     fatal: str | None = None
+    fault_trouble: str | None = None
+    """Why a fault of the run was not carried out as planned (the run is recorded all the same)."""
 
 
 @dataclass
@@ -143,7 +145,12 @@ class RunExecutor:
         self.on_stage(run_id, "record")
         outcome = self.record(run, folder, job, driver, started, ended)
         result = RunResult(
-            run_id, outcome.status, outcome.reason, ended - started, "; ".join(fatal) or None
+            run_id,
+            outcome.status,
+            outcome.reason,
+            ended - started,
+            "; ".join(fatal) or None,
+            "; ".join(driver.problems) or None,
         )
         if fatal:
             raise SweepStop(result.fatal or "")
