@@ -17,7 +17,7 @@ from r2bench.config.errors import ConfigError
 from r2bench.config.source import MAX_DEPTH, parse_yaml
 from r2bench.config.testbed import Nic
 from r2bench.faults.catalogue import FAULT_KINDS, format_seconds, injector_argv
-from r2bench.plan.build import load_inputs, make_plan
+from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
 from r2bench.plan.render import plan_json
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -202,7 +202,8 @@ def test_plan_json_has_numeric_deadlines_and_leases(tmp_path: Path) -> None:
     assert _outcome(tmp_path, body) is None
     plan = make_plan(load_inputs(tmp_path / "hostile.yaml", TESTBED))
     _assert_plain_numbers(plan)
-    assert json.loads(plan_json(plan))["runs"][-1]["faults"][0]["lease_s"] == 604825
+    # the lease covers the whole deadline from the arm, plus the grace
+    assert json.loads(plan_json(plan))["runs"][-1]["faults"][0]["lease_s"] == 604800 + LEASE_GRACE_S
 
 
 # ---- both files, every problem at once -------------------------------------------------------
