@@ -141,7 +141,9 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
     doc = parse_yaml(text, "<command line>")
     testbed = load_testbed(testbed_file)
     experiment = validate_model(Experiment, doc)
-    inputs = Inputs(experiment, testbed, load_recipes(None), doc, "<command line>", testbed_doc_name)
+    inputs = Inputs(
+        experiment, testbed, load_recipes(None), doc, "<command line>", testbed_doc_name
+    )
     plan = make_plan(inputs)
     step = next(r for r in plan.runs if r.faults).faults[0]
     return _retagged(step, manual_tag(fault)), testbed.paths.work_dir
