@@ -54,13 +54,18 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def _scaled(n: float) -> tuple[float, int]:
+    """(n / 1024**k, k) with the value under 1024 (k at most 4)."""
+    k = 0
+    while abs(n) >= 1024 and k < 4:
+        n, k = n / 1024, k + 1
+    return n, k
+
+
 def human_size(n: float) -> str:
     """Bytes as nccl-tests users say them: 8 B, 64 KiB, 1 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:g} {unit}"
-        n /= 1024
-    return f"{n:g} TiB"
+    value, k = _scaled(n)
+    return f"{value:g} {('B', 'KiB', 'MiB', 'GiB', 'TiB')[k]}"
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -95,11 +100,8 @@ def series_name(collective: str, library: str, mode: str, scenario: str) -> str:
 
 def binary_size(n: float) -> str:
     """A tick label in binary units: 8, 512, 1K, 64K, 1M, 2G."""
-    for unit in ("", "K", "M", "G", "T"):
-        if abs(n) < 1024 or unit == "T":
-            return f"{n:g}{unit}"
-        n /= 1024
-    return f"{n:g}T"
+    value, k = _scaled(n)
+    return f"{value:g}{('', 'K', 'M', 'G', 'T')[k]}"
 
 
 def size_axis(sizes: list[int] | pd.Series, title: str = "message size (bytes)") -> dict[str, Any]:
