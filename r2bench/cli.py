@@ -110,17 +110,36 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the plan as JSON for tools.")
     ] = False,
+    script: Annotated[
+        Path | None,
+        typer.Option(
+            "--script",
+            help="Write one bash script per node (setup, each run's launch and faults, in "
+            "order, commented) into this folder.",
+            metavar="DIR",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Expand an experiment into runs and show exactly what each will execute. Touches nothing.
+    """Expand an experiment into runs and show exactly what each will execute. Touches nothing
+    on the nodes.
 
     Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
     file, line, column and field).
+
+    Example: [bold]r2bench plan experiments/quickstart.yaml -t experiments/testbeds/virtual-example.yaml --commands[/]
     """
     from r2bench.plan.build import load_inputs, make_plan
     from r2bench.plan.render import plan_json, print_plan
 
     with config_errors(_stderr()):
         result = make_plan(load_inputs(experiment, testbed))
+    if script is not None:
+        from r2bench.commands.plan_script import write_scripts
+
+        for path in write_scripts(result, script):
+            _stderr().print(f"wrote {path}", markup=False, highlight=False)
+        return
     if as_json:
         sys.stdout.write(plan_json(result) + "\n")
     else:
