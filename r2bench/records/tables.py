@@ -24,17 +24,23 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-
+from r2bench.extras import require_report_extra
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.models import Event, Outcome, ParsedNcclTests
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
+
+# Tables need the `report` extra (pandas, pyarrow); parsing a run (parse_outputs, log_events,
+# parse_run) does not, so the sweep imports this module on a node without them.
+try:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    pass
 
 TABLE_NAMES = ("results", "iterations", "events", "runs")
 MAX_WORKERS = 8
@@ -495,6 +501,7 @@ def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
     Large sweeps are parsed by `workers` processes (default: one per CPU, at most 8), each
     returning plain column lists for its share of the folders; rows keep folder order.
     """
+    require_report_extra("tables")
     sweep_dir = Path(sweep_dir)
     paths = list(st.RunStore.at(sweep_dir).run_dirs())
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
@@ -511,6 +518,7 @@ def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
 
 def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
     """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths."""
+    require_report_extra("tables")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in tables.items():
@@ -534,6 +542,7 @@ def _write_atomic(path: Path, table: pa.Table, fmt: str) -> Path:
 
 def read_tables(out_dir: Path) -> Tables:
     """Read tables written by `write_tables` (Parquet)."""
+    require_report_extra("tables")
     frames = {name: pd.read_parquet(out_dir / f"{name}.parquet") for name in TABLE_NAMES}
     return Tables(**frames)
 

@@ -19,14 +19,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-from plotly.io.json import to_json_plotly
-from plotly.offline import get_plotlyjs
-
 import r2bench
+from r2bench.extras import require_report_extra
 from r2bench.records import store as st
 from r2bench.records.tables import Tables
-from r2bench.report.figures import Figure, all_figures, outcome_counts
+
+# The report needs the `report` extra (pandas, plotly); importing this module does not, so a
+# sweep on a machine without it still runs and says why no report was written.
+try:
+    import pandas as pd
+    from plotly.io.json import to_json_plotly
+    from plotly.offline import get_plotlyjs
+
+    from r2bench.report.figures import Figure, all_figures, outcome_counts
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    pass
 
 MAX_LISTED = 50
 MAX_PROBLEM_RUNS = 200
@@ -349,6 +356,7 @@ def _page(title: str, body: str) -> str:
 
 def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     """Write the report of a sweep to `out` (atomically); returns its figures."""
+    require_report_extra("the HTML report")
     figures = all_figures(tables)
     summary = summarize_provenance(st.RunStore.at(sweep_dir).records(include_incomplete=True))
     page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
