@@ -148,16 +148,28 @@ def _caption(info: SeriesInfo, extra: str = "") -> str:
     return " ".join(parts)
 
 
+LEGEND_ROW_PX = 20
+PLOT_PX = 340  # height of the plotting area itself
+
+
 def _legend_layout(n_traces: int, title: str = "") -> dict[str, Any]:
-    """Legend below the plot, one line per series, with room made for it."""
-    legend: dict[str, Any] = {"orientation": "h", "y": -0.12, "yanchor": "top", "x": 0}
+    """Legend below the plot (under the x axis title), one row per series, room made for it."""
+    legend: dict[str, Any] = {
+        "orientation": "v",
+        "x": 0,
+        "xanchor": "left",
+        "y": -80 / PLOT_PX,
+        "yanchor": "top",
+    }
     if title:
-        legend["title"] = {"text": title, "side": "top"}
+        legend["title"] = {"text": title}
+    rows = n_traces + (1 if title else 0)
+    bottom = 100 + LEGEND_ROW_PX * rows
     return {
         "showlegend": True,
         "legend": legend,
-        "height": 480 + 20 * n_traces,
-        "margin": {"l": 70, "r": 30, "t": 60, "b": 80 + 20 * n_traces},
+        "height": 60 + PLOT_PX + bottom,
+        "margin": {"l": 70, "r": 30, "t": 60, "b": bottom},
     }
 
 

@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - exercised in a subprocess test
 MAX_LISTED = 50
 MAX_PROBLEM_RUNS = 200
 MAX_VALUE_CHARS = 2000
+MAX_OPEN_VALUES = 5  # a provenance field with more distinct values is folded
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
@@ -157,6 +158,9 @@ def provenance_html(summary: ProvenanceSummary) -> str:
     differ between runs in view, everything else folded (secrets were dropped at record)."""
     rows = [
         f"<tr><th>{esc(k)}</th><td class='cell mono'>{_counted(v)}</td></tr>"
+        if len(v) <= MAX_OPEN_VALUES
+        else f"<tr><th>{esc(k)}</th><td class='cell mono'><details><summary>{len(v)} distinct "
+        f"values</summary>{_counted(v)}</details></td></tr>"
         for k, v in summary.values.items()
     ]
     differ = set(differing_env(summary))

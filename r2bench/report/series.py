@@ -107,7 +107,7 @@ def _part(key: str, value: str) -> str:
     if key == "mode":
         return f"mode {value}"
     if key == "ranks":
-        return f"{value} ranks"
+        return f"{value} rank{'s' if value != '1' else ''}"
     if key == "gpus_per_rank":
         return f"{value} GPU/rank"
     if key == "n_nodes":
