@@ -84,7 +84,8 @@ def run_panel(run: PlannedRun) -> Panel:
 
 
 def _root(command: str) -> str:
-    return f"[root] {command}"
+    """A root command, still a line that can be pasted into a root shell."""
+    return f"{command}  # as root"
 
 
 def print_plan(plan: Plan, console: Console, commands: bool) -> None:
