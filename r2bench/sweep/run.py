@@ -58,6 +58,7 @@ class _Job:
     stdout: IO[str]
     stderr: IO[str]
     stdout_times: IO[str]
+    stderr_times: IO[str]
     on_first_result: Callable[[float], None]
     result: CommandResult | None = None
     error: NodeError | None = None
@@ -74,7 +75,9 @@ class _Job:
                 self.stdout_times.flush()
             else:
                 self.stderr.write(line.text + "\n")
+                self.stderr_times.write(f"{line.time:.6f}\n")
                 self.stderr.flush()
+                self.stderr_times.flush()
         if line.stream == "stdout" and not self.first_result_seen and _RESULT_ROW.match(line.text):
             self.first_result_seen = True
             self.on_first_result(line.time)
@@ -136,7 +139,7 @@ class RunExecutor:
             fatal += self.teardown(run, driver)
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
-                for stream in (job.stdout, job.stderr, job.stdout_times):
+                for stream in (job.stdout, job.stderr, job.stdout_times, job.stderr_times):
                     stream.close()
         self.on_stage(run_id, "collect")
         self.collect(run, folder, job)
@@ -167,6 +170,7 @@ class RunExecutor:
             stdout=folder.stream_path(st.STDOUT).open("w", encoding="utf-8"),
             stderr=folder.stream_path(st.STDERR).open("w", encoding="utf-8"),
             stdout_times=folder.stream_path(st.STDOUT_TIMES).open("w", encoding="utf-8"),
+            stderr_times=folder.stream_path(st.STDERR_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         node.run(["mkdir", "-p", run.run_dir], timeout=30)
@@ -208,7 +212,7 @@ class RunExecutor:
 
     def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
         """Commit the streamed output and fetch the job's node-side files."""
-        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES):
+        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES, st.STDERR_TIMES):
             if folder.stream_path(name).exists():
                 folder.commit_stream(name)
         node = self.pool[run.launch.node]
