@@ -25,6 +25,7 @@ import r2bench
 from r2bench.records import store as st
 from r2bench.records.tables import Tables
 from r2bench.report.figures import Figure, all_figures, outcome_counts
+from r2bench.report.recovery import recovery_section
 
 MAX_LISTED = 50
 MAX_PROBLEM_RUNS = 200
@@ -190,6 +191,7 @@ def render_report(
             "Timelines around faults (fault window shaded, sizes from 1 MiB when the run has them)",
             timelines or "<p>No run with faults in this sweep.</p>",
         ),
+        recovery_section(sweep_dir, tables),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
         _section("Provenance", provenance_html(summary)),
     ]

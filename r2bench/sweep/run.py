@@ -21,6 +21,7 @@ from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
+from r2bench.records.observers import collect_observers, start_observers
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.tables import log_events, parse_outputs
@@ -174,6 +175,7 @@ class RunExecutor:
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         node.run(["mkdir", "-p", run.run_dir], timeout=30)
+        start_observers(self.pool, run)  # ncclras -m -f json where present (R2B_RUN-tagged)
 
         def target() -> None:
             try:
@@ -224,6 +226,7 @@ class RunExecutor:
                 folder.commit_stream(st.RESULT_JSON)
         except NodeError:
             local.unlink(missing_ok=True)
+        collect_observers(self.pool, run, folder)
         for name, agent in self.agents.items():
             if agent.log:
                 folder.write_node_file(name, "agent.log", "\n".join(agent.log) + "\n")
