@@ -26,6 +26,7 @@ TIME_METRICS = ("detect_s", "stall_s", "recover_s")
 RATIO_METRICS = ("degraded_ratio", "failback_ratio")
 GROUP_KEYS = ("library", "mode", "scenario")
 FIGURE_ID = "recovery-distributions"
+_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#ff7f0e", "#8c564b", "#17becf")
 _THIN = "too few measurements"
 
 
@@ -127,8 +128,9 @@ def recovery_figure(metrics: pd.DataFrame) -> dict[str, Any]:
         return {"data": data, "layout": {}}
     frame = metrics.copy()
     frame["mode"] = frame["mode"].fillna("-")
-    for key, group in frame.groupby(list(GROUP_KEYS), dropna=False, sort=True):
+    for index, (key, group) in enumerate(frame.groupby(list(GROUP_KEYS), dropna=False, sort=True)):
         name = _esc(f"{key[0]} mode {key[1]} / {key[2]}")
+        colour = _COLOURS[index % len(_COLOURS)]
         for metrics_set, axis in ((TIME_METRICS, ""), (RATIO_METRICS, "2")):
             xs, ys, texts = [], [], []
             for m in metrics_set:
@@ -150,6 +152,8 @@ def recovery_figure(metrics: pd.DataFrame) -> dict[str, Any]:
                     "pointpos": 0,
                     "jitter": 0.3,
                     "offsetgroup": name,
+                    "marker": {"color": colour},
+                    "line": {"color": colour},
                     "xaxis": f"x{axis}",
                     "yaxis": f"y{axis}",
                     "hovertemplate": "%{text}<br>%{x} = %{y:.3f}<extra>" + name + "</extra>",
@@ -175,6 +179,23 @@ def recovery_figure(metrics: pd.DataFrame) -> dict[str, Any]:
         "legend": {"orientation": "h", "y": -0.15},
     }
     return {"data": data, "layout": layout}
+
+
+def _display(table: pd.DataFrame) -> pd.DataFrame:
+    """One cell per metric: `median / p90 (n)`, or the reason nothing is defined."""
+    out = table[[*GROUP_KEYS, "runs"]].copy()
+    for m in (*TIME_METRICS, *RATIO_METRICS):
+        cells = []
+        for values in table.to_dict(orient="records"):
+            n, med, p90 = values[f"{m} n"], values[f"{m} median"], values[f"{m} p90"]
+            why = values[f"{m} undefined"]
+            text = f"{med:.3g} / {p90:.3g} (n={n})" if n else "undefined"
+            if why and n < values["runs"]:
+                text += f"; {values['runs'] - n} undefined: {why}"
+            cells.append(text)
+        out[f"{m} median / p90"] = cells
+    out["lossless"] = table["lossless"]
+    return out
 
 
 def _html_table(frame: pd.DataFrame) -> str:
@@ -232,7 +253,7 @@ def recovery_section(sweep_dir: Path, tables: Tables) -> str:
         f"<script type='application/json' class='r2-figure' id='figure-{FIGURE_ID}'>"
         f"{to_json_plotly(spec)}</script></div>"
     )
-    parts = [title, note, _html_table(recovery_table(metrics)), figure]
+    parts = [title, note, _html_table(_display(recovery_table(metrics))), figure]
     observed = observer_rows(sweep_dir, metrics)
     if not observed.empty:
         parts += ["<h3>What NCCL RAS saw, beside the truth</h3>", _html_table(observed)]
