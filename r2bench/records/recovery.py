@@ -493,7 +493,7 @@ def compute(
         scenario=spec.get("scenario"),
         repeat=spec.get("repeat"),
         outcome=outcome if record.complete else "incomplete",
-        failover_timeout_ms=float(timeout) if _is_number(timeout) else None,
+        failover_timeout_ms=float(str(timeout)) if _is_number(timeout) else None,
     )
     if record.complete:
         rec.metrics["lossless"] = _lossless(parsed, outcome, spec)
