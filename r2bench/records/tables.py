@@ -374,6 +374,8 @@ def env_column(name: str) -> str:
 def _run_row(
     sweep_dir: Path, run: ParsedRun, row_times: dict[tuple[int, str, int], tuple[float, float]]
 ) -> dict[str, Any]:
+    from r2bench.records.recovery import recovery_columns  # it imports this module
+
     rec, spec, end = run.record, run.record.spec, run.record.end
     times = [t for t, _ in row_times.values() if t == t]
     outcome = run.outcome
@@ -415,6 +417,7 @@ def _run_row(
         "library_basis": rec.provenance.get("library_basis"),
         "path": os.path.relpath(rec.path, sweep_dir),
     }
+    row.update(recovery_columns(run))  # detect_s, stall_s, ... (docs/recovery.md)
     row["env"] = spec.get("env") or {}
     return row
 

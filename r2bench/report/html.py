@@ -32,6 +32,7 @@ try:
     from plotly.offline import get_plotlyjs
 
     from r2bench.report.figures import Figure, all_figures, outcome_counts
+    from r2bench.report.recovery import recovery_section
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
@@ -331,6 +332,7 @@ def render_report(
             "Timelines around faults (fault window shaded, sizes from 1 MiB when the run has them)",
             timelines or "<p>No run with faults in this sweep.</p>",
         ),
+        recovery_section(sweep_dir, tables),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
         _section("Provenance", provenance_html(summary)),
     ]
