@@ -384,6 +384,7 @@ def _run_row(
         "experiment": spec.get("experiment"),
         "library": spec.get("library_label"),
         "library_ref": (spec.get("library") or {}).get("ref"),
+        "library_recipe": (spec.get("library") or {}).get("recipe"),
         "collective": spec.get("collective") or run.parsed.collective,
         "scenario": spec.get("scenario"),
         "repeat": spec.get("repeat"),

@@ -24,6 +24,18 @@ import pandas as pd
 MODE_ENV = "R2CC_MODE"
 BASELINE_SCENARIO = "none"
 STOCK_LIBRARY = "nccl"
+STOCK_RECIPES = frozenset({"nccl", "system", "nccl-upstream"})
+"""Recipes of stock NCCL: a sweep labels its libraries freely (`stock`, `baseline`...)."""
+
+
+def _is_stock(row: pd.Series) -> bool:
+    """Stock NCCL: built from a stock recipe, or (imported logs) proven to be NCCL."""
+    return (
+        _text(row.get("library_recipe")) in STOCK_RECIPES
+        or _text(row.get("library")) == STOCK_LIBRARY
+    )
+
+
 OK = "ok"
 GROUPED_ENV_PREFIXES = ("NCCL_", "R2CC_")
 _ENV_COLUMN_RE = re.compile(r"^(env:)?[A-Z_][A-Z0-9_]*$")
@@ -127,6 +139,7 @@ def series_info(runs: pd.DataFrame) -> SeriesInfo:
     """Series key and label of every run (labels are plain text: escape where shown)."""
     frame = runs.copy()
     frame["mode"] = frame[MODE_ENV] if MODE_ENV in frame.columns else None
+    frame["stock"] = [_is_stock(r) for _, r in frame.iterrows()] if len(frame) else []
     frame["library"] = [_library(r) for _, r in frame.iterrows()] if len(frame) else []
     env = grouping_env(frame)
     keys = [*FIXED_KEYS[:-1], *env, FIXED_KEYS[-1]]
@@ -146,7 +159,7 @@ def series_info(runs: pd.DataFrame) -> SeriesInfo:
     shared = ", ".join(_part(k, frame[k].iloc[0]) for k in constant if frame[k].iloc[0] != "")
     if "transport" in constant and frame["transport"].iloc[0] == "":
         shared += (", " if shared else "") + "transport not logged (no NCCL INFO `via` lines)"
-    cols = ["run_id", "outcome", "series", *keys]
+    cols = ["run_id", "outcome", "series", "stock", *keys]
     return SeriesInfo(frame[cols].reset_index(drop=True), keys, env, shared)
 
 
@@ -170,15 +183,11 @@ def baselines(info: SeriesInfo) -> dict[str, str]:
             for c in by_context[context_key(row, info.keys)]
             if c["scenario"] == BASELINE_SCENARIO and c["series"] != row["series"]
         ]
-        stock = [c for c in candidates if c["library"] == STOCK_LIBRARY and c["mode"] == ""]
+        stock = [c for c in candidates if c["stock"] and c["mode"] == ""]
         same = [
             c for c in candidates if c["library"] == row["library"] and c["mode"] == row["mode"]
         ]
-        stock_none = (row["scenario"], row["library"], row["mode"]) == (
-            BASELINE_SCENARIO,
-            STOCK_LIBRARY,
-            "",
-        )
+        stock_none = row["scenario"] == BASELINE_SCENARIO and row["stock"] and row["mode"] == ""
         if stock_none:
             continue  # the stock no-fault series is the baseline, not compared
         pick = stock or same
