@@ -1,6 +1,6 @@
 """Failover figures of an experiment on the virtual testbed, through the real chain (root; Linux).
 
-    python benchmarks/bench_failover_virtual.py [EXPERIMENT] [--nics 4] [--rate 500mbit]
+    python benchmarks/bench_failover_virtual.py [EXPERIMENT] [--nics 4] [--rate 250mbit]
         [--repeats N] [--json FILE]
 
 Brings up a 2-node virtual testbed (default 4 data NICs, each capped with tbf at --rate both
@@ -256,7 +256,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", nargs="?", default=str(REPO / "experiments/quickstart.yaml"))
     parser.add_argument("--nics", type=int, default=4)
-    parser.add_argument("--rate", default="500mbit", help="per-NIC cap; 'none' for no cap")
+    parser.add_argument("--rate", default="250mbit", help="per-NIC cap; 'none' for no cap")
     parser.add_argument("--name", default=f"bf{uuid.uuid4().hex[:6]}")
     parser.add_argument("--only", default="", help="run only runs whose id contains this")
     parser.add_argument("--json", default=None, help="write every run's figures here")
