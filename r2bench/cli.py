@@ -420,7 +420,7 @@ _mount_testbed_tools()
 
 SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.
 
-With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 400mbit, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed.
+With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 250 Mbit/s, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed.
 
 Running it again resumes: complete runs are skipped, incomplete ones redone; --rerun failed also redoes runs whose outcome was not ok. Ctrl-C reverts the current run's faults, stops its job on every node, marks it interrupted and writes the tables.
 
