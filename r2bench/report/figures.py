@@ -32,7 +32,6 @@ SERIES_KEYS = ("collective", "library", "mode", "scenario")
 MAX_TIMELINES = 12
 MAX_TIMELINE_POINTS = 5000
 # Latency-bound sizes have ~0 busbw; a timeline of a multi-size run shows sizes from here on.
-TIMELINE_MIN_BYTES = 1 << 20
 MARKED_EVENT_PREFIXES = ("r2cc_", "net_ib_", "socket_", "test_", "mpi_")
 OUTCOME_ORDER = ("ok", "wrong_results", "crashed", "timeout", "launch_failed", "interrupted")
 
@@ -369,15 +368,16 @@ def fault_windows(events: pd.DataFrame, end_default: float) -> list[_Window]:
 
 def timeline_points(tables: Tables, run_id: str) -> pd.DataFrame:
     """(timestamp, busbw_gbps, what) points of one run: iterations when they have timestamps,
-    else the timestamped result rows."""
+    else the timestamped result rows; of its largest size only (the longest iterations, and one
+    line per placement that does not jump between sizes)."""
     it = tables.iterations
     pts = it[(it["run_id"] == run_id) & it["timestamp"].notna()]
     what = " iteration"
     if pts.empty:
         res = tables.results
         pts, what = res[(res["run_id"] == run_id) & res["timestamp"].notna()], " result"
-    if (pts["size_bytes"] >= TIMELINE_MIN_BYTES).any():
-        pts = pts[pts["size_bytes"] >= TIMELINE_MIN_BYTES]
+    if not pts.empty:
+        pts = pts[pts["size_bytes"] == pts["size_bytes"].max()]
     return pts.assign(what=pts["placement"].astype(str) + what)
 
 

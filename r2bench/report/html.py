@@ -329,7 +329,7 @@ def render_report(
         _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw"))),
         _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead"))),
         _section(
-            "Timelines around faults (fault window shaded, sizes from 1 MiB when the run has them)",
+            "Timelines around faults (each run's largest size; fault window shaded)",
             timelines or "<p>No run with faults in this sweep.</p>",
         ),
         recovery_section(sweep_dir, tables),
