@@ -212,7 +212,7 @@ def injector_argv(
             run_id or "",
             "--signal",
             signal,
-            *kind.target_args(Nic.model_construct(), params),
+            *kind.target_args(Nic.model_construct(name=""), params),
         ]
     assert nic is not None
     return argv + kind.target_args(nic, params)

@@ -166,10 +166,10 @@ def _ready(
             return False
     if options.skip_setup:
         return True
-    options = SetupOptions(
+    setup_options = SetupOptions(
         force=False, jobs=None, log_dir=Path("results") / "setup", build_timeout_s=BUILD_TIMEOUT_S
     )
-    built = Builder(inputs, options, console).run()
+    built = Builder(inputs, setup_options, console).run()
     if any(r.status is BuildStatus.FAILED for r in built):
         console.print("[red]setup failed; nothing was run[/]")
         return False

@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -40,7 +47,7 @@ class SweepDisplay:
     durations: list[float] = field(default_factory=list)
     done: int = 0
     _progress: Progress | None = None
-    _task: int | None = None
+    _task: TaskID | None = None
 
     def __enter__(self) -> SweepDisplay:
         if not self.quiet:
