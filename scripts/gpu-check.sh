@@ -161,8 +161,8 @@ step_hca() {
 
 step_intrusion() {
   log "== measurement intrusion"
-  timeout -s KILL 240 python3 "$repo/benchmarks/bench_intrusion.py" \
-    "$repo/experiments/gpu/intrusion.yaml" -t "$TESTBED" --repeats 3 --out "$data/intrusion" \
+  timeout -s KILL 420 python3 "$repo/benchmarks/bench_intrusion.py" \
+    "$repo/experiments/gpu/intrusion.yaml" -t "$TESTBED" --repeats "${R2B_INTRUSION_REPEATS:-3}" --out "$data/intrusion" \
     2>&1 | tee -a "$out/gpu-check.log"
   log "intrusion: exit ${PIPESTATUS[0]}"
 }
