@@ -59,5 +59,6 @@ def test_the_wheel_carries_plugin_and_injectors(tmp_path: Path) -> None:
     [wheel] = tmp_path.glob("r2bench-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("plugin", "injectors"):
-        for path in (ROOT / folder).iterdir():
-            assert f"r2bench/_data/{folder}/{path.name}" in names
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file():
+                assert f"r2bench/_data/{folder}/{path.relative_to(ROOT / folder)}" in names
