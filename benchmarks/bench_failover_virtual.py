@@ -1,6 +1,6 @@
 """Failover figures of an experiment on the virtual testbed, through the real chain (root; Linux).
 
-    python benchmarks/bench_failover_virtual.py [EXPERIMENT] [--nics 4] [--rate 400mbit]
+    python benchmarks/bench_failover_virtual.py [EXPERIMENT] [--nics 4] [--rate 250mbit]
         [--repeats N] [--json FILE]
 
 Brings up a 2-node virtual testbed (default 4 data NICs, each capped with tbf at --rate both
@@ -114,7 +114,7 @@ class Job:
         return self.first_row
 
 
-def run_once(run: PlannedRun, config: str) -> Figures:
+def run_once(run: PlannedRun, config: str, logs: Path | None = None) -> Figures:
     """One planned run; `config` is the testbed's ssh_config."""
     work = str(Path(run.run_dir).parents[1])
     prepare = (
@@ -146,6 +146,10 @@ def run_once(run: PlannedRun, config: str) -> Figures:
     seconds = time.monotonic() - job.started
     job.err_reader.join(timeout=10)
     out = "".join(job.lines)
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"{run.spec.run_id}.out").write_text(out)
+        (logs / f"{run.spec.run_id}.err").write_text(job.err)
     outcome = classify(
         job.proc.returncode, parsed=parse_text(out), events=parse_events(out + job.err)
     )
@@ -200,31 +204,51 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if value is not None else "-"
 
 
+def _med(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
+
+
 def report(rows: list[Figures]) -> None:
-    """Per run, then medians per (mode, scenario)."""
+    """Per run, then medians per (mode, scenario); ratios are over the same run's pre-fault
+    busbw (`during`, `after`) and over the same mode's fault-free runs (`/ff`)."""
+    base = {
+        m: _med([r.before for r in rows if r.mode == m and r.stall_ms is None and r.before])
+        for m in {r.mode for r in rows}
+    }
+
+    def over(value: float | None, mode: str) -> float | None:
+        ref = base.get(mode)
+        return value / ref if value and ref else None
+
     print(f"{'mode':>4} {'scenario':>10} {'outcome':>9} {'run s':>6} {'stall ms':>9} "
-          f"{'busbw GB/s':>10} {'during':>7} {'after':>6}")  # fmt: skip
+          f"{'busbw GB/s':>10} {'during':>7} {'after':>6} {'during/ff':>9} {'after/ff':>8}  "
+          "iteration ms (phase)")  # fmt: skip
     for r in rows:
+        timeline = " ".join(
+            f"{t:.0f}{p[0] if p != 'before' else ''}"
+            for t, p in zip(r.iter_ms or [], r.phases or [], strict=True)
+        )
         print(
             f"{r.mode:>4} {r.scenario:>10} {r.outcome:>9} {r.seconds:6.1f} {_fmt(r.stall_ms, 0):>9} "
-            f"{_fmt(r.before, 3):>10} {_fmt(r.ratio(r.during)):>7} {_fmt(r.ratio(r.after)):>6}"
+            f"{_fmt(r.before, 3):>10} {_fmt(r.ratio(r.during)):>7} {_fmt(r.ratio(r.after)):>6} "
+            f"{_fmt(over(r.during, r.mode)):>9} {_fmt(over(r.after, r.mode)):>8}  {timeline}"
         )
     print(f"total run time {sum(r.seconds for r in rows):.1f} s over {len(rows)} runs")
     for key in sorted({(r.mode, r.scenario) for r in rows}):
         group = [r for r in rows if (r.mode, r.scenario) == key]
-        outcomes = ",".join(sorted({r.outcome for r in group}))
-
-        def med(values: list[float | None]) -> float | None:
-            kept = [v for v in values if v is not None]
-            return statistics.median(kept) if kept else None
-
+        outcomes = ",".join(
+            f"{o}x{sum(r.outcome == o for r in group)}" for o in sorted({r.outcome for r in group})
+        )
         print(
             f"mode={key[0]} scenario={key[1]} outcome={outcomes} "
-            f"run_s={_fmt(med([r.seconds for r in group]), 1)} "
-            f"stall_ms={_fmt(med([r.stall_ms for r in group]), 0)} "
-            f"busbw_gbps={_fmt(med([r.before for r in group]), 3)} "
-            f"during={_fmt(med([r.ratio(r.during) for r in group]))} "
-            f"after_heal={_fmt(med([r.ratio(r.after) for r in group]))}"
+            f"run_s={_fmt(_med([r.seconds for r in group]), 1)} "
+            f"stall_ms={_fmt(_med([r.stall_ms for r in group]), 0)} "
+            f"busbw_gbps={_fmt(_med([r.before for r in group]), 3)} "
+            f"during={_fmt(_med([r.ratio(r.during) for r in group]))} "
+            f"after_heal={_fmt(_med([r.ratio(r.after) for r in group]))} "
+            f"during_ff={_fmt(_med([over(r.during, r.mode) for r in group]))} "
+            f"after_heal_ff={_fmt(_med([over(r.after, r.mode) for r in group]))}"
         )
 
 
@@ -232,10 +256,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", nargs="?", default=str(REPO / "experiments/quickstart.yaml"))
     parser.add_argument("--nics", type=int, default=4)
-    parser.add_argument("--rate", default="400mbit", help="per-NIC cap; 'none' for no cap")
+    parser.add_argument("--rate", default="250mbit", help="per-NIC cap; 'none' for no cap")
     parser.add_argument("--name", default=f"bf{uuid.uuid4().hex[:6]}")
     parser.add_argument("--only", default="", help="run only runs whose id contains this")
     parser.add_argument("--json", default=None, help="write every run's figures here")
+    parser.add_argument("--logs", default=None, help="keep every run's stdout/stderr here")
     args = parser.parse_args()
     rate = None if args.rate == "none" else args.rate
     state = default_state_dir(args.name)
@@ -244,7 +269,9 @@ def main() -> int:
         testbed_file = state / "testbed.yaml"
         plan = make_plan(load_inputs(Path(args.experiment), testbed_file))
         config = load_testbed(testbed_file).nodes[0].ssh.config_file or ""
-        rows = [run_once(run, config) for run in plan.runs if args.only in run.spec.run_id]
+        logs = Path(args.logs) if args.logs else None
+        runs = [run for run in plan.runs if args.only in run.spec.run_id]
+        rows = [run_once(run, config, logs) for run in runs]
     finally:
         teardown(args.name, state, lambda _: None)
     if args.json:

@@ -20,16 +20,13 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from r2bench.config.load import load_testbed
 from r2bench.nodes import NodePool
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.nodeside import injectors_dir, install_injectors
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
-from r2bench.virtual.teardown import teardown
+from r2bench.virtual.lifecycle import throwaway_testbed
 
 NODE, NIC = "node1", "nic1"
 FRESH_SSH_SAMPLES = 20
@@ -104,18 +101,9 @@ def main() -> int:
     parser.add_argument("--testbed", type=Path, help="a virtual testbed file (default: own)")
     parser.add_argument("--count", type=int, default=50)
     args = parser.parse_args()
-    name = state = None
-    testbed_file = args.testbed
-    if testbed_file is None:
-        name = f"bi{uuid.uuid4().hex[:6]}"
-        state = default_state_dir(name)
-        testbed_file = up(VirtualSpec(name=name, state_dir=state)).testbed_yaml
-    try:
+    with throwaway_testbed(args.testbed, "bi") as testbed_file:
         latencies = agent_latencies(testbed_file, args.count)
         fresh = fresh_ssh_ms(testbed_file)
-    finally:
-        if name is not None and state is not None:
-            teardown(name, state, lambda _: None)
     p50, p99 = statistics.median(latencies), percentile(latencies, 99)
     fresh_p50 = statistics.median(fresh)
     print(f"agent: n={len(latencies)} min={min(latencies):.2f} ms max={max(latencies):.2f} ms")

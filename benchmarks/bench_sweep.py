@@ -19,15 +19,12 @@ import json
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from rich.console import Console
 
 from r2bench.sweep.command import SweepOptions, sweep_command
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
-from r2bench.virtual.teardown import teardown
+from r2bench.virtual.lifecycle import throwaway_testbed
 
 EXPERIMENT = """name: bench-sweep
 libraries: {{emulated: {{recipe: emulated-lib}}}}
@@ -57,25 +54,18 @@ def main() -> int:
     parser.add_argument("--testbed", type=Path)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    name = state = None
-    testbed_file = args.testbed
-    if testbed_file is None:
-        name = f"bs{uuid.uuid4().hex[:6]}"
-        state = default_state_dir(name)
-        testbed_file = up(VirtualSpec(name=name, state_dir=state)).testbed_yaml
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            experiment = Path(tmp) / "bench-sweep.yaml"
-            experiment.write_text(EXPERIMENT.format(repeats=max(1, args.runs // 2)))
-            options = SweepOptions(experiment, testbed_file, Path(tmp) / "results", quiet=True)
-            console = Console(stderr=True, quiet=True)
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            code = sweep_command(options, console)
-            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-            jobs = job_seconds(Path(tmp) / "results" / "bench-sweep")
-    finally:
-        if name is not None and state is not None:
-            teardown(name, state, lambda _: None)
+    with (
+        throwaway_testbed(args.testbed, "bs") as testbed_file,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        experiment = Path(tmp) / "bench-sweep.yaml"
+        experiment.write_text(EXPERIMENT.format(repeats=max(1, args.runs // 2)))
+        options = SweepOptions(experiment, testbed_file, Path(tmp) / "results", quiet=True)
+        console = Console(stderr=True, quiet=True)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        code = sweep_command(options, console)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        jobs = job_seconds(Path(tmp) / "results" / "bench-sweep")
     if code != 0 or not jobs:
         print(f"sweep failed (exit {code})", file=sys.stderr)
         return 1

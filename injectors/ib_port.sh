@@ -30,4 +30,6 @@ kind_inject() { ibport disable && mark_applied && wait_for 10 is_disabled; }
 kind_revert() { ibport enable && wait_for "${R2B_IB_ACTIVE_TIMEOUT_S:-60}" is_active; }
 kind_status() { if is_disabled; then echo active; else echo inactive; fi; }
 
+kind_interfaces() { r2b_rdma_netdevs "$SYSFS" "${OPT[ca]}" "${OPT[port]}"; }
+
 main "$@"

@@ -11,9 +11,11 @@
 #   r2b-fault <node epoch> <action> tag=<tag> kind=<kind> result=<ok|noop|failed> <detail>
 # A kind script defines kind_validate (arguments), kind_precheck (is the target ours to fault?
 # may `die`), kind_inject and kind_revert (return non-zero on failure, never `die`),
-# kind_status (prints active|inactive) and kind_describe, then calls `main "$@"`. A
-# kind_inject may call `mark_applied` right after the change took effect and before it polls for
-# it, so the event tells `applied=` (the change) from `verified=` (the state seen).
+# kind_status (prints active|inactive) and kind_describe, optionally kind_interfaces (prints the
+# interfaces the fault touches, one a line, for the guard), then calls `main "$@"`.
+# Records are per node (node.sh): FAULT_DIR/active/<node id>/<tag>.
+# A kind_inject may call `mark_applied` right after the change took effect and before it polls
+# for it, so the event tells `applied=` (the change) from `verified=` (the state seen).
 #
 # `inject --armed` does the slow part first (checks, record, lease), prints an `armed` event and
 # waits for one line on stdin: `go` applies the fault at once (a trigger then costs one read and
@@ -22,13 +24,17 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-FAULT_DIR=${R2B_FAULT_DIR:-$HERE/../faults}
+# shellcheck source=node.sh
+source "$HERE/node.sh"
+FAULT_DIR=${R2B_FAULT_DIR:-$(r2b_default_fault_dir "$HERE")}
 ACTIVE_DIR=$FAULT_DIR/active
+NODE_ACTIVE_DIR=$(r2b_node_active_dir "$ACTIVE_DIR")  # this node's records only
 ACTION=""
 TAG=""
 LEASE_S=""
 ARMED=""
 APPLIED_AT=""
+PROTECT_IFS=""  # --protect-if a,b: interfaces this node must never fault (from the testbed)
 declare -A OPT=()
 ARGS=()
 
@@ -65,6 +71,7 @@ parse_args() {
             --tag) TAG=${2:-}; shift 2 ;;
             --lease-s) LEASE_S=${2:-}; shift 2 ;;
             --armed) ARMED=1; shift ;;
+            --protect-if) PROTECT_IFS=${2:-}; shift 2 ;;
             --*) OPT[${1#--}]=${2:-}; shift 2 ;;
             *) die "unexpected argument '$1'" ;;
         esac
@@ -73,14 +80,15 @@ parse_args() {
     [[ -z $LEASE_S || $LEASE_S =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--lease-s must be a number"
 }
 
-record_path() { echo "$ACTIVE_DIR/$TAG"; }
+record_path() { echo "$NODE_ACTIVE_DIR/$TAG"; }
 
 write_record() {  # the record holds how to revert: this script and its kind options
-    mkdir -p "$ACTIVE_DIR"
+    mkdir -p "$NODE_ACTIVE_DIR"
     local tmp
-    tmp=$(mktemp "$ACTIVE_DIR/.tmp.XXXXXX")
+    tmp=$(mktemp "$NODE_ACTIVE_DIR/.tmp.XXXXXX")
     {
         echo "kind=$KIND"
+        echo "node_id=$(r2b_node_id)"
         echo "script=$HERE/$(basename "$0")"
         echo "injected_at=$(now)"
         local key
@@ -105,7 +113,7 @@ disarm_lease() {
     [[ -n $pid && $pid != "$PPID" && $pid != "$$" ]] || return 0
     # Only end the timer if it is still ours: its command line names this tag.
     if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--tag $TAG"; then
-        kill "$pid" 2>/dev/null || true
+        r2b_end_lease "$pid"
     fi
 }
 
@@ -115,6 +123,7 @@ do_inject() {
         return 0
     fi
     kind_validate
+    guard_interfaces
     kind_precheck
     write_record
     [[ -z $ARMED ]] || wait_for_go
@@ -147,6 +156,7 @@ do_revert() {
         event revert noop "not active"
         return 0
     fi
+    r2b_record_is_ours "$(record_path)" || die "not this node's fault"
     kind_validate
     kind_revert || die "revert failed: $(kind_describe) is still faulted; fix it by hand"
     disarm_lease
@@ -160,6 +170,16 @@ do_status() {
     kind_validate
     state=$(kind_status)
     event status ok "state=$state recorded=$recorded $(kind_describe)"
+}
+
+guard_interfaces() {  # refuse, before anything changes, a fault on a protected interface
+    declare -F kind_interfaces >/dev/null || return 0
+    local dev reason
+    while read -r dev; do
+        [[ -n $dev ]] || continue
+        reason=$(r2b_interface_refusal "$dev" "$PROTECT_IFS")
+        [[ -z $reason ]] || die "refused: $dev: $reason"
+    done < <(kind_interfaces)
 }
 
 wait_for() {  # wait_for SECONDS COMMAND...: poll until COMMAND succeeds

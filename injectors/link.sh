@@ -15,4 +15,6 @@ kind_inject() { ip link set dev "${OPT[dev]}" down && mark_applied && wait_for 5
 kind_revert() { ip link set dev "${OPT[dev]}" up && wait_for 10 is_up; }
 kind_status() { if is_up; then echo inactive; else echo active; fi; }
 
+kind_interfaces() { echo "${OPT[dev]}"; }
+
 main "$@"

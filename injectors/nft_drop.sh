@@ -4,7 +4,11 @@
 KIND=route_drop
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-table() { echo "r2b_${TAG//[.-]/_}"; }
+table() {  # one table per tag, injective: _ -> __, . -> _d, - -> _h
+    local name=${TAG//_/__}
+    name=${name//./_d}
+    echo "r2b_${name//-/_h}"
+}
 kind_validate() {
     need dev
     [[ -z ${OPT[peer]:-} || ${OPT[peer]} =~ ^[0-9a-fA-F.:/]+$ ]] || die "--peer must be an address or prefix"
@@ -28,5 +32,7 @@ NFT
 
 kind_revert() { ! exists || nft delete table inet "$(table)"; }
 kind_status() { if exists; then echo active; else echo inactive; fi; }
+
+kind_interfaces() { echo "${OPT[dev]}"; }
 
 main "$@"

@@ -25,4 +25,6 @@ kind_inject() {
 kind_revert() { ! ours || tc qdisc del dev "${OPT[dev]}" root handle "$(handle):"; }
 kind_status() { if ours; then echo active; else echo inactive; fi; }
 
+kind_interfaces() { echo "${OPT[dev]}"; }
+
 main "$@"

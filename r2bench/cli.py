@@ -10,16 +10,34 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 import r2bench
 from r2bench.config.errors import ConfigError
 
+# Commands in the order of a user's work; commands added later are listed after these.
+WORKFLOW_ORDER = (
+    *("testbed", "doctor", "plan", "setup", "sweep", "heal", "inject", "revert"),
+    *("parse", "import", "report", "schema", "version"),
+)
+
+
+class WorkflowGroup(TyperGroup):
+    """Lists commands in workflow order, not alphabetically or by registration."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(WORKFLOW_ORDER)}
+        return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+
 app = typer.Typer(
     name="r2bench",
+    cls=WorkflowGroup,
     help="Fault-injection and benchmarking harness for R2CCL and NCCL.\n\n"
     "Typical flow: [bold]testbed up[/] (or write a testbed file), [bold]plan[/] to see every "
     "command a sweep will run, [bold]setup[/], [bold]sweep[/], [bold]report[/].",
@@ -42,7 +60,10 @@ def _show_version(value: bool) -> None:
 @app.callback()
 def _main_options(
     verbose: Annotated[
-        int, typer.Option("--verbose", "-v", count=True, help="Log what happens (-vv: debug).")
+        int,
+        typer.Option(
+            "--verbose", "-v", count=True, metavar="", help="Log what happens (-vv: debug)."
+        ),
     ] = 0,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the full traceback of an error.")
@@ -94,9 +115,15 @@ class FigureFormat(str, Enum):
     pdf = "pdf"
 
 
-ExperimentArg = Annotated[Path, typer.Argument(help="Experiment YAML file.", show_default=False)]
+ExperimentArg = Annotated[
+    Path,
+    typer.Argument(help="Experiment YAML file.", show_default=False, metavar="EXPERIMENT.yaml"),
+]
 TestbedOpt = Annotated[
-    Path, typer.Option("--testbed", "-t", help="Testbed YAML file.", show_default=False)
+    Path,
+    typer.Option(
+        "--testbed", "-t", help="Testbed YAML file.", show_default=False, metavar="TESTBED.yaml"
+    ),
 ]
 
 
@@ -110,17 +137,36 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the plan as JSON for tools.")
     ] = False,
+    script: Annotated[
+        Path | None,
+        typer.Option(
+            "--script",
+            help="Write one bash script per node (setup, each run's launch and faults, in "
+            "order, commented) into this folder.",
+            metavar="DIR",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Expand an experiment into runs and show exactly what each will execute. Touches nothing.
+    """Expand an experiment into runs and show exactly what each will execute. Touches nothing
+    on the nodes.
 
     Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
     file, line, column and field).
+
+    Example: [bold]r2bench plan experiments/quickstart.yaml -t experiments/testbeds/virtual-example.yaml --commands[/]
     """
     from r2bench.plan.build import load_inputs, make_plan
     from r2bench.plan.render import plan_json, print_plan
 
     with config_errors(_stderr()):
         result = make_plan(load_inputs(experiment, testbed))
+    if script is not None:
+        from r2bench.commands.plan_script import write_scripts
+
+        for path in write_scripts(result, script):
+            _stderr().print(f"wrote {path}", markup=False, highlight=False)
+        return
     if as_json:
         sys.stdout.write(plan_json(result) + "\n")
     else:
@@ -131,12 +177,19 @@ def plan(
 def schema(
     out_dir: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Write testbed/experiment/recipe .schema.json here."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write testbed/experiment/recipe .schema.json here.",
+            metavar="DIR",
+        ),
     ] = None,
 ) -> None:
     """JSON Schema of the testbed, experiment and recipe files (for editor completion).
 
     Without --out, prints one JSON object {"testbed": ..., "experiment": ..., "recipe": ...}.
+
+    Example: [bold]r2bench schema --out .schemas[/]
     """
     from r2bench.config.schema import all_schemas
 
@@ -159,16 +212,20 @@ def setup(
         bool, typer.Option("--force", help="Rebuild even when nothing changed.")
     ] = False,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", help="Parallel make jobs (default: cores).")
+        int | None,
+        typer.Option("--jobs", "-j", help="Parallel make jobs (default: cores).", metavar="N"),
     ] = None,
     recipes: Annotated[
-        Path | None, typer.Option("--recipes", help="Folder of recipe YAMLs (default: plugin/).")
+        Path | None,
+        typer.Option("--recipes", help="Folder of recipe YAMLs (default: plugin/).", metavar="DIR"),
     ] = None,
     log_dir: Annotated[
-        Path | None, typer.Option("--log-dir", help="Build logs (default: results/setup).")
+        Path | None,
+        typer.Option("--log-dir", help="Build logs (default: results/setup).", metavar="DIR"),
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Seconds allowed per build step.")
+        float | None,
+        typer.Option("--timeout", help="Seconds allowed per build step.", metavar="SECONDS"),
     ] = None,
 ) -> None:
     """Fetch and build what an experiment needs (library under test, nccl-tests) on every node,
@@ -176,6 +233,8 @@ def setup(
 
     Exit codes: 0 built or up to date, 1 a build failed on some node (its first compiler error,
     the known cause and the log path are shown), 2 invalid experiment or testbed file.
+
+    Example: [bold]r2bench setup experiments/quickstart.yaml -t experiments/testbeds/virtual-example.yaml[/]
     """
     from r2bench.setup.commands import setup_command
 
@@ -214,6 +273,8 @@ def doctor(
 
     Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 invalid testbed file.
     With --discover: 0 written (or nothing to change), 1 a node could not be asked.
+
+    Example: [bold]r2bench doctor -t experiments/testbeds/virtual-example.yaml[/]
     """
     from r2bench.doctor.cli import doctor_command
 
@@ -232,7 +293,11 @@ def doctor(
 def parse(
     files: Annotated[
         list[Path],
-        typer.Argument(help="nccl-tests text or -J JSON outputs, NCCL logs.", show_default=False),
+        typer.Argument(
+            help="nccl-tests text or -J JSON outputs, NCCL logs (`-`: standard input).",
+            show_default=False,
+            metavar="FILE...",
+        ),
     ],
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per file (JSON Lines).")
@@ -241,7 +306,10 @@ def parse(
     """Parse nccl-tests outputs and NCCL/R2CC logs: result rows, events and the run's outcome
     (ok, wrong_results, crashed, timeout, launch_failed...) with the lines that justify it.
 
-    Exit codes: 0 parsed (a crashed or hung run is data, not an error), 2 a file could not be read.
+    Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
+    nccl-tests output, 2 a file could not be read.
+
+    Example: [bold]r2bench parse all_reduce_perf.log --json[/]
     """
     from r2bench.commands.records import parse_command
 
@@ -251,17 +319,26 @@ def parse(
 @app.command("import")
 def import_logs(
     directory: Annotated[
-        Path, typer.Argument(help="Folder of existing nccl-tests logs.", show_default=False)
+        Path,
+        typer.Argument(
+            help="Folder of existing nccl-tests logs.", show_default=False, metavar="DIR"
+        ),
     ],
     sweep: Annotated[
-        str | None, typer.Option("--sweep", help="Sweep name (default: the folder's name).")
+        str | None,
+        typer.Option("--sweep", help="Sweep name (default: the folder's name).", metavar="NAME"),
     ] = None,
-    results: Annotated[Path, typer.Option("--results", help="Results root.")] = Path("results"),
+    results: Annotated[Path, typer.Option("--results", help="Results root.", metavar="DIR")] = Path(
+        "results"
+    ),
 ) -> None:
-    """Turn a folder of existing nccl-tests logs (text and/or -J JSON, paired by file stem)
-    into a results sweep, one run folder per log, so `r2bench report` works on them.
+    """Turn a folder of existing nccl-tests logs (text and/or -J JSON, paired by the text's
+    `Writing JSON output to` line, else by file stem) into a results sweep, one run folder per
+    run (a log holding several runs gives several), so `r2bench report` works on them.
 
     Exit codes: 0 imported, 2 DIR is not a folder.
+
+    Example: [bold]r2bench import ~/nccl-logs --sweep h200-logs && r2bench report results/h200-logs[/]
     """
     from r2bench.commands.records import import_command
 
@@ -271,10 +348,16 @@ def import_logs(
 @app.command()
 def report(
     sweep_dir: Annotated[
-        Path, typer.Argument(help="A sweep folder, e.g. results/my-sweep.", show_default=False)
+        Path,
+        typer.Argument(
+            help="A sweep folder, e.g. results/my-sweep.", show_default=False, metavar="SWEEP_DIR"
+        ),
     ],
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="HTML file (default: SWEEP_DIR/report.html).")
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="HTML file (default: SWEEP_DIR/report.html).", metavar="FILE"
+        ),
     ] = None,
     fmt: Annotated[
         FigureFormat | None,
@@ -282,12 +365,15 @@ def report(
     ] = None,
 ) -> None:
     """Rebuild a sweep's tables (Parquet + CSV) and write one self-contained HTML report that
-    works offline: busbw vs size per R2CC_MODE with spread over repeats, overhead vs the
-    no-fault baseline, per-iteration timelines with fault windows shaded and R2CC events
-    marked, the outcome matrix, and the sweep's provenance.
+    works offline: a table of every run, busbw vs size per series (runs that share collective,
+    library and version, R2CC_MODE, transport, ranks, GPUs, nodes and NCCL_* settings) with
+    spread over repeats, overhead vs a named no-fault baseline, per-iteration timelines with
+    fault windows shaded and R2CC events marked, the outcome matrix, and the provenance.
 
     Exit codes: 0 written (if a static --format cannot be exported, the HTML is still written and
     a warning says why), 2 missing sweep folder, unknown format or unwritable output.
+
+    Example: [bold]r2bench report results/quickstart --format png[/]
     """
     from r2bench.commands.records import report_command
 
@@ -298,21 +384,34 @@ def report(
 def compare(
     baseline: Annotated[
         Path,
-        typer.Argument(help="A sweep folder, or a reference YAML file.", show_default=False),
+        typer.Argument(
+            help="A sweep folder, or a reference YAML file.",
+            show_default=False,
+            metavar="BASELINE",
+        ),
     ],
     candidate: Annotated[
-        Path | None, typer.Argument(help="The sweep folder to judge.", show_default=False)
+        Path | None,
+        typer.Argument(help="The sweep folder to judge.", show_default=False, metavar="CANDIDATE"),
     ] = None,
     policy: Annotated[
-        Path | None, typer.Option("--policy", help="Policy YAML (minimum effects, xfail).")
+        Path | None,
+        typer.Option("--policy", help="Policy YAML (minimum effects, xfail).", metavar="FILE"),
     ] = None,
     markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Write a markdown summary (PR comment).")
+        Path | None,
+        typer.Option("--markdown", help="Write a markdown summary (PR comment).", metavar="FILE"),
     ] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI).")] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML (CI).", metavar="FILE")
+    ] = None,
     write_reference: Annotated[
         Path | None,
-        typer.Option("--write-reference", help="Write BASELINE (a sweep) as a reference YAML."),
+        typer.Option(
+            "--write-reference",
+            help="Write BASELINE (a sweep) as a reference YAML.",
+            metavar="FILE",
+        ),
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also list `same` rows.")] = False,
 ) -> None:
@@ -322,7 +421,16 @@ def compare(
     is `undecided`, never a pass.
 
     Exit codes: 0 no regression, 1 regression, 2 could not compare (nothing matched, bad input).
+
+    Example: [bold]r2bench compare results/baselines/ci-virtual.yaml results/ci/ci-virtual[/]
     """
+    from r2bench.extras import MissingExtra, require_report_extra
+
+    try:
+        require_report_extra("compare")
+    except MissingExtra as exc:
+        _stderr().print(f"cannot compare: {exc}")
+        raise typer.Exit(2) from None
     from r2bench.compare.command import compare_command
 
     raise typer.Exit(
@@ -332,7 +440,10 @@ def compare(
 
 @app.command()
 def version() -> None:
-    """Print r2bench's version."""
+    """Print r2bench's version.
+
+    Example: [bold]r2bench version[/]
+    """
     typer.echo(f"r2bench {r2bench.__version__}")
 
 
@@ -367,7 +478,7 @@ _mount_testbed_tools()
 
 SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.
 
-With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 400mbit, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed.
+With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 250 Mbit/s, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed.
 
 Running it again resumes: complete runs are skipped, incomplete ones redone; --rerun failed also redoes runs whose outcome was not ok. Ctrl-C reverts the current run's faults, stops its job on every node, marks it interrupted and writes the tables.
 
@@ -386,11 +497,12 @@ def sweep(
             "-t",
             help="Testbed YAML (default: the embedded virtual one).",
             show_default=False,
+            metavar="TESTBED.yaml",
         ),
     ] = None,
-    results: Annotated[Path, typer.Option("--results", help="Results root folder.")] = Path(
-        "results"
-    ),
+    results: Annotated[
+        Path, typer.Option("--results", help="Results root folder.", metavar="DIR")
+    ] = Path("results"),
     rerun: Annotated[
         str | None,
         typer.Option(
@@ -409,6 +521,12 @@ def sweep(
     skip_setup: Annotated[
         bool, typer.Option("--skip-setup", help="Do not build (the nodes already have it).")
     ] = False,
+    skip_doctor: Annotated[
+        bool,
+        typer.Option(
+            "--skip-doctor", help="Do not stop on failed doctor checks (runs may be skewed)."
+        ),
+    ] = False,
 ) -> None:
     from r2bench.commands.sweep import sweep_cli
     from r2bench.sweep.command import SweepOptions
@@ -418,16 +536,21 @@ def sweep(
         console.print(f"--rerun takes `failed`, not {rerun!r}", style="red")
         raise typer.Exit(EXIT_USAGE)
     options = SweepOptions(
-        experiment, testbed, results, rerun == "failed", quiet, keep_testbed, skip_setup
+        experiment,
+        testbed,
+        results,
+        rerun == "failed",
+        quiet,
+        keep_testbed,
+        skip_setup,
+        skip_doctor,
     )
     with config_errors(console):
         code = sweep_cli(options, dry_run, console)
     raise typer.Exit(code)
 
 
-TestbedRequired = Annotated[
-    Path, typer.Option("--testbed", "-t", help="Testbed YAML file.", show_default=False)
-]
+TestbedRequired = TestbedOpt
 
 
 @app.command()
@@ -458,7 +581,10 @@ def _fault_command(action: str) -> Callable[..., None]:
         param: Annotated[
             list[str] | None,
             typer.Option(
-                "--param", "-p", help="KEY=VALUE kind setting (e.g. rate=1gbit); repeatable."
+                "--param",
+                "-p",
+                help="KEY=VALUE kind setting (e.g. rate=1gbit); repeatable.",
+                metavar="KEY=VALUE",
             ),
         ] = None,
         lease_s: Annotated[
@@ -466,6 +592,7 @@ def _fault_command(action: str) -> Callable[..., None]:
             typer.Option(
                 "--lease-s",
                 help="The node reverts by itself after this many seconds.",
+                metavar="SECONDS",
                 min=1,
                 max=86400,
             ),
@@ -494,11 +621,26 @@ app.command("inject")(_fault_command("inject"))
 app.command("revert")(_fault_command("revert"))
 
 
+def _quiet_flag_metavars(command: Any) -> Any:
+    """Flags take no value: show no `<bool>` type beside them in the help."""
+    for param in command.params:
+        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = param.metavar or ""
+    for sub in getattr(command, "commands", {}).values():
+        _quiet_flag_metavars(sub)
+    return command
+
+
+def cli() -> Any:
+    """The click command behind `r2bench` (flags shown without a type)."""
+    return _quiet_flag_metavars(typer.main.get_command(app))
+
+
 def main() -> None:
     """Console-script entry point: any expected error is one line on stderr and exit 2
     (`--debug` shows the traceback)."""
     try:
-        app()
+        cli()(prog_name="r2bench")
     except (OSError, ValueError, RuntimeError) as error:
         if _DEBUG["on"] or "--debug" in sys.argv:
             traceback.print_exc()

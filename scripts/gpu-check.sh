@@ -10,6 +10,9 @@
 #   faults     a rank SIGKILLed / SIGSTOPped mid-collective (NET/Socket; -T 15 for the stop)
 #   hca        experiments/gpu/disconnected-hca.yaml, only its R2CC_DISCONNECTED_HCA=0 runs
 #   intrusion  benchmarks/bench_intrusion.py on experiments/gpu/intrusion.yaml
+#   sweep      `r2bench sweep` (no build: setup ran) of R2B_SWEEPS (default: overhead,
+#              overhead-stock, faults, faults-stock, disconnected-hca), each with its report,
+#              into DATA/sweeps; the socket interface names are fitted to the host first
 # Every job runs under a timeout; nothing is left running. R2B_BUDGET_S: start no step after
 # that many seconds (the data gathered so far is packed after every step).
 set -uo pipefail
@@ -158,10 +161,25 @@ step_hca() {
 
 step_intrusion() {
   log "== measurement intrusion"
-  timeout -s KILL 240 python3 "$repo/benchmarks/bench_intrusion.py" \
-    "$repo/experiments/gpu/intrusion.yaml" -t "$TESTBED" --repeats 3 --out "$data/intrusion" \
+  timeout -s KILL 420 python3 "$repo/benchmarks/bench_intrusion.py" \
+    "$repo/experiments/gpu/intrusion.yaml" -t "$TESTBED" --repeats "${R2B_INTRUSION_REPEATS:-3}" --out "$data/intrusion" \
     2>&1 | tee -a "$out/gpu-check.log"
   log "intrusion: exit ${PIPESTATUS[0]}"
+}
+
+step_sweep() {
+  local exp ifs t0 file
+  ifs="$(ls /sys/class/net | grep -v '^lo$' | head -1),lo"
+  for exp in ${R2B_SWEEPS:-overhead overhead-stock faults faults-stock disconnected-hca}; do
+    if [ "$SECONDS" -gt "${R2B_BUDGET_S:-86400}" ]; then log "skipped sweep $exp: past R2B_BUDGET_S"; continue; fi
+    file=$W/sweep-$exp.yaml
+    sed "s/NCCL_SOCKET_IFNAME: eth0,lo/NCCL_SOCKET_IFNAME: $ifs/" "$repo/experiments/gpu/$exp.yaml" >"$file"
+    log "== r2bench sweep $exp"
+    t0=$SECONDS
+    timeout -s INT 300 python3 -c 'import sys; from r2bench.cli import main; sys.argv[0] = "r2bench"; main()' \
+      sweep "$file" -t "$TESTBED" --results "$data/sweeps" --skip-setup -q 2>&1 | tee -a "$out/gpu-check.log"
+    log "sweep $exp: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s"
+  done
 }
 
 finish() {

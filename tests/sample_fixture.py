@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from r2bench.report.sample import SampleConfig, write_sample_sweep
+from sample_sweep import SampleConfig, write_sample_sweep
 
 CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
 

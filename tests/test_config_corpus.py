@@ -2,7 +2,9 @@
 
 Each corpus file starts with `# expect-path: FIELD.PATH` and `# expect: MESSAGE PART`; the test
 runs the real CLI (`r2bench plan`) and checks both appear on one error line together with the
-file name, line and column, and that no traceback escapes.
+file name, line and column, and that no traceback escapes. An experiment case may name the
+testbed it is checked against with `# against: FILE` (a file in tests/corpus/against/: the
+corpus testbed with one hostile change), else it is checked against tests/corpus/testbed.yaml.
 """
 
 from __future__ import annotations
@@ -23,9 +25,19 @@ EXPERIMENT_CASES = sorted((CORPUS / "experiment").glob("*.yaml"))
 TESTBED_CASES = sorted((CORPUS / "testbed").glob("*.yaml"))
 
 
+def _header(path: Path) -> dict[str, str]:
+    text = path.read_text(encoding="utf-8")
+    return dict(re.findall(r"^# (expect(?:-path)?|against): (.*)$", text, re.MULTILINE))
+
+
 def _expectations(path: Path) -> tuple[str, str]:
-    header = dict(re.findall(r"^# (expect(?:-path)?): (.*)$", path.read_text(), re.MULTILINE))
+    header = _header(path)
     return header["expect-path"].strip(), header.get("expect", "").strip()
+
+
+def _testbed_for(case: Path) -> Path:
+    against = _header(case).get("against")
+    return CORPUS / "against" / against.strip() if against else CORPUS_TESTBED
 
 
 def _plan(experiment: Path, testbed: Path) -> tuple[int, str]:
@@ -45,12 +57,12 @@ def _assert_rejected(case: Path, exit_code: int, output: str) -> None:
 
 
 def test_corpus_is_large_enough() -> None:
-    assert len(EXPERIMENT_CASES) + len(TESTBED_CASES) >= 40
+    assert len(EXPERIMENT_CASES) + len(TESTBED_CASES) >= 100
 
 
 @pytest.mark.parametrize("case", EXPERIMENT_CASES, ids=lambda p: p.stem)
 def test_malformed_experiment_is_rejected(case: Path) -> None:
-    _assert_rejected(case, *_plan(case, CORPUS_TESTBED))
+    _assert_rejected(case, *_plan(case, _testbed_for(case)))
 
 
 @pytest.mark.parametrize("case", TESTBED_CASES, ids=lambda p: p.stem)
@@ -62,3 +74,13 @@ def test_corpus_baseline_is_valid() -> None:
     """The corpus testbed and the paper experiment are accepted, so failures above are real."""
     exit_code, output = _plan(GOOD_EXPERIMENT, CORPUS_TESTBED)
     assert exit_code == 0, output
+
+
+@pytest.mark.parametrize(
+    "variant", sorted((CORPUS / "against").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_corpus_testbed_variants_are_valid(variant: Path) -> None:
+    """Each hostile testbed variant is itself a valid file: only the fault it meets is refused."""
+    exit_code, output = _plan(GOOD_EXPERIMENT.with_name("one-nic-down.yaml"), variant)
+    assert exit_code in (0, 2), output
+    assert variant.name not in output, output

@@ -40,7 +40,14 @@ from r2bench.doctor.checks import (
     parse_topology,
     run_checks,
 )
-from r2bench.doctor.facts import ABSENT, NodeFacts, facts_script, node_path, parse_sections
+from r2bench.doctor.facts import (
+    ABSENT,
+    NODE_ID_SHELL,
+    NodeFacts,
+    facts_script,
+    node_path,
+    parse_sections,
+)
 
 # ---- outputs ---------------------------------------------------------------------------------
 
@@ -140,11 +147,14 @@ OS_UBUNTU = "5.15.0-122-generic\nUbuntu 22.04.5 LTS"
 
 
 def node_model(
-    name: str = "n0", gpus: int = 0, nics: Sequence[Mapping[str, object]] | None = None
+    name: str = "n0",
+    gpus: int = 0,
+    nics: Sequence[Mapping[str, object]] | None = None,
+    sudo: bool = True,
 ) -> NodeModel:
     """A testbed node."""
     return NodeModel.model_validate(
-        {"name": name, "address": "10.0.0.1", "gpus": gpus, "nics": nics or []}
+        {"name": name, "address": "10.0.0.1", "gpus": gpus, "nics": nics or [], "sudo": sudo}
     )
 
 
@@ -405,8 +415,13 @@ def test_doctor_end_to_end_on_a_local_testbed(
     tmp_path: Path, stray_process: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     work = tmp_path / "work"
-    (work / "faults" / "active").mkdir(parents=True)
-    (work / "faults" / "active" / "link_down.n0.lo").write_text("kind=link_down nic=lo\n")
+    node_id = subprocess.run(
+        ["bash", "-c", NODE_ID_SHELL + "\nr2b_node_id"], capture_output=True, text=True
+    ).stdout.strip()
+    (work / "faults" / "active" / node_id).mkdir(parents=True)
+    (work / "faults" / "active" / node_id / "link_down.n0.lo").write_text("kind=link_down\n")
+    (work / "faults" / "active" / "other.node").mkdir()
+    (work / "faults" / "active" / "other.node" / "elsewhere").write_text("kind=link_down\n")
     lo = {"name": "lo", "kind": "eth", "netdev": "lo", "management": True}
     body = {
         "name": "here",
@@ -427,6 +442,7 @@ def test_doctor_end_to_end_on_a_local_testbed(
     assert results[("n0", "gpus")]["detail"] == "none"
     assert results[("n0", "active faults")]["status"] == "fail"
     assert "link_down.n0.lo" in results[("n0", "active faults")]["detail"]
+    assert "elsewhere" not in results[("n0", "active faults")]["detail"]
     assert str(stray_process) in results[("n1", "stray processes")]["fix"]
     assert abs(float(results[("n0", "clock")]["detail"].split()[1])) < 50
     assert doctor_command(path, json_out=False) == 1
@@ -491,3 +507,29 @@ def test_doctor_cli_exit_status_for_a_healthy_ssh_node(sshd: SshServer, tmp_path
     # Another benchmark running on this machine is a legitimate failure; anything else is not.
     assert all(r["check"] == "stray processes" for r in failures), failures
     assert done.returncode == (1 if failures else 0)
+
+
+# ---- fix text fits the node: no sudo where sudo is off, a heal that exists -----------------
+
+
+def test_fix_text_says_sudo_only_on_nodes_that_use_it() -> None:
+    """Before: `sudo ip link set ...` on a `sudo: false` node (often root, without sudo)."""
+    eth = nic(name="x", kind="eth", netdev="eth1")
+    ib = nic(name="x", kind="ib", rdma_device="mlx5_0")
+    for sudo in (True, False):
+        down = check_nic(facts(**{"nic.x": ETH_ADMIN_DOWN}), eth, sudo=sudo)
+        disabled = check_nic(facts(**{"nic.x": IB_DISABLED}), ib, sudo=sudo)
+        gdr = check_gdr(facts(gdr=""), node_model(gpus=8, nics=[ib.model_dump()], sudo=sudo))
+        for result in (down, disabled, gdr):
+            assert ("sudo" in result.fix) is sudo, result.fix
+        assert "ip link set dev eth1 up" in down.fix
+
+
+def test_active_fault_fix_points_at_a_heal_that_exists() -> None:
+    """Before: `r2bench heal` (a stub) and `sudo` whatever the node said."""
+    active = "run3.n1.ib0\tkind=ib_port_down script=/w/injectors/ib_port.sh"
+    for sudo in (True, False):
+        fault = check_faults(facts(faults=active), "/w", sudo=sudo)
+        assert "r2bench heal -t TESTBED" in fault.fix
+        assert "bash /w/injectors/heal.sh" in fault.fix
+        assert ("sudo" in fault.fix) is sudo, fault.fix

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from r2bench.cli import app
+from r2bench.commands.records import import_command
 from r2bench.figures.registry import FIGURES
 from r2bench.figures.render import draw_all, load_sweeps
-from r2bench.records.commands import import_command
 from tests.sample_fixture import CAPTURED, make_sample_sweep
 
 DRAWN_ON_SAMPLE = [

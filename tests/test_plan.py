@@ -187,6 +187,8 @@ def test_every_example_file_is_valid(example: Path) -> None:
             or (example.parent.name == "ci" and "virtual" in example.name)
             else CLOUDLAB
         )
+        if example.parent.name == "gpu":  # one host with 2 GPUs (process faults name gpu0)
+            testbed = ROOT / "experiments" / "testbeds" / "gpu-local.yaml"
         result = CliRunner().invoke(app, ["plan", str(example), "-t", str(testbed)])
     assert result.exit_code == 0, result.output
 

@@ -53,14 +53,22 @@ def test_r2ccl_loaded_and_reported_its_version() -> None:
     assert [r.size_bytes for r in parsed.rows if r.placement == "out_of_place"] == SIZES
 
 
+def test_rows_split_by_log_lines_are_rejoined() -> None:
+    """R-2CCL logs during each collective on the stdout where nccl-tests prints half a row:
+    the row's pieces (some glued to the start of a log line) are put back together."""
+    parsed = parse_text(_run("r2ccl-m0-nvlink-all_reduce")[0])
+    for placement in ("out_of_place", "in_place"):
+        assert [r.size_bytes for r in parsed.rows if r.placement == placement] == SIZES
+    assert not parsed.warnings
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="R-2CCL logs INFO lines during each collective; NCCL writes them to stdout, where "
-    "nccl-tests has printed half a result row, so rows are split around log lines",
+    reason="over sockets R-2CCL logs every network step: pieces of rows land inside log lines "
+    "(not only at their start), where they cannot be told from the log's own numbers",
 )
-@pytest.mark.parametrize("name", ["r2ccl-m0-nvlink-all_reduce", "r2ccl-m1-socket-all_reduce"])
-def test_rows_split_by_log_lines_are_parsed(name: str) -> None:
-    parsed = parse_text(_run(name)[0])
+def test_rows_inside_per_step_logs_are_parsed() -> None:
+    parsed = parse_text(_run("r2ccl-m1-socket-all_reduce")[0])
     assert [r.size_bytes for r in parsed.rows if r.placement == "out_of_place"] == SIZES
 
 

@@ -15,8 +15,9 @@ from r2bench.commands.records import report_command
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, rebuild
 from r2bench.report import export
-from r2bench.report.figures import size_stats, with_mode
+from r2bench.report.figures import series_rows, size_stats, with_mode
 from r2bench.report.html import build_report
+from r2bench.report.series import series_info
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 FIGURE_RE = re.compile(
@@ -52,16 +53,14 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tables, str]
 def test_busbw_figure_equals_the_tables(report: tuple[Path, Tables, str]) -> None:
     _, tables, page = report
     fig = figures_of(page)["busbw"]
-    stats = size_stats(tables.results, "busbw_gbps")
-    assert len(fig["data"]) == stats.groupby(["collective", "library", "mode", "scenario"]).ngroups
-    rows = with_mode(tables.results)
+    info = series_info(tables.runs)
+    rows = series_rows(tables, info)
+    assert len(fig["data"]) == size_stats(rows, "busbw_gbps")["series"].nunique()
     rows = rows[rows["placement"] == "out_of_place"]
     for trace in fig["data"]:
         name = html.unescape(trace["name"])
-        _, lib, scenario = name.split(" · ")
-        mode = lib.split(" mode ")[1] if " mode " in lib else ""
-        mine = rows[(rows["scenario"] == scenario) & (rows["mode"] == mode)]
-        mine = mine[mine["library"] == lib.split(" mode ")[0]]
+        mine = rows[rows["series"] == name]
+        assert set(mine["outcome"]) == {"ok"}  # only runs that ended ok
         grouped = mine.groupby("size_bytes")["busbw_gbps"]
         assert trace["x"] == grouped.median().index.tolist()
         assert trace["y"] == pytest.approx(grouped.median().tolist())
@@ -72,25 +71,32 @@ def test_busbw_figure_equals_the_tables(report: tuple[Path, Tables, str]) -> Non
             pytest.approx(grouped.min().tolist())
         )
         assert [c[2] for c in trace["customdata"]] == grouped.count().tolist()  # 3 repeats
+    assert fig["layout"]["showlegend"] is True
 
 
 def test_overhead_figure_equals_the_tables(report: tuple[Path, Tables, str]) -> None:
     _, tables, page = report
     fig = figures_of(page)["overhead"]
     res = with_mode(tables.results)
-    res = res[res["placement"] == "out_of_place"]
+    res = res[(res["placement"] == "out_of_place") & (res["outcome"] == "ok")]
     base = res[(res["library"] == "nccl") & (res["scenario"] == "none")]
     base_t = base.groupby("size_bytes")["time_us"].median()
     [trace] = [
-        t for t in fig["data"] if html.unescape(t["name"]).endswith("r2ccl mode 1 · nic_down")
+        t
+        for t in fig["data"]
+        if html.unescape(t["name"]).startswith("all_reduce · r2ccl · mode 1 · nic_down  vs ")
     ]
+    assert html.unescape(trace["name"]).endswith("vs  all_reduce · nccl · none")
     mine = res[(res["mode"] == "1") & (res["scenario"] == "nic_down")]
     t = mine.groupby("size_bytes")["time_us"].median()
     expect = ((t / base_t - 1) * 100).tolist()
     assert trace["y"] == pytest.approx(expect)
     assert max(trace["y"]) > 20  # the fault shows up as overhead at the sizes it hit
     names = [html.unescape(t["name"]) for t in fig["data"]]
-    assert "all_reduce · nccl · none" not in names  # the baseline itself is not plotted
+    assert not any(n.startswith("all_reduce · nccl · none ") for n in names)  # not vs itself
+    assert not any("nccl · nic_down  vs" in n for n in names)  # crashed runs are left out
+    assert fig["layout"]["showlegend"] is True
+    assert "all_reduce · nccl · none" in html.unescape(fig["layout"]["title"]["text"])
 
 
 def test_timelines_equal_the_tables_and_shade_the_fault(report: tuple[Path, Tables, str]) -> None:
@@ -110,8 +116,7 @@ def test_timelines_equal_the_tables_and_shade_the_fault(report: tuple[Path, Tabl
         it = tables.iterations[tables.iterations["run_id"] == run_id]
         [oop] = [t for t in fig["data"] if t["name"] == "out_of_place iteration"]
         mine = it[it["placement"] == "out_of_place"]
-        if (it["size_bytes"] >= 1 << 20).any():  # small sizes are left out when there are big ones
-            mine = mine[mine["size_bytes"] >= 1 << 20]
+        mine = mine[mine["size_bytes"] == it["size_bytes"].max()]  # the run's largest size only
         mine = mine.sort_values("timestamp")
         assert min(oop["x"]) >= 0  # nothing before the launch
         assert oop["x"] == pytest.approx((mine["timestamp"] - t0).tolist())

@@ -153,3 +153,20 @@ def test_hostile_strings_stay_text_in_the_browser(tmp_path: Path) -> None:
     assert "<script>alert(1)</script>" not in dom  # no such element was created
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # the hostname is shown as text
     assert dom.count("js-plotly-plot") >= 3
+
+
+def test_mixed_import_report_draws_in_the_browser(tmp_path: Path) -> None:
+    from r2bench.records.importer import import_dir
+
+    import_dir(DATA, tmp_path / "results", "mixed")
+    sweep = tmp_path / "results" / "mixed"
+    out = sweep / "report.html"
+    figures = build_report(sweep, rebuild(sweep), out)
+    drawn = [f.id for f in figures if f.spec["data"]]
+    assert len([i for i in drawn if i.startswith("busbw")]) == 6  # one per collective
+    dom = chromium(tmp_path / "profile", "--dump-dom", out.as_uri())
+    for fig_id in drawn:
+        div = re.search(rf'<div id="plot-{re.escape(fig_id)}"[^>]*>', dom)
+        assert div and "js-plotly-plot" in div.group(0), fig_id
+    assert "No valid baseline" in dom
+    assert 'class="legendtext"' in dom

@@ -123,7 +123,7 @@ def test_armed_inject_waits_for_go_then_applies_with_times(
     assert line is not None and line.ok
     time.sleep(0.2)
     assert state.read_text().strip() == "up", "an armed fault must not be applied before go"
-    assert (tmp_path / "faults" / "active" / "a1").exists(), "record written before the change"
+    assert list((tmp_path / "faults" / "active").glob("*/a1")), "record written before the change"
     sent = agent.fire(armed)
     line, _ = agent.wait_fault("a1", ("inject",), seen, 10)
     assert line is not None and line.result == "ok"
@@ -147,7 +147,7 @@ def test_cancelled_arm_leaves_nothing_and_no_lease(
     line, _ = agent.wait_fault("c1", ("inject",), seen, 10)
     assert line is not None and line.result == "cancelled"
     assert state.read_text().strip() == "up"
-    assert not (tmp_path / "faults" / "active" / "c1").exists()
+    assert not list((tmp_path / "faults" / "active").glob("*/c1"))
     leases = subprocess.run(["pgrep", "-f", "r2b-lease.*--tag c1"], capture_output=True)
     assert leases.stdout.strip() == b"", "the lease timer of a cancelled arm must be gone"
 

@@ -56,6 +56,8 @@ def testbed_command(
 
     Exit codes: 0 written, 2 the manifest cannot be read or is not a usable manifest
     (malformed, truncated, a request RSpec, nodes without logins).
+
+    Example: [bold]r2bench cloudlab testbed manifest.xml -o testbed.yaml[/] (or pipe `geni-get manifest` into `r2bench cloudlab testbed -`)
     """
     err = Console(stderr=True)
     label = "stdin" if manifest == "-" else manifest

@@ -21,8 +21,8 @@ from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTest
 from r2bench.records.nccltests import parse_json, parse_text, parse_text_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
+from r2bench.records.recovery import recovery_doc
 from r2bench.records.store import RunStore
-from r2bench.records.tables import build_tables, rebuild
 
 EXIT_OK = 0
 EXIT_NOT_NCCL_TESTS = 1
@@ -79,6 +79,7 @@ def file_summary(
     }
     if parsed.avg_busbw_gbps is not None:
         doc["avg_busbw_gbps"] = parsed.avg_busbw_gbps
+    doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
     return doc
 
 
@@ -212,20 +213,31 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
         )
     )
     if report.imported or report.already:
-        rebuild(report.sweep_dir)
+        from r2bench.extras import MissingExtra
+        from r2bench.records.tables import rebuild
+
+        try:
+            rebuild(report.sweep_dir)
+        except MissingExtra as exc:
+            errors.print(Text(f"note: tables not written: {exc}"), style="yellow")
     return EXIT_OK
 
 
 def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     """Rebuild the tables of a sweep (results/<sweep>/tables/) and write one self-contained,
-    offline HTML report (default <sweep>/report.html): busbw vs size per R2CC_MODE with spread,
-    overhead vs the no-fault baseline, timelines around faults, outcome matrix, provenance.
+    offline HTML report (default <sweep>/report.html): a table of every run, busbw vs size per
+    series with spread, overhead vs a named no-fault baseline, timelines around faults, outcome
+    matrix, provenance. Needs the `report` extra (raises MissingExtra without it).
 
     --format png|svg|pdf also writes each figure as a static file next to the report (needs
     kaleido and a Chrome/Chromium); if that fails the HTML is still written, a warning says why,
     and the exit code stays 0. Exit 2 if SWEEP_DIR is not a folder, the format is unknown or
     the report cannot be written.
     """
+    from r2bench.extras import require_report_extra
+
+    require_report_extra("r2bench report")
+    from r2bench.records.tables import build_tables, rebuild
     from r2bench.report.export import FORMATS, export_figures
     from r2bench.report.html import build_report
 

@@ -27,15 +27,6 @@ MODE = "R2CC_MODE"
 SERIES_FIXED = ("collective", "library", "scenario")
 CELL_FIELDS = ("size_bytes", "placement", "type", "redop")
 _OPTIONAL_SERIES = ("ranks",)
-_RUN_COLUMNS = frozenset(
-    (
-        *("run_id", "experiment", "library", "library_ref", "collective", "scenario", "repeat"),
-        *("nodes", "ranks", "complete", "outcome", "reason", "failed_rank", "failed_host"),
-        *("exit_code", "started_at", "ended_at", "duration_s", "first_result_at"),
-        *("last_result_at", "n_rows", "avg_busbw_gbps", "n_faults", "nccl_tests_version"),
-        *("nccl_library", "n_warnings", "imported_from", "library_basis", "path"),
-    )
-)
 
 Key = tuple[tuple[str, Any], ...]
 
@@ -63,9 +54,15 @@ def load_sweep(path: Path) -> SweepData:
     return SweepData(path.name, path, build_tables(path))
 
 
-def env_columns(runs: pd.DataFrame) -> list[str]:
-    """The spec variables of a runs table (the columns besides the fixed ones)."""
-    return [c for c in runs.columns if c not in _RUN_COLUMNS]
+def env_columns(tables: Tables) -> list[str]:
+    """The spec's env columns: in the results table they sit between `collective` and
+    `scenario` (records.tables puts them there); without result rows, R2CC_MODE if present."""
+    cols = list(tables.results.columns)
+    if "collective" in cols and "scenario" in cols:
+        found = cols[cols.index("collective") + 1 : cols.index("scenario")]
+        if found or not tables.results.empty:
+            return found
+    return [MODE] if MODE in tables.runs.columns else []
 
 
 def series_columns(*sides: Tables) -> list[str]:
@@ -74,7 +71,7 @@ def series_columns(*sides: Tables) -> list[str]:
     names: list[str] = list(SERIES_FIXED)
     candidates: list[str] = []
     for tables in sides:
-        for column in [*_OPTIONAL_SERIES, *env_columns(tables.runs)]:
+        for column in [*_OPTIONAL_SERIES, *env_columns(tables)]:
             if column not in candidates:
                 candidates.append(column)
     for column in candidates:

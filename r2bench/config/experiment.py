@@ -8,13 +8,17 @@ takes every declared value (libraries, collectives, scenarios incl. `none`, size
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from r2bench.config.types import EnvName, EnvValue, FreeText, Name, Size, StrictModel
 
 NO_FAULT = "none"
+MAX_SECONDS = 7 * 86400
+"""Longest deadline or fault window: a week (leases reach the node as plain decimals)."""
+MAX_COUNT = 1_000_000
+"""Largest iteration, warmup and cycle count passed to nccl-tests."""
 CORE_DIMENSIONS = ("library", "collective", "scenario", "size")
 
 
@@ -49,7 +53,7 @@ class Since(str, Enum):
 class Trigger(StrictModel):
     """When a fault is injected: `after_s` seconds after the job launched or printed a result."""
 
-    after_s: float = Field(ge=0, le=86400)
+    after_s: float = Field(ge=0, le=86400, allow_inf_nan=False)
     since: Since = Since.LAUNCH
 
 
@@ -63,12 +67,19 @@ class Flap(StrictModel):
 class FaultSpec(StrictModel):
     """One fault: what kind, on which NIC of which node, when, and for how long."""
 
-    kind: Name = Field(description="ib_port_down, link_down, flow_drop, route_drop, bandwidth_cap.")
+    kind: Name = Field(
+        description="ib_port_down, link_down, flow_drop, route_drop, bandwidth_cap (a NIC); "
+        "process_stop, process_kill (a rank: params.rank)."
+    )
     node: Name
-    nic: Name
+    nic: Name | None = Field(None, description="The NIC (every kind but the process ones).")
     trigger: Trigger
     duration_s: float | None = Field(
-        None, gt=0, description="Heal after this long; unset = until the run ends."
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="Heal after this long (seconds, at most a week); unset = until the run ends.",
     )
     params: dict[Name, EnvValue] = Field(
         default_factory=dict, description="Kind-specific settings, e.g. rate: 10gbit."
@@ -148,13 +159,17 @@ class Sweep(StrictModel):
 class NcclTestsOptions(StrictModel):
     """Options passed to every benchmark job (nccl-tests flags)."""
 
-    iterations: int = Field(20, ge=1, description="-n")
-    warmup: int = Field(5, ge=0, description="-w")
+    iterations: int = Field(20, ge=1, le=MAX_COUNT, description="-n")
+    warmup: int = Field(5, ge=0, le=MAX_COUNT, description="-w")
     check: bool = Field(True, description="-c: verify results (#wrong column).")
-    cycles: int | None = Field(None, ge=0, description="-N: repeat cycles (0 = until stopped).")
+    cycles: int | None = Field(
+        None, ge=0, le=MAX_COUNT, description="-N: repeat cycles (0 = until stopped)."
+    )
     timestamps: bool = Field(True, description="-S 1: timestamp on every result line.")
     per_iteration: bool = Field(True, description="-I 1: per-iteration times in the JSON.")
-    timeout_s: int | None = Field(None, ge=1, description="-T: nccl-tests' own per-test timeout.")
+    timeout_s: int | None = Field(
+        None, ge=1, le=MAX_SECONDS, description="-T: nccl-tests' own per-test timeout."
+    )
     datatype: Name = Field("float", description="-d")
     op: Name = Field("sum", description="-o")
     extra_args: list[FreeText] = Field(default_factory=list)
@@ -170,15 +185,23 @@ class Experiment(StrictModel):
     collectives: list[Name] = Field(["all_reduce"], min_length=1)
     sizes: SizeRange | list[Size] = SizeRange(begin=8, end=128 << 20)
     options: NcclTestsOptions = NcclTestsOptions()
-    nodes: list[Name] | int | None = Field(
+    nodes: list[Name] | Annotated[int, Field(ge=1, le=4096)] | None = Field(
         None, description="Node names, a count of the testbed's first nodes, or all."
     )
-    gpus_per_node: int | None = Field(None, ge=1, description="Ranks per node (default: GPUs).")
+    gpus_per_node: int | None = Field(
+        None, ge=1, le=64, description="Ranks per node (default: GPUs)."
+    )
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
     scenarios: list[Scenario] = Field(default_factory=list)
     sweep: Sweep = Sweep()
     repeats: int = Field(1, ge=1, le=1000)
-    deadline_s: float = Field(600, gt=0, description="Harness kills a run after this long.")
+    deadline_s: float = Field(
+        600,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="Harness kills a run after this long (seconds, finite, at most a week).",
+    )
 
     @field_validator("sizes")
     @classmethod

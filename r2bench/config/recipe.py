@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import operator
 import re
-import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -182,6 +181,7 @@ class Recipe(StrictModel):
 
 
 def recipe_dirs() -> list[Path]:
-    """Where recipes are looked up: the source checkout's plugin/, then the installed copy."""
-    package_root = Path(__file__).resolve().parents[2]
-    return [package_root / "plugin", Path(sys.prefix) / "share" / "r2bench" / "plugin"]
+    """Where recipes are looked up: the plugin/ folder shipped with r2bench."""
+    from r2bench.resources import plugin_dir
+
+    return [plugin_dir()]

@@ -16,6 +16,10 @@ from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
 
 # Cap on file size: configs are small; a huge file is a mistake (or an attack on the parser).
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# Cap on nesting (the top-level mapping counts as 1): real configs need about 6 levels; PyYAML's
+# composer recurses per level, so a 1 KB file of 500 `[` would otherwise end in RecursionError.
+MAX_DEPTH = 32
+_STANDARD_COLLECTION_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
 @dataclass
@@ -81,6 +85,7 @@ def load_yaml(path: Path) -> SourceDoc:
 def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
     """Parse YAML text into a SourceDoc (single document, safe constructors only)."""
     try:
+        _check_depth(text, name)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -98,6 +103,68 @@ def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
         )
     doc.data = _Converter(doc).convert(root, ())
     return doc
+
+
+@dataclass
+class _Frame:
+    """One open collection while scanning events: where it is, and where its next item goes."""
+
+    part: str | int | None
+    is_mapping: bool
+    index: int = -1
+    key: str | None = None
+    expect_key: bool = True
+
+    def next_part(self, event: yaml.Event) -> str | int | None:
+        """The path part of the node `event` starts (None for a mapping key)."""
+        if not self.is_mapping:
+            self.index += 1
+            return self.index
+        if self.expect_key:
+            self.expect_key = False
+            self.key = event.value if isinstance(event, yaml.ScalarEvent) else None
+            return None
+        self.expect_key = True
+        return self.key
+
+
+def _check_depth(text: str, name: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before composing (the event parser is iterative)."""
+    stack: list[_Frame] = []
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionEndEvent):
+            stack.pop()
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue
+        part = stack[-1].next_part(event) if stack else None
+        if not isinstance(event, yaml.CollectionStartEvent):
+            continue
+        if len(stack) >= MAX_DEPTH:
+            # Name the innermost mapping key (what a user can find); the line and column
+            # point at the exact bracket or item.
+            parts = [f.part for f in stack[1:] if f.part is not None]
+            parts += [part] if part is not None else []
+            named = [i for i, p in enumerate(parts) if isinstance(p, str)]
+            path = tuple(parts[: named[-1] + 1]) if named else ()
+            mark = event.start_mark
+            raise ConfigError(
+                [
+                    ConfigIssue(
+                        name,
+                        mark.line + 1 if mark else None,
+                        mark.column + 1 if mark else None,
+                        path,
+                        f"nested deeper than {MAX_DEPTH} levels",
+                        "configs need a few levels; flatten it",
+                    )
+                ]
+            )
+        stack.append(_Frame(part, isinstance(event, yaml.MappingStartEvent)))
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org") else tag
 
 
 class _Converter:
@@ -118,6 +185,16 @@ class _Converter:
                 [self.doc.issue(path, f"more than {self.MAX_NODES} values (alias expansion?)")]
             )
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.CollectionNode) and node.tag not in _STANDARD_COLLECTION_TAGS:
+            raise ConfigError(
+                [
+                    self.doc.issue(
+                        path,
+                        f"YAML tag '{_short_tag(node.tag)}' is not allowed here",
+                        "configs hold plain mappings, lists and values; remove the tag",
+                    )
+                ]
+            )
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, path)
         if isinstance(node, yaml.SequenceNode):

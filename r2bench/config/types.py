@@ -8,6 +8,7 @@ anything but NUL and are shell-quoted wherever they are used.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints
@@ -57,6 +58,14 @@ EnvValue = Annotated[str, BeforeValidator(_env_value)]
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+MAX_SIZE = 1 << 40
+"""Largest message size: 1 TiB, several times the memory of any GPU (an H200 has 141 GB)."""
+
+
+def short_repr(value: Any, limit: int = 40) -> str:
+    """repr of a value for a message, cut short (a 400-digit number is not worth quoting)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def parse_size(value: Any) -> int:
@@ -64,14 +73,16 @@ def parse_size(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a size such as 8, 64K or 8G, found a boolean")
     if isinstance(value, int):
-        size = value
-    elif isinstance(value, str) and (match := _SIZE_RE.match(value)):
-        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+        size = Fraction(value)
+    elif isinstance(value, str) and len(value) <= 1000 and (match := _SIZE_RE.match(value)):
+        size = Fraction(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
     else:
-        raise ValueError(f"expected a size such as 8, 64K or 8G, found {value!r}")
+        raise ValueError(f"expected a size such as 8, 64K or 8G, found {short_repr(value)}")
     if size <= 0:
-        raise ValueError(f"size must be positive, found {value!r}")
-    return size
+        raise ValueError(f"size must be positive, found {short_repr(value)}")
+    if size > MAX_SIZE:
+        raise ValueError(f"size must be at most 1T ({MAX_SIZE} B), found {short_repr(value)}")
+    return int(size)
 
 
 def format_size(size: int) -> str:

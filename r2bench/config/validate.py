@@ -71,6 +71,9 @@ def _issue(
         return doc.issue(
             path, f"needs {bound} {limit} item(s), found {err.get('ctx', {}).get('actual_length')}"
         )
+    if kind.startswith("float") and isinstance(err.get("input"), int):
+        digits = len(str(abs(err["input"])))
+        return doc.issue(path, f"number too large ({digits} digits)")
     if kind in _EXPECTED:
         return doc.issue(path, f"expected {_EXPECTED[kind]}, found {found}")
     if kind == "enum" or kind == "literal_error":

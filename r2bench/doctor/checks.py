@@ -256,7 +256,8 @@ def check_gdr(facts: NodeFacts, model: NodeModel) -> CheckResult:
     modules = facts.section("gdr").split()
     if modules:
         return _result(facts.node, "gpudirect rdma", Status.OK, f"{modules[0]} loaded")
-    fix = "sudo modprobe nvidia_peermem (without it NCCL copies through host memory)"
+    fix = _as_root(model.sudo, "modprobe nvidia_peermem")
+    fix += " (without it NCCL copies through host memory)"
     return _result(facts.node, "gpudirect rdma", Status.WARN, "nvidia_peermem not loaded", fix)
 
 
@@ -273,7 +274,12 @@ def _unreadable(value: str) -> bool:
     return value == "" or value.startswith("cat:")
 
 
-def _rdma_problem(nic: Nic, values: dict[str, str]) -> tuple[str, str] | None:
+def _as_root(sudo: bool, command: str) -> str:
+    """A root command as the user types it on that node: `sudo` only where the testbed uses it."""
+    return f"sudo {command}" if sudo else command
+
+
+def _rdma_problem(nic: Nic, values: dict[str, str], sudo: bool) -> tuple[str, str] | None:
     """(what is wrong, how to fix it) for an RDMA port, or None when it is active."""
     dev, port = nic.rdma_device, nic.port
     if _unreadable(values.get("state", "")):
@@ -282,7 +288,8 @@ def _rdma_problem(nic: Nic, values: dict[str, str]) -> tuple[str, str] | None:
         return f"no port {port} on {dev} (RDMA devices: {others})", fix
     state, phys = values["state"], values.get("phys_state", "")
     if "ACTIVE" not in state:
-        fix = f"enable it: sudo ibportstate -C {dev} -P {port} -D 0 1 enable; check cable"
+        enable = _as_root(sudo, f"ibportstate -C {dev} -P {port} -D 0 {port} enable")
+        fix = f"enable it: {enable}; check cable"
         if "INIT" in state:
             fix = "the link is up but no subnet manager activated it: start opensm"
         return f"{dev}/{port} state {state}, phys_state {phys}", fix
@@ -293,7 +300,7 @@ def _rdma_problem(nic: Nic, values: dict[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def _netdev_problem(nic: Nic, values: dict[str, str]) -> tuple[str, str] | None:
+def _netdev_problem(nic: Nic, values: dict[str, str], sudo: bool) -> tuple[str, str] | None:
     """(what is wrong, how to fix it) for a kernel interface, or None when it is up."""
     name = nic.netdev
     operstate = values.get("operstate", "")
@@ -306,7 +313,8 @@ def _netdev_problem(nic: Nic, values: dict[str, str]) -> tuple[str, str] | None:
         return None
     carrier = values.get("carrier", "")
     note = "carrier unreadable: admin-down" if _unreadable(carrier) else f"carrier {carrier}"
-    return f"{name} operstate {operstate} ({note})", f"sudo ip link set dev {name} up; check cable"
+    fix = _as_root(sudo, f"ip link set dev {name} up") + "; check cable"
+    return f"{name} operstate {operstate} ({note})", fix
 
 
 def _nic_summary(nic: Nic, values: dict[str, str]) -> str:
@@ -322,15 +330,15 @@ def _nic_summary(nic: Nic, values: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
-def check_nic(facts: NodeFacts, nic: Nic) -> CheckResult:
+def check_nic(facts: NodeFacts, nic: Nic, sudo: bool = True) -> CheckResult:
     """The NIC exists and is up: RDMA port ACTIVE with the right link layer, netdev up."""
     values = parse_fields(facts.section(f"nic.{nic.name}"))
     check = f"nic {nic.name}"
     problem = None
     if nic.rdma_device is not None:
-        problem = _rdma_problem(nic, values)
+        problem = _rdma_problem(nic, values, sudo)
     if problem is None and nic.netdev is not None:
-        problem = _netdev_problem(nic, values)
+        problem = _netdev_problem(nic, values, sudo)
     if problem is not None:
         return _result(facts.node, check, Status.FAIL, problem[0], problem[1])
     return _result(facts.node, check, Status.OK, _nic_summary(nic, values))
@@ -366,14 +374,15 @@ def _fault_summary(record: str) -> str:
     return f"kind {kind.group(1)}" if kind else record.strip()[:60]
 
 
-def check_faults(facts: NodeFacts, work_dir: str) -> CheckResult:
-    """No r2bench fault still active (tag files under <work_dir>/faults/active/)."""
+def check_faults(facts: NodeFacts, work_dir: str, sudo: bool = True) -> CheckResult:
+    """No r2bench fault of this node still active (<work_dir>/faults/active/<node id>/)."""
     entries = [line.partition("\t") for line in facts.section("faults").splitlines()]
     tags = [(tag, _fault_summary(record)) for tag, _, record in entries if tag.strip()]
     if not tags:
         return _result(facts.node, "active faults", Status.OK, "none")
     detail = "; ".join(f"{tag} ({summary})" if summary else tag for tag, summary in tags)
-    fix = f"revert them with `r2bench heal`, then check that {work_dir}/faults/active/ is empty"
+    heal = _as_root(sudo, f"bash {work_dir.rstrip('/')}/injectors/heal.sh")
+    fix = f"revert them: `r2bench heal -t TESTBED`, or on {facts.node}: {heal}"
     return _result(facts.node, "active faults", Status.FAIL, detail, fix)
 
 
@@ -427,9 +436,9 @@ def _node_results(facts: NodeFacts, model: NodeModel, testbed: Testbed) -> list[
         return results
     results.append(check_clock(facts))
     results += [check(facts, model) for check in PER_NODE]
-    results += [check_nic(facts, nic) for nic in model.nics]
+    results += [check_nic(facts, nic, model.sudo) for nic in model.nics]
     results.append(check_processes(facts))
-    results.append(check_faults(facts, testbed.paths.work_dir))
+    results.append(check_faults(facts, testbed.paths.work_dir, model.sudo))
     return results
 
 

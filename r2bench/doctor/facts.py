@@ -106,10 +106,26 @@ def _gpu_sections(node: NodeModel) -> str:
     return text
 
 
+NODE_ID_SHELL = """r2b_node_id() {
+    local host mid=nomachineid file
+    host=$(uname -n)
+    for file in /etc/machine-id /var/lib/dbus/machine-id; do
+        if [[ -r $file ]]; then mid=$(head -c 12 "$file"); break; fi
+    done
+    host=${host//[^A-Za-z0-9_.-]/_}
+    mid=${mid//[^A-Za-z0-9]/_}
+    echo "${host:-nohost}.${mid:-nomachineid}"
+}"""
+"""This node's identity exactly as injectors/node.sh computes it (a test holds them equal):
+fault records live under <work_dir>/faults/active/<node id>/."""
+
+
 def _faults_body(work_dir: str) -> str:
+    """This node's fault records only (a shared work folder holds every node's)."""
     active = node_path(work_dir.rstrip("/") + "/faults/active")
     return (
-        f'for f in {active}/*; do [ -e "$f" ] || continue; '
+        f"{NODE_ID_SHELL}\n"
+        f'for f in {active}/"$(r2b_node_id)"/*; do [ -f "$f" ] || continue; '
         "printf '%s\\t%s\\n' \"${f##*/}\" \"$(head -c 300 \"$f\" | tr '\\n\\t' '  ')\"; done"
     )
 

@@ -7,7 +7,9 @@ timer on the node that reverts after the lease, so a lost controller never leave
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -30,6 +32,8 @@ class FaultKind:
     target_args: Callable[[Nic, Mapping[str, str]], list[str]] = field(
         default=lambda nic, params: [], repr=False
     )
+    targets_nic: bool = True
+    """False for faults of a process (a rank of the run), which name no NIC."""
 
 
 def _ib_port_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
@@ -51,11 +55,50 @@ def _rate_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
     return [*_netdev_args(nic, params), "--rate", params["rate"]]
 
 
+def _rank_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
+    return ["--rank", params["rank"]]
+
+
 def _ovs_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
     args = ["--bridge", params["bridge"], "--peer", params["peer"]]
     if "port" in params:
         args += ["--udp-port", params["port"]]
     return args
+
+
+_PARAM_RULES: Mapping[str, tuple[re.Pattern[str], str]] = MappingProxyType(
+    {
+        "rate": (
+            re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?[kmgt]?(bit|bps)"),
+            "invalid rate: use a number and a unit, like 10mbit or 1gbit",
+        ),
+        "peer": (
+            re.compile(r"[0-9a-fA-F.:]{2,45}(/[0-9]{1,3})?"),
+            "invalid peer: use an IPv4 or IPv6 address or prefix, like 198.18.1.11",
+        ),
+        "bridge": (
+            re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}"),
+            "invalid bridge: use an OVS bridge name (letters, digits, _ . -)",
+        ),
+        "port": (
+            re.compile(r"[1-9][0-9]{0,4}"),
+            "invalid port: use a UDP port number (4791 for RoCEv2)",
+        ),
+    }
+)
+
+
+def check_params(params: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(parameter, problem) for each value that an injector would refuse (or that could pass
+    for an option): each reaches the node as one argument and must match its kind's shape."""
+    problems = []
+    for name, value in params.items():
+        rule = _PARAM_RULES.get(name)
+        if rule is not None and not rule[0].fullmatch(value):
+            problems.append((name, rule[1]))
+        elif name == "port" and int(value) > 65535:
+            problems.append((name, _PARAM_RULES["port"][1]))
+    return problems
 
 
 _ALL_KINDS = (
@@ -104,6 +147,24 @@ _ALL_KINDS = (
         optional_params=("port",),
         target_args=_ovs_args,
     ),
+    FaultKind(
+        name="process_stop",
+        script="proc.sh",
+        summary="SIGSTOP one rank of the run (a hung peer); SIGCONT on heal or when the lease ends.",
+        nic_kinds=frozenset(),
+        required_params=("rank",),
+        target_args=_rank_args,
+        targets_nic=False,
+    ),
+    FaultKind(
+        name="process_kill",
+        script="proc.sh",
+        summary="SIGKILL one rank of the run (a crashed peer); nothing to heal.",
+        nic_kinds=frozenset(),
+        required_params=("rank",),
+        target_args=_rank_args,
+        targets_nic=False,
+    ),
 )
 
 FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType({kind.name: kind for kind in _ALL_KINDS})
@@ -114,17 +175,44 @@ def fault_tag(run_id: str, index: int) -> str:
     return f"r2b-{run_id[-10:]}-f{index}"
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration as the injectors read it: a plain decimal with at most 3 decimals (never
+    `1e+06`, `inf` or `nan`), at least 0.001 s."""
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"a lease must be a finite, non-negative number of seconds: {seconds}")
+    text = f"{max(seconds, 0.001):.3f}".rstrip("0").rstrip(".")
+    return text
+
+
 def injector_argv(
     kind: FaultKind,
     action: str,
-    nic: Nic,
+    nic: Nic | None,
     params: Mapping[str, str],
     tag: str,
     injectors_dir: str,
     lease_s: float | None = None,
+    protect: Sequence[str] = (),
+    run_id: str | None = None,
 ) -> list[str]:
-    """argv of the node-side command for `action` (inject, revert or status)."""
+    """argv of the node-side command for `action` (inject, revert or status). `protect` names
+    interfaces the injector must refuse to touch (`--protect-if a,b`, checked on the node
+    before anything changes; see faults/interlock.py). A process fault names its run
+    (`--run`: the processes carry R2B_RUN=<run id>) and its signal."""
     argv = ["bash", f"{injectors_dir}/{kind.script}", action, "--tag", tag]
     if action == "inject" and lease_s is not None:
-        argv += ["--lease-s", f"{lease_s:g}"]
+        argv += ["--lease-s", format_seconds(lease_s)]
+    if action == "inject" and protect:
+        argv += ["--protect-if", ",".join(protect)]
+    if not kind.targets_nic:
+        signal = "STOP" if kind.name == "process_stop" else "KILL"
+        return [
+            *argv,
+            "--run",
+            run_id or "",
+            "--signal",
+            signal,
+            *kind.target_args(Nic.model_construct(name=""), params),
+        ]
+    assert nic is not None
     return argv + kind.target_args(nic, params)

@@ -34,6 +34,8 @@ def figures_command(
 
     Exit codes: 0 done (figures with missing inputs are listed, not errors), 2 a sweep folder
     does not exist.
+
+    Example: [bold]r2bench figures results/quickstart --out figures/[/]
     """
     console = Console(soft_wrap=True)
     err = Console(stderr=True)

@@ -1,8 +1,9 @@
 """Launch lines for mpirun (Open MPI / HPC-X), srun (Slurm) and a local single process (pure).
 
 Each launcher turns (testbed, job) into the argv to run on the launch node plus the environment
-that argv needs. Every variable reaches every rank explicitly (`-x`, `--export`), because R2CCL
-reads its knobs with getenv on each rank.
+that argv needs. Every variable reaches every rank explicitly (mpirun `-x`; srun: set in srun's
+environment, handed on by `--export=ALL`), because R2CCL reads its knobs with getenv on each
+rank.
 """
 
 from __future__ import annotations
@@ -70,16 +71,18 @@ def mpirun_command(testbed: Testbed, job: Job, *, as_root: bool = False) -> Laun
 
 
 def srun_command(testbed: Testbed, job: Job) -> LaunchCommand:
-    """Slurm: variables go through --export=ALL,... (values must not contain commas)."""
+    """Slurm: the variables are set in srun's own environment and `--export=ALL` hands them
+    to every task. `--export=ALL,K=V,...` is not used: srun splits that list at commas, so
+    a value such as `NCCL_IB_HCA=mlx5_0:1,mlx5_1:1` would be cut and a value containing
+    `,LD_PRELOAD=...` would smuggle in another variable."""
     launcher = testbed.launcher
     argv = [launcher.command or "srun", f"--nodes={len(job.nodes)}"]
     argv += [f"--ntasks-per-node={job.ranks_per_node}", f"--nodelist={','.join(job.nodes)}"]
     if any((node := testbed.node(name)) is not None and node.gpus for name in job.nodes):
         argv.append(f"--gpus-per-node={job.ranks_per_node * job.gpus_per_rank}")
-    exports = ",".join(["ALL", *(f"{k}={v}" for k, v in job.env.items())])
-    argv.append(f"--export={exports}")
+    argv.append("--export=ALL")
     argv += launcher.args
-    return LaunchCommand(job.nodes[0], argv + job.program)
+    return LaunchCommand(job.nodes[0], argv + job.program, dict(job.env))
 
 
 def local_command(testbed: Testbed, job: Job) -> LaunchCommand:

@@ -15,6 +15,7 @@ from r2bench.config.source import SourceDoc, load_yaml
 from r2bench.config.testbed import LauncherKind, Node, Testbed
 from r2bench.config.validate import validate_model
 from r2bench.faults.catalogue import FAULT_KINDS, fault_tag, injector_argv
+from r2bench.faults.interlock import protected_interfaces
 from r2bench.launch.launchers import Job, launch_command
 from r2bench.plan import checks
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun, SetupStep
@@ -47,12 +48,33 @@ class Inputs:
 def load_inputs(
     experiment_file: Path, testbed_file: Path, recipe_dirs: list[Path] | None = None
 ) -> Inputs:
-    """Load and validate both files; every issue is raised together as one ConfigError."""
-    testbed = validate_model(Testbed, load_yaml(testbed_file))
-    doc = load_yaml(experiment_file)
-    experiment = validate_model(Experiment, doc)
+    """Load and validate both files; every issue is raised together as one ConfigError
+    (the testbed's, the experiment's, and the cross-file ones that can still be checked)."""
+    issues: list[ConfigIssue] = []
+    testbed: Testbed | None = None
+    experiment: Experiment | None = None
+    doc: SourceDoc | None = None
+    try:
+        testbed = validate_model(Testbed, load_yaml(testbed_file))
+    except ConfigError as error:
+        issues += error.issues
+    try:
+        doc = load_yaml(experiment_file)
+        experiment = validate_model(Experiment, doc)
+    except ConfigError as error:
+        issues += error.issues
+        if doc is not None and testbed is not None:
+            issues += checks.check_faults_in_invalid_file(doc, testbed)
+    if issues or testbed is None or experiment is None or doc is None:
+        order = [str(testbed_file), str(experiment_file)]
+        raise ConfigError(sorted(issues, key=lambda i: _issue_order(i, order)))
     recipes = load_recipes(recipe_dirs)
     return Inputs(experiment, testbed, recipes, doc, str(experiment_file), str(testbed_file))
+
+
+def _issue_order(issue: ConfigIssue, files: list[str]) -> tuple[int, int, int]:
+    rank = files.index(issue.file) if issue.file in files else len(files)
+    return rank, issue.line or 0, issue.column or 0
 
 
 def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
@@ -196,14 +218,15 @@ class _Renderer:
         kind = FAULT_KINDS[fault.kind]
         node = self.testbed.node(fault.node)
         assert node is not None  # checked before rendering
-        nic = node.nic(fault.nic)
-        assert nic is not None
+        nic = node.nic(fault.nic) if fault.nic else None
+        assert nic is not None or not kind.targets_nic
         tag = fault_tag(spec.run_id, index)
         # The sweep arms every fault (lease running) just before the launch, so the lease covers
         # the whole deadline plus a margin for the controller's own revert after it: a dead
         # controller leaves nothing behind once the lease ends.
         lease = spec.deadline_s + LEASE_GRACE_S
         injectors = f"{self.work}/injectors"
+        protect = protected_interfaces(self.testbed, node, env=spec.env)
 
         def command(action: str) -> NodeCommand:
             argv = injector_argv(
@@ -214,6 +237,8 @@ class _Renderer:
                 tag,
                 injectors,
                 lease if action == "inject" else None,
+                protect,
+                spec.run_id,
             )
             return NodeCommand(node=node.name, command=shlex.join(argv), root=True)
 
@@ -221,7 +246,7 @@ class _Renderer:
             index=index,
             kind=fault.kind,
             node=fault.node,
-            nic=fault.nic,
+            nic=fault.nic or f"rank{fault.params.get('rank', '?')}",
             tag=tag,
             inject_after_s=fault.trigger.after_s,
             since=fault.trigger.since.value,

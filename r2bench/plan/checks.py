@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 
 from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean
@@ -9,7 +10,8 @@ from r2bench.config.experiment import Experiment, FaultSpec
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
 from r2bench.config.testbed import Nic, Node, Testbed, TestbedKind
-from r2bench.faults.catalogue import FAULT_KINDS, FaultKind
+from r2bench.faults.catalogue import FAULT_KINDS, FaultKind, check_params
+from r2bench.faults.interlock import interface_refusal
 from r2bench.plan.sweep import Point
 
 MODE_VARIABLE = "R2CC_MODE"
@@ -145,19 +147,25 @@ def check_faults(
     for s, scenario in enumerate(experiment.scenarios):
         for f, fault in enumerate(scenario.faults):
             base: FieldPath = ("scenarios", s, "faults", f)
-            issues += _check_fault(fault, base, experiment, testbed, names, doc)
+            issues += check_fault(
+                fault, base, testbed, names, doc, experiment.deadline_s, experiment.env
+            )
         issues += _check_overlaps(scenario.faults, ("scenarios", s, "faults"), doc)
     return issues
 
 
-def _check_fault(
+def check_fault(
     fault: FaultSpec,
     base: FieldPath,
-    experiment: Experiment,
     testbed: Testbed,
     names: set[str],
     doc: SourceDoc,
+    deadline_s: float | None,
+    env: Mapping[str, str],
 ) -> list[ConfigIssue]:
+    """One fault (at `base` in `doc`) against the testbed: its node is in the run, its NIC
+    exists and is not the management path under any name, its kind fits, its timing fits in
+    the deadline (when known)."""
     kind = FAULT_KINDS.get(fault.kind)
     issues = []
     if kind is None:
@@ -168,7 +176,10 @@ def _check_fault(
                 _suggest(fault.kind, FAULT_KINDS),
             )
         )
-    issues += _check_timing(fault, base, experiment.deadline_s, doc)
+    if deadline_s is not None:
+        issues += _check_timing(fault, base, deadline_s, doc)
+    for param, problem in check_params(fault.params):
+        issues.append(doc.issue((*base, "params", param), problem))
     node = testbed.node(fault.node)
     if node is None or fault.node not in names:
         where = f"testbed '{testbed.name}'" if node is None else "the nodes this experiment runs on"
@@ -180,6 +191,17 @@ def _check_fault(
                 _suggest(fault.node, names),
             ),
         ]
+    if kind is not None and not kind.targets_nic:
+        return issues + _check_process_fault(kind, fault, base, doc)
+    if fault.nic is None:
+        return [
+            *issues,
+            doc.issue(
+                (*base, "nic"),
+                f"a {fault.kind} fault needs a nic",
+                "name one of the node's data NICs",
+            ),
+        ]
     nic = node.nic(fault.nic)
     if nic is None:
         hint = _suggest(fault.nic, [n.name for n in node.nics])
@@ -187,17 +209,64 @@ def _check_fault(
             *issues,
             doc.issue((*base, "nic"), f"node '{node.name}' has no NIC '{fault.nic}'", hint),
         ]
-    if nic.management or (nic.netdev and nic.netdev == testbed.launcher.bootstrap_interface):
-        return [
-            *issues,
-            doc.issue(
-                (*base, "nic"),
-                f"refused: '{nic.name}' is the management interface of '{node.name}'",
-                "faulting it would cut off the controller and MPI's bootstrap; pick a data NIC",
-            ),
-        ]
+    refusal = interface_refusal(testbed, node, nic, env=env)
+    if refusal is not None:
+        hint = f"set by {refusal.source} in the testbed or experiment; {refusal.hint}"
+        return [*issues, doc.issue((*base, "nic"), refusal.message, hint)]
     if kind is not None:
         issues += _check_kind_fits(kind, fault, nic, base, testbed, doc)
+    return issues
+
+
+def _check_process_fault(
+    kind: FaultKind, fault: FaultSpec, base: FieldPath, doc: SourceDoc
+) -> list[ConfigIssue]:
+    """A process fault names a rank (a whole number), no NIC."""
+    issues = []
+    if fault.nic is not None:
+        issues.append(
+            doc.issue(
+                (*base, "nic"),
+                f"a {kind.name} fault targets a rank, not a NIC",
+                "remove nic; set params.rank",
+            )
+        )
+    rank = fault.params.get("rank")
+    if rank is None or not str(rank).isdigit():
+        issues.append(
+            doc.issue(
+                (*base, "params", "rank"),
+                f"a {kind.name} fault needs params.rank: the rank to signal (0, 1, ...)",
+                "e.g. params: {rank: 1}",
+            )
+        )
+    return issues
+
+
+def check_faults_in_invalid_file(doc: SourceDoc, testbed: Testbed) -> list[ConfigIssue]:
+    """Cross-file checks on an experiment file that failed its own validation, so that both
+    kinds of problem are reported in one go: every fault entry that is valid on its own is
+    checked against the testbed (nodes, NICs, interlocks, kinds)."""
+    data = doc.data if isinstance(doc.data, dict) else {}
+    env = data.get("env")
+    env = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    deadline = data.get("deadline_s", 600)
+    deadline_s = None
+    if isinstance(deadline, int | float) and not isinstance(deadline, bool):
+        with contextlib.suppress(OverflowError):
+            deadline_s = float(deadline) if 0 < float(deadline) < float("inf") else None
+    names = {node.name for node in testbed.nodes}
+    scenarios = data.get("scenarios")
+    issues: list[ConfigIssue] = []
+    for s, scenario in enumerate(scenarios if isinstance(scenarios, list) else []):
+        faults = scenario.get("faults") if isinstance(scenario, dict) else None
+        for f, raw in enumerate(faults if isinstance(faults, list) else []):
+            try:
+                fault = FaultSpec.model_validate(raw)
+            except ValueError:
+                continue  # its own problems are already reported
+            base: FieldPath = ("scenarios", s, "faults", f)
+            issues += check_fault(fault, base, testbed, names, doc, deadline_s, env)
     return issues
 
 
@@ -278,7 +347,12 @@ def _check_overlaps(faults: list[FaultSpec], base: FieldPath, doc: SourceDoc) ->
     for i, first in enumerate(faults):
         for j in range(i + 1, len(faults)):
             second = faults[j]
-            if (first.node, first.nic) == (second.node, second.nic) and _overlap(first, second):
+            same_target = (first.node, first.nic, first.params.get("rank")) == (
+                second.node,
+                second.nic,
+                second.params.get("rank"),
+            )
+            if same_target and _overlap(first, second):
                 issues.append(
                     doc.issue(
                         (*base, j),

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from r2bench.config.types import format_size
-from r2bench.plan.model import Plan, PlannedRun
+from r2bench.plan.model import FaultStep, Plan, PlannedRun
 
 
 def plan_json(plan: Plan) -> str:
@@ -26,7 +26,9 @@ def runs_table(plan: Plan) -> Table:
         spec = run.spec
         sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
         faults = (
-            ", ".join(f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s" for f in run.faults)
+            ", ".join(
+                f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s{_span(f)}" for f in run.faults
+            )
             or "-"
         )
         values = [spec.env.get(v, "-") for v in variables]
@@ -84,7 +86,8 @@ def run_panel(run: PlannedRun) -> Panel:
 
 
 def _root(command: str) -> str:
-    return f"[root] {command}"
+    """A root command, still a line that can be pasted into a root shell."""
+    return f"{command}  # as root"
 
 
 def print_plan(plan: Plan, console: Console, commands: bool) -> None:
@@ -96,3 +99,11 @@ def print_plan(plan: Plan, console: Console, commands: bool) -> None:
         console.print(setup_panel(plan))
         for run in plan.runs:
             console.print(run_panel(run))
+
+
+def _span(fault: FaultStep) -> str:
+    """How long a fault stays, and its flap cycles: ` for 3s x5 every 10s`."""
+    out = f" for {fault.heal_after_s - fault.inject_after_s:g}s" if fault.heal_after_s else ""
+    if fault.cycles > 1:
+        out += f" x{fault.cycles} every {fault.period_s:g}s"
+    return out

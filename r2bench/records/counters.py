@@ -12,10 +12,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from r2bench.records import store as st
+
+# pandas/numpy come with the `report` extra; the sweep imports records.tables (and so this
+# module) on machines without it, where no table is built.
+try:
+    import numpy as np
+    import pandas as pd
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    pass
 
 COUNTERS_FILE = "counters.tsv"
 COUNTER_COLUMNS = (

@@ -41,6 +41,8 @@ PLACEMENTS: tuple[Placement, Placement] = ("out_of_place", "in_place")
 _VERSION_RE = re.compile(
     r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?"
 )
+_LOG_START_RE = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] ")
+"""The start of an NCCL log line (`host:pid:tid [rank] `), wherever it is in a line."""
 _DEVICE_RE = re.compile(
     r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
     r"\s+\[([^\]]*)\]\s*(.*)$"
@@ -178,8 +180,7 @@ def parse_text(
         # output cut mid-line: the last number may be cut short too ("10251.5" -> "102")
         del st.rows[rows_before:]
         st.warn(f"line {lineno}: last line has no line end; its result row was dropped")
-    if st.pending is not None:
-        st.warn(f"line {st.pending[0]}: result row cut short (no measurements)")
+    _flush_pending(st)
     _settle_collective(st, binary_name, file_name)
     return _finish(st)
 
@@ -266,6 +267,10 @@ def _parse_line(st: _State, lineno: int, line: str) -> None:
     if len(line) > MAX_LINE:
         st.warn(f"line {lineno}: overlong line ({len(line)} chars) skipped")
         return
+    glued = _LOG_START_RE.search(line)
+    if glued is not None and glued.start() > 0:
+        # A library log line glued to half a result row (the same stdout): keep the row part.
+        line = line[: glued.start()]
     stripped = line.lstrip()
     if not stripped:
         return
@@ -277,9 +282,16 @@ def _parse_line(st: _State, lineno: int, line: str) -> None:
         _flush_pending(st)
         _parse_row(st, lineno, tokens)
     elif st.pending is not None and _looks_like_continuation(tokens):
-        pline, ptoks = st.pending
+        # A row printed in pieces (a library logging to stdout between nccl-tests' printfs):
+        # gather pieces until both placements are there; the row ends on its last piece.
+        _, ptoks = st.pending
         st.pending = None
-        _parse_row(st, pline, ptoks + tokens)
+        combined = ptoks + tokens
+        head = 5 if st.columns.has_root else 4
+        if len(combined) - head < 2 * st.columns.group_width:
+            st.pending = (lineno, combined)
+        else:
+            _parse_row(st, lineno, combined)
     elif st.in_table and len(tokens) < 4 and _INT_RE.match(tokens[0]):
         st.warn(f"line {lineno}: result row cut short (no measurements)")
     # anything else (NCCL logs, mpirun text, garbage) is not ours: events.py reads it
@@ -299,9 +311,17 @@ def _looks_like_continuation(tokens: list[str]) -> bool:
 
 
 def _flush_pending(st: _State) -> None:
-    if st.pending is not None:
-        st.warn(f"line {st.pending[0]}: result row cut short (no measurements)")
-        st.pending = None
+    """A pending row ends: keep whatever placements it got (a row missing its second piece is
+    still a measurement of the first), or say it was cut short."""
+    if st.pending is None:
+        return
+    line, tokens = st.pending
+    st.pending = None
+    head = 5 if st.columns.has_root else 4
+    if len(tokens) > head:
+        _parse_row(st, line, tokens)
+    else:
+        st.warn(f"line {line}: result row cut short (no measurements)")
 
 
 def _parse_comment(st: _State, lineno: int, line: str) -> None:

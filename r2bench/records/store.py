@@ -10,6 +10,7 @@ stdout.txt         the launcher's stdout (nccl-tests text output)
 stderr.txt         the launcher's stderr (NCCL logs, mpirun messages)
 stdout.times       (sweeps) the launch node's epoch time each stdout line was written, one per
                    line of stdout.txt ($EPOCHREALTIME there: microseconds)
+stderr.times       (sweeps) the same for stderr.txt
 result.json        nccl-tests -J output, when there is one
 node/<node>/...    files collected from the nodes (logs, counters, clocks)
 events.jsonl       typed log events (records.models.Event), one per line
@@ -46,6 +47,7 @@ PROVENANCE = "provenance.json"
 STDOUT = "stdout.txt"
 STDERR = "stderr.txt"
 STDOUT_TIMES = "stdout.times"
+STDERR_TIMES = "stderr.times"
 RESULT_JSON = "result.json"
 EVENTS = "events.jsonl"
 FAULTS = "faults.jsonl"

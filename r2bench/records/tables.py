@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -24,11 +25,7 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-
+from r2bench.extras import require_report_extra
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, run_counters
 from r2bench.records.events import parse_events
@@ -36,6 +33,16 @@ from r2bench.records.models import Event, Outcome, ParsedNcclTests
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
+
+# Tables need the `report` extra (pandas, pyarrow); parsing a run (parse_outputs, log_events,
+# parse_run) does not, so the sweep imports this module on a node without them.
+try:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    pass
 
 TABLE_NAMES = ("results", "iterations", "events", "runs", "counters")
 MAX_WORKERS = 8
@@ -49,8 +56,11 @@ _RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "
 _RESULT_VALUES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 EVENT_COLUMNS = (
     *("run_id", "source", "line", "kind", "time", "host", "pid", "rank"),
-    *("message", "fault", "nic", "ok", "details"),
+    *("message", "fault", "nic", "ok", "details", "cycle"),
 )
+# `via NET/Socket/0`, `via P2P/CUMEM`, `via SHM/direct/direct`: NCCL INFO channel set-up lines.
+_VIA_RE = re.compile(rb"\] via ([A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*)?)")
+_FAULT_TIMES = ("planned_at", "requested_at", "applied_at", "verified_at", "clock_offset_s")
 
 
 # --------------------------------------------------------------------------- parsing a run
@@ -82,14 +92,32 @@ def log_events(paths: Iterable[Path]) -> list[tuple[str, Event]]:
     return out
 
 
+def transport_of(paths: Iterable[Path]) -> str:
+    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), as
+    `NET/Socket`, `NET/IB`, `P2P`, `SHM` joined by `+`; empty when no such line was logged
+    (NCCL_DEBUG=INFO prints them)."""
+    found: set[str] = set()
+    for path in paths:
+        with path.open("rb") as handle:
+            for line in handle:
+                if b"] via " not in line:
+                    continue
+                for match in _VIA_RE.finditer(line):
+                    name = match.group(1).decode("ascii", "replace")
+                    head, _, sub = name.partition("/")
+                    found.add(f"{head}/{sub}" if head == "NET" and sub else head)
+    return "+".join(sorted(found))
+
+
 @dataclass
 class ParsedRun:
-    """One run folder, parsed once: results, events and outcome."""
+    """One run folder, parsed once: results, events, outcome and transport."""
 
     record: st.RunRecord
     parsed: ParsedNcclTests
     events: list[tuple[str, Event]]
     outcome: Outcome | None
+    transport: str = ""
 
 
 def parse_run(record: st.RunRecord) -> ParsedRun:
@@ -104,7 +132,8 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
     outcome = record.end.outcome if record.end else None
     if outcome is None and record.complete:
         outcome = classify(None, parsed=parsed, events=[e for _, e in events])
-    return ParsedRun(record, parsed, events, outcome)
+    logs = [p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p]
+    return ParsedRun(record, parsed, events, outcome, transport_of(logs))
 
 
 # --------------------------------------------------------------------------- accumulation
@@ -316,13 +345,15 @@ class _Builder:
         for source, ev in events:
             details = json.dumps(ev.details, sort_keys=True) if ev.details else ""
             add(run_id, source, ev.line, ev.kind.value, ev.time, ev.host, ev.pid, ev.rank)
-            add(ev.message or ev.text, None, None, None, details)
+            add(ev.message or ev.text, None, None, None, details, None)
 
     def _add_faults(self, run_id: str, faults: list[st.FaultEvent]) -> None:
         add = self.events.add
         for i, f in enumerate(faults, start=1):
             add(run_id, st.FAULTS, i, f"fault_{f.action}", f.time, f.node, None, None)
-            add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, f.tag)
+            extra = {"tag": f.tag, **{k: getattr(f, k) for k in _FAULT_TIMES}}
+            details = json.dumps({k: v for k, v in extra.items() if v not in (None, "")})
+            add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, details, f.cycle)
 
     def tables(self) -> Tables:
         runs = _runs_frame(self.runs, sorted(self.env_names))
@@ -351,6 +382,8 @@ def env_column(name: str) -> str:
 def _run_row(
     sweep_dir: Path, run: ParsedRun, row_times: dict[tuple[int, str, int], tuple[float, float]]
 ) -> dict[str, Any]:
+    from r2bench.records.recovery import recovery_columns  # it imports this module
+
     rec, spec, end = run.record, run.record.spec, run.record.end
     times = [t for t, _ in row_times.values() if t == t]
     outcome = run.outcome
@@ -359,11 +392,17 @@ def _run_row(
         "experiment": spec.get("experiment"),
         "library": spec.get("library_label"),
         "library_ref": (spec.get("library") or {}).get("ref"),
+        "library_recipe": (spec.get("library") or {}).get("recipe"),
         "collective": spec.get("collective") or run.parsed.collective,
         "scenario": spec.get("scenario"),
         "repeat": spec.get("repeat"),
         "nodes": ",".join(spec.get("nodes") or []),
         "ranks": run.parsed.ranks,
+        "gpus_per_rank": _gpus_per_process(run.parsed),
+        "n_nodes": len({d.host for d in run.parsed.devices})
+        or len(spec.get("nodes") or [])
+        or None,
+        "transport": run.transport,
         "complete": rec.complete,
         "outcome": outcome.status.value if outcome else INCOMPLETE,
         "reason": outcome.reason if outcome else "no COMPLETE marker: the run did not finish",
@@ -380,13 +419,23 @@ def _run_row(
         "n_faults": len({f.fault for f in rec.faults if f.action == "inject"}),
         "nccl_tests_version": run.parsed.nccl_tests_version,
         "nccl_library": nccl_version_text(run.parsed.nccl_library),
+        "library_version": nccl_version_text(run.parsed.nccl_library)
+        or (spec.get("library") or {}).get("ref"),
         "n_warnings": len(run.parsed.warnings),
         "imported_from": rec.provenance.get("imported_from"),
         "library_basis": rec.provenance.get("library_basis"),
         "path": os.path.relpath(rec.path, sweep_dir),
     }
+    row.update(recovery_columns(run))  # detect_s, stall_s, ... (docs/recovery.md)
     row["env"] = spec.get("env") or {}
     return row
+
+
+def _gpus_per_process(parsed: ParsedNcclTests) -> int | None:
+    """GPUs one process drives (nccl-tests `-t` threads x `-g` GPUs), from its header."""
+    if parsed.n_gpus is None:
+        return None
+    return (parsed.n_threads or 1) * parsed.n_gpus
 
 
 def _duration(end: st.RunEnd | None) -> float | None:
@@ -403,7 +452,7 @@ def _runs_frame(rows: list[dict[str, Any]], env_names: list[str]) -> pd.DataFram
     for name in env_names:
         cols[env_column(name)] = [r["env"].get(name) for r in rows]
     frame = pd.DataFrame(cols)
-    for name in ("repeat", "ranks", "failed_rank", "exit_code"):
+    for name in ("repeat", "ranks", "gpus_per_rank", "n_nodes", "failed_rank", "exit_code"):
         frame[name] = frame[name].astype("Int64")
     return frame
 
@@ -452,7 +501,7 @@ def _iterations_frame(b: _IterBlocks) -> pd.DataFrame:
 
 
 def _typed_events(frame: pd.DataFrame) -> pd.DataFrame:
-    for name in ("line", "pid", "rank", "fault"):
+    for name in ("line", "pid", "rank", "fault", "cycle"):
         frame[name] = frame[name].astype("Int64")
     frame["time"] = frame["time"].astype("float64")
     frame["ok"] = frame["ok"].astype("boolean")
@@ -490,6 +539,7 @@ def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
     Large sweeps are parsed by `workers` processes (default: one per CPU, at most 8), each
     returning plain column lists for its share of the folders; rows keep folder order.
     """
+    require_report_extra("tables")
     sweep_dir = Path(sweep_dir)
     paths = list(st.RunStore.at(sweep_dir).run_dirs())
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
@@ -506,6 +556,7 @@ def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
 
 def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
     """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths."""
+    require_report_extra("tables")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in tables.items():
@@ -529,6 +580,7 @@ def _write_atomic(path: Path, table: pa.Table, fmt: str) -> Path:
 
 def read_tables(out_dir: Path) -> Tables:
     """Read tables written by `write_tables` (Parquet)."""
+    require_report_extra("tables")
     frames = {
         name: pd.read_parquet(out_dir / f"{name}.parquet")
         for name in TABLE_NAMES

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from r2bench.records.tables import Tables
+from r2bench.report.series import SeriesInfo, baselines, series_info
 
 MODE_ENV = "R2CC_MODE"
 BASELINE_SCENARIO = "none"
@@ -31,7 +32,6 @@ SERIES_KEYS = ("collective", "library", "mode", "scenario")
 MAX_TIMELINES = 12
 MAX_TIMELINE_POINTS = 5000
 # Latency-bound sizes have ~0 busbw; a timeline of a multi-size run shows sizes from here on.
-TIMELINE_MIN_BYTES = 1 << 20
 MARKED_EVENT_PREFIXES = ("r2cc_", "net_ib_", "socket_", "test_", "mpi_")
 OUTCOME_ORDER = ("ok", "wrong_results", "crashed", "timeout", "launch_failed", "interrupted")
 
@@ -53,13 +53,18 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def _scaled(n: float) -> tuple[float, int]:
+    """(n / 1024**k, k) with the value under 1024 (k at most 4)."""
+    k = 0
+    while abs(n) >= 1024 and k < 4:
+        n, k = n / 1024, k + 1
+    return n, k
+
+
 def human_size(n: float) -> str:
     """Bytes as nccl-tests users say them: 8 B, 64 KiB, 1 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:g} {unit}"
-        n /= 1024
-    return f"{n:g} TiB"
+    value, k = _scaled(n)
+    return f"{value:g} {('B', 'KiB', 'MiB', 'GiB', 'TiB')[k]}"
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -87,34 +92,122 @@ def with_mode(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def series_name(collective: str, library: str, mode: str, scenario: str) -> str:
-    """Legend label of one series (escaped)."""
+    """Legend label of one (collective, library, mode, scenario) (escaped)."""
     lib = f"{library} mode {mode}" if mode != "" else library
     return esc(f"{collective} · {lib} · {scenario}")
+
+
+def binary_size(n: float) -> str:
+    """A tick label in binary units: 8, 512, 1K, 64K, 1M, 2G."""
+    value, k = _scaled(n)
+    return f"{value:g}{('', 'K', 'M', 'G', 'T')[k]}"
+
+
+def size_axis(sizes: list[int] | pd.Series, title: str = "message size (bytes)") -> dict[str, Any]:
+    """A log2 x axis: ticks at powers of two (every 1st, 2nd, 5th or 10th, so at most 12),
+    labelled in binary units (1K, 1M, 1G)."""
+    values = [int(s) for s in sizes if s and s > 0]
+    axis: dict[str, Any] = {"type": "log", "title": {"text": title}}
+    if not values:
+        return axis
+    lo, hi = math.floor(math.log2(min(values))), math.ceil(math.log2(max(values)))
+    # Steps that divide 10, so 1K, 1M and 1G are always among the ticks.
+    step = next((s for s in (1, 2, 5) if (hi - lo) // s + 1 <= 12), 10)
+    first = -(-lo // step) * step
+    ticks = [2**e for e in range(first, hi + 1, step)]
+    axis.update(tickmode="array", tickvals=ticks, ticktext=[binary_size(t) for t in ticks])
+    return axis
 
 
 # --------------------------------------------------------------------------- busbw vs size
 
 
-def size_stats(results: pd.DataFrame, value: str, placement: str = "out_of_place") -> pd.DataFrame:
-    """min/median/max/n of `value` per series and size (over repeats and cycles)."""
-    rows = with_mode(results[results["placement"] == placement])
-    rows = rows[rows[value].notna()]
-    grouped = rows.groupby([*SERIES_KEYS, "size_bytes"], sort=True)[value]
+def series_rows(tables: Tables, info: SeriesInfo | None = None) -> pd.DataFrame:
+    """Result rows of runs that ended ok, with their series label (`series`)."""
+    info = info or series_info(tables.runs)
+    ok = info.ok_runs()[["run_id", "series"]]
+    return tables.results.merge(ok, on="run_id", how="inner", sort=False)
+
+
+def size_stats(rows: pd.DataFrame, value: str, placement: str = "out_of_place") -> pd.DataFrame:
+    """min/median/max/n of `value` per series and size (over repeats and cycles); `rows` are
+    `series_rows`."""
+    rows = rows[(rows["placement"] == placement) & rows[value].notna()]
+    grouped = rows.groupby(["series", "size_bytes"], sort=True)[value]
     stats = grouped.agg(["min", "median", "max", "count"]).reset_index()
     return stats.rename(columns={"count": "n"})
 
 
-def busbw_figure(tables: Tables) -> Figure:
-    """busbw vs message size, one line per series, spread over repeats as error bars."""
-    stats = size_stats(tables.results, "busbw_gbps")
+def _caption(info: SeriesInfo, extra: str = "") -> str:
+    parts = []
+    if info.shared:
+        parts.append(f"All series: {info.shared}.")
+    if extra:
+        parts.append(extra)
+    return " ".join(parts)
+
+
+LEGEND_ROW_PX = 20
+PLOT_PX = 340  # height of the plotting area itself
+
+
+def _legend_layout(n_traces: int, title: str = "") -> dict[str, Any]:
+    """Legend below the plot (under the x axis title), one row per series, room made for it."""
+    legend: dict[str, Any] = {
+        "orientation": "v",
+        "x": 0,
+        "xanchor": "left",
+        "y": -80 / PLOT_PX,
+        "yanchor": "top",
+    }
+    if title:
+        legend["title"] = {"text": title}
+    rows = n_traces + (1 if title else 0)
+    bottom = 100 + LEGEND_ROW_PX * rows
+    return {
+        "showlegend": True,
+        "legend": legend,
+        "height": 60 + PLOT_PX + bottom,
+        "margin": {"l": 70, "r": 30, "t": 60, "b": bottom},
+    }
+
+
+def busbw_figures(tables: Tables, info: SeriesInfo | None = None) -> list[Figure]:
+    """busbw vs message size, one figure per collective, one line per series (ok runs only)."""
+    info = info or series_info(tables.runs)
+    rows = series_rows(tables, info)
+    collectives = sorted(set(info.ok_runs()["collective"]))
+    if not collectives:
+        return [busbw_figure(tables, info, None, "busbw")]
+    return (
+        [busbw_figure(tables, info, name, f"busbw-{i}") for i, name in enumerate(collectives)]
+        if len(collectives) > 1
+        else [busbw_figure(tables, info, collectives[0], "busbw", rows)]
+    )
+
+
+def busbw_figure(
+    tables: Tables,
+    info: SeriesInfo | None = None,
+    collective: str | None = None,
+    fig_id: str = "busbw",
+    rows: pd.DataFrame | None = None,
+) -> Figure:
+    """busbw vs message size of one collective (all when None), one line per series (ok runs
+    only), spread over repeats and cycles as min..max error bars."""
+    info = info or series_info(tables.runs)
+    rows = series_rows(tables, info) if rows is None else rows
+    if collective is not None:
+        rows = rows[rows["series"].isin(info.runs[info.runs["collective"] == collective]["series"])]
+    stats = size_stats(rows, "busbw_gbps")
     traces = []
-    for key, g in stats.groupby(list(SERIES_KEYS), sort=True):
+    for name, g in stats.groupby("series", sort=True):
         med = g["median"].to_numpy(float)
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": series_name(*key),
+                "name": esc(name),
                 "x": g["size_bytes"].tolist(),
                 "y": med.tolist(),
                 "error_y": {
@@ -129,14 +222,23 @@ def busbw_figure(tables: Tables) -> Figure:
                 " max %{customdata[1]:.3f}, n=%{customdata[2]})<extra>%{fullData.name}</extra>",
             }
         )
+    what = f"{collective}: bus" if collective else "Bus"
     layout = _layout(
-        "Bus bandwidth vs message size (median, min..max over repeats and cycles)",
-        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
+        esc(
+            f"{what} bandwidth vs message size (runs that ended ok; median, min..max over repeats)"
+        ),
+        xaxis=size_axis(stats["size_bytes"]),
         yaxis={"title": {"text": "busbw (GB/s)"}, "rangemode": "tozero"},
         updatemenus=[_axis_type_menu()],
+        **_legend_layout(len(traces)),
     )
-    note = "" if traces else "no result rows in this sweep"
-    return Figure("busbw", "Bus bandwidth", {"data": traces, "layout": layout}, note)
+    mine = info.runs if collective is None else info.runs[info.runs["collective"] == collective]
+    left = SeriesInfo(mine, info.keys, info.env, info.shared).left_out()
+    note = "" if traces else "no result rows of runs that ended ok in this sweep"
+    meta = {"left_out": left, "series": len(traces), "collective": collective}
+    caption = _caption(info, left + "." if left else "")
+    spec = {"data": traces, "layout": layout}
+    return Figure(fig_id, "Bus bandwidth", spec, note, meta, caption)
 
 
 def _axis_type_menu() -> dict[str, Any]:
@@ -157,63 +259,78 @@ def _axis_type_menu() -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- overhead
 
-
-def _baseline_key(keys: list[tuple[str, ...]], key: tuple[str, ...]) -> tuple[str, ...] | None:
-    """No-fault baseline of a series: stock library (no R2CC_MODE) of the same collective
-    without faults if the sweep has it, else the same library and mode without faults."""
-    collective, library, mode, _ = key
-    stock = sorted(k for k in keys if k[0] == collective and k[2] == "" and k[3] == "none")
-    if stock:
-        return stock[0]
-    same = (collective, library, mode, BASELINE_SCENARIO)
-    return same if same in keys else None
+NO_BASELINE = (
+    "No valid baseline, so no overhead is drawn: a series is compared only with a no-fault "
+    "series (scenario `none`, stock NCCL when there is one, else the same library and mode) "
+    "of the same collective, ranks, GPUs per rank, nodes, transport, nccl-tests version and "
+    "NCCL_* settings, whose runs ended ok and hold other results than its own."
+)
 
 
-def overhead_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Per series and size: median time, the baseline's median time and the overhead in %."""
-    stats = size_stats(results, "time_us")
-    keys = sorted({tuple(k) for k in stats[list(SERIES_KEYS)].itertuples(index=False)})
-    medians = stats.set_index([*SERIES_KEYS, "size_bytes"])["median"]
+def overhead_table(tables: Tables, info: SeriesInfo | None = None) -> pd.DataFrame:
+    """Per series and size: median time, its baseline's median time and the overhead in %."""
+    info = info or series_info(tables.runs)
+    stats = size_stats(series_rows(tables, info), "time_us")
+    medians = stats.set_index(["series", "size_bytes"])["median"]
+    names = set(stats["series"])
     rows = []
-    for key in keys:
-        base = _baseline_key(keys, key)
-        if base is None or base == key:
+    for name, base in sorted(baselines(info).items()):
+        if name not in names or base not in names:
             continue
-        mine, ref = medians.loc[key], medians.loc[base]
-        for size, value in mine.items():
-            if size in ref.index and ref[size] > 0:
-                pct = (value / ref[size] - 1.0) * 100.0
-                rows.append((*key, size, value, ref[size], pct, series_name(*base)))
-    cols = [*SERIES_KEYS, "size_bytes", "time_us", "baseline_time_us", "overhead_pct", "baseline"]
+        mine, ref = medians.loc[name], medians.loc[base]
+        common = [s for s in mine.index if s in ref.index and ref[s] > 0]
+        if not common or (all(mine[s] == ref[s] for s in common) and len(mine) == len(ref)):
+            continue  # identical results: a copy of its baseline, not a comparison
+        for size in common:
+            pct = (mine[size] / ref[size] - 1.0) * 100.0
+            rows.append((name, size, mine[size], ref[size], pct, base))
+    cols = ["series", "size_bytes", "time_us", "baseline_time_us", "overhead_pct", "baseline"]
     return pd.DataFrame(rows, columns=cols)
 
 
-def overhead_figure(tables: Tables) -> Figure:
-    """Overhead (% more time per collective) of each series vs its no-fault baseline."""
-    table = overhead_table(tables.results)
+def overhead_figure(tables: Tables, info: SeriesInfo | None = None) -> Figure:
+    """Overhead (% more time per collective) of each series vs its named baseline."""
+    info = info or series_info(tables.runs)
+    table = overhead_table(tables, info)
     traces = []
-    for key, g in table.groupby(list(SERIES_KEYS), sort=True):
+    for (name, base), g in table.groupby(["series", "baseline"], sort=True):
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": series_name(*key),
+                "name": esc(f"{name}  vs  {base}"),
                 "x": g["size_bytes"].tolist(),
                 "y": g["overhead_pct"].tolist(),
-                "text": [
-                    f"{human_size(s)} vs {b}"
-                    for s, b in zip(g["size_bytes"], g["baseline"], strict=True)
-                ],
+                "text": [human_size(s) for s in g["size_bytes"]],
                 "hovertemplate": "%{text}: %{y:+.1f}%<extra>%{fullData.name}</extra>",
             }
         )
+    bases = sorted(set(table["baseline"]))
+    if len(bases) == 1:
+        title = f"Overhead vs baseline: {esc(bases[0])} (median time, out-of-place)"
+    else:
+        title = "Overhead vs each series' no-fault baseline (named in the legend)"
     layout = _layout(
-        "Overhead vs the no-fault baseline (median time per collective, out-of-place)",
-        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
-        yaxis={"title": {"text": "overhead (%)"}, "zeroline": True},
+        title,
+        xaxis=size_axis(table["size_bytes"]),
+        yaxis={"title": {"text": "time overhead vs baseline (%)"}, "zeroline": True},
+        **_legend_layout(len(traces), "series vs baseline"),
     )
-    note = "" if traces else "no series with a no-fault baseline (scenario `none`) to compare"
-    return Figure("overhead", "Overhead vs baseline", {"data": traces, "layout": layout}, note)
+    left = info.left_out()
+    note = "" if traces else NO_BASELINE
+    caption = _caption(
+        info,
+        (
+            "Baseline" + ("s: " if len(bases) > 1 else ": ") + "; ".join(bases) + ". "
+            if bases
+            else ""
+        )
+        + (left + "." if left else ""),
+    )
+    meta = {"baselines": bases, "left_out": left}
+    return Figure(
+        "overhead", "Overhead vs baseline", {"data": traces, "layout": layout}, note, meta, caption
+    )
 
 
 # --------------------------------------------------------------------------- timelines
@@ -227,10 +344,14 @@ class _Window:
 
 
 def fault_windows(events: pd.DataFrame, end_default: float) -> list[_Window]:
-    """inject..revert windows (epoch seconds) of one run's fault events."""
+    """inject..revert windows (epoch seconds, node clock) of one run's fault events: one per
+    fault and flap cycle; a window without a revert lasts to `end_default`."""
     faults = events[events["kind"].astype(str).str.startswith("fault_")]
+    if "cycle" not in faults.columns:
+        faults = faults.assign(cycle=0)
+    faults = faults.assign(cycle=faults["cycle"].fillna(0).astype(int))
     windows = []
-    for _, g in faults.groupby("fault", sort=True):
+    for (_, cycle), g in faults.groupby(["fault", "cycle"], sort=True):
         inject = g[g["kind"] == "fault_inject"]["time"].dropna()
         if inject.empty:
             continue
@@ -239,21 +360,24 @@ def fault_windows(events: pd.DataFrame, end_default: float) -> list[_Window]:
         end = float(revert.iloc[0]) if not revert.empty else max(end_default, start)
         first = g.iloc[0]
         label = f"{first['message']} on {first['host']}/{first['nic']}"
+        if cycle:
+            label += f" (cycle {cycle})"
         windows.append(_Window(start, end, esc(label)))
     return windows
 
 
 def timeline_points(tables: Tables, run_id: str) -> pd.DataFrame:
     """(timestamp, busbw_gbps, what) points of one run: iterations when they have timestamps,
-    else the timestamped result rows."""
+    else the timestamped result rows; of its largest size only (the longest iterations, and one
+    line per placement that does not jump between sizes)."""
     it = tables.iterations
     pts = it[(it["run_id"] == run_id) & it["timestamp"].notna()]
     what = " iteration"
     if pts.empty:
         res = tables.results
         pts, what = res[(res["run_id"] == run_id) & res["timestamp"].notna()], " result"
-    if (pts["size_bytes"] >= TIMELINE_MIN_BYTES).any():
-        pts = pts[pts["size_bytes"] >= TIMELINE_MIN_BYTES]
+    if not pts.empty:
+        pts = pts[pts["size_bytes"] == pts["size_bytes"].max()]
     return pts.assign(what=pts["placement"].astype(str) + what)
 
 
@@ -448,9 +572,10 @@ def outcome_figure(tables: Tables) -> Figure:
 
 def all_figures(tables: Tables) -> list[Figure]:
     """Every figure of the report, in page order."""
+    info = series_info(tables.runs)
     return [
-        busbw_figure(tables),
-        overhead_figure(tables),
+        *busbw_figures(tables, info),
+        overhead_figure(tables, info),
         *timeline_figures(tables),
         outcome_figure(tables),
     ]

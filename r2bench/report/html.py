@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,19 +19,28 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-from plotly.io.json import to_json_plotly
-from plotly.offline import get_plotlyjs
-
 import r2bench
+from r2bench.extras import require_report_extra
 from r2bench.records import store as st
 from r2bench.records.tables import Tables
-from r2bench.report.figures import Figure, all_figures, outcome_counts
-from r2bench.report.nics import nics_section
+
+# The report needs the `report` extra (pandas, plotly); importing this module does not, so a
+# sweep on a machine without it still runs and says why no report was written.
+try:
+    import pandas as pd
+    from plotly.io.json import to_json_plotly
+    from plotly.offline import get_plotlyjs
+
+    from r2bench.report.figures import Figure, all_figures, outcome_counts
+    from r2bench.report.nics import nics_section
+    from r2bench.report.recovery import recovery_section
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    pass
 
 MAX_LISTED = 50
 MAX_PROBLEM_RUNS = 200
 MAX_VALUE_CHARS = 2000
+MAX_OPEN_VALUES = 5  # a provenance field with more distinct values is folded
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
@@ -38,6 +49,7 @@ table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
 td, th { border: 1px solid #ccc; padding: .25em .5em; vertical-align: top; text-align: left; }
 th { background: #f3f3f3; } code, .mono { font-family: ui-monospace, monospace; }
 .note { color: #a33; } .fig { margin: 1em 0; } .r2-plot { min-height: 200px; }
+tr.bad td { background: #fdf0ef; } details { margin: .5em 0; }
 .cell { max-width: 70em; overflow-wrap: anywhere; white-space: pre-wrap; }
 """
 
@@ -53,7 +65,7 @@ document.querySelectorAll('script.r2-figure').forEach(function (node) {
 
 def esc(value: Any) -> str:
     """HTML-escape any value (None -> empty)."""
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return ""
     return html.escape(str(value), quote=True)
 
@@ -119,20 +131,145 @@ def _counted(counter: Counter[str]) -> str:
     return "<br>".join(lines)
 
 
+ENV_PREFIXES = ("NCCL_", "R2CC_", "UCX_", "OMPI_", "UCC_")
+
+
+def differing_env(summary: ProvenanceSummary) -> list[str]:
+    """Names of variables whose value differs between runs (unset in some counts)."""
+    return sorted(
+        name
+        for name, counts in summary.env.items()
+        if len(counts) > 1 or sum(counts.values()) < summary.runs
+    )
+
+
+def _env_rows(names: list[str], summary: ProvenanceSummary) -> list[str]:
+    rows = []
+    for name in names:
+        counts = summary.env[name]
+        unset = summary.runs - sum(counts.values())
+        text = _counted(counts)
+        if unset > 0:
+            text += f"<br><i>unset</i>  <span class='note'>({unset} runs)</span>"
+        rows.append(f"<tr><th class='mono'>{esc(name)}</th><td class='cell mono'>{text}</td></tr>")
+    return rows
+
+
 def provenance_html(summary: ProvenanceSummary) -> str:
-    """Two tables: provenance fields, then the environment (secrets were dropped at record)."""
+    """Provenance fields, then the environment: NCCL_*/R2CC_*/UCX_*/OMPI_*/UCC_* variables that
+    differ between runs in view, everything else folded (secrets were dropped at record)."""
     rows = [
         f"<tr><th>{esc(k)}</th><td class='cell mono'>{_counted(v)}</td></tr>"
+        if len(v) <= MAX_OPEN_VALUES
+        else f"<tr><th>{esc(k)}</th><td class='cell mono'><details><summary>{len(v)} distinct "
+        f"values</summary>{_counted(v)}</details></td></tr>"
         for k, v in summary.values.items()
     ]
-    env_rows = [
-        f"<tr><th class='mono'>{esc(k)}</th><td class='cell mono'>{_counted(v)}</td></tr>"
-        for k, v in sorted(summary.env.items())
-    ]
+    differ = set(differing_env(summary))
+    shown = [n for n in sorted(summary.env) if n in differ and n.startswith(ENV_PREFIXES)]
+    folded = [n for n in sorted(summary.env) if n not in shown]
     parts = [f"<p>{summary.runs} run folders.</p>", "<table>", *rows, "</table>"]
-    if env_rows:
-        parts += ["<h3>Environment of the jobs</h3>", "<table>", *env_rows, "</table>"]
+    parts.append("<h3>Environment of the jobs</h3>")
+    if shown:
+        parts += [
+            "<p>NCCL_*, R2CC_*, UCX_*, OMPI_* and UCC_* variables that differ between runs:</p>",
+            "<table>",
+            *_env_rows(shown, summary),
+            "</table>",
+        ]
+    else:
+        parts.append(
+            "<p>No NCCL_*, R2CC_*, UCX_*, OMPI_* or UCC_* variable differs between runs.</p>"
+        )
+    if folded:
+        parts += [
+            f"<details><summary>The other {len(folded)} variables</summary><table>",
+            *_env_rows(folded, summary),
+            "</table></details>",
+        ]
     return "\n".join(parts)
+
+
+MAX_RUN_ROWS = 1000
+
+
+def _fmt_gbps(value: Any) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    return f"{float(value):.2f}"
+
+
+def _href(target: Path, page_dir: Path) -> str:
+    rel = os.path.relpath(target, page_dir)
+    return esc(urllib.parse.quote(rel.replace(os.sep, "/")))
+
+
+def _common_dir(paths: list[str]) -> str:
+    """The folder all imported sources share ('' when fewer than two or none)."""
+    files = [p.split(", ")[0] for p in paths]
+    if len(files) < 2:
+        return ""
+    try:
+        common = os.path.commonpath(files)
+    except ValueError:
+        return ""
+    return "" if common in ("", os.sep) else common
+
+
+def _source(row: dict[str, Any], common: str) -> str:
+    source = row.get("imported_from")
+    if not source or source != source:
+        return str(row["path"])
+    if common:
+        prefix = common.rstrip(os.sep) + os.sep
+        source = ", ".join(p.removeprefix(prefix) for p in str(source).split(", "))
+    return str(source)
+
+
+def runs_html(sweep_dir: Path, tables: Tables, page_dir: Path) -> str:
+    """One row per run: source, collective, ranks, library (proven or guessed), outcome with
+    reason, peak and average busbw (out-of-place, GB/s), link to the raw log."""
+    runs = tables.runs
+    if runs.empty:
+        return "<p>No runs.</p>"
+    res = tables.results[tables.results["placement"] == "out_of_place"]
+    peak = res.groupby("run_id")["busbw_gbps"].max()
+    mean = res.groupby("run_id")["busbw_gbps"].mean()
+    common = _common_dir([str(v) for v in runs["imported_from"].dropna()])
+    under = f" (under <code>{esc(common)}</code>)" if common else ""
+    head = (
+        f"<tr><th>source file or run folder{under}</th><th>collective</th><th>ranks</th><th>transport</th><th>library</th>"
+        "<th>outcome</th><th>reason</th><th>peak busbw (GB/s)</th>"
+        "<th>avg busbw (GB/s)</th><th>log</th></tr>"
+    )
+    body = []
+    for row in runs.head(MAX_RUN_ROWS).itertuples(index=False):
+        r = row._asdict()
+        source = _source(r, common)
+        basis = str(r.get("library_basis") or "")
+        lib = esc(r.get("library"))
+        version = r.get("library_version")
+        if version is not None and version == version and str(version):
+            lib += f" {esc(version)}"
+        if basis.startswith("guess"):
+            lib += " <i>(guessed)</i>"
+        avg = r.get("avg_busbw_gbps")
+        avg_text = (
+            _fmt_gbps(avg) if avg is not None and avg == avg else _fmt_gbps(mean.get(r["run_id"]))
+        )
+        log = Path(sweep_dir) / str(r["path"]) / st.STDOUT
+        link = f"<a href='{_href(log, page_dir)}'>stdout</a>" if log.exists() else ""
+        cls = "" if r["outcome"] == "ok" else " class='bad'"
+        body.append(
+            f"<tr{cls}><td class='cell mono'>{esc(source)}</td><td>{esc(r['collective'])}</td>"
+            f"<td>{esc(r['ranks'])}</td><td>{esc(r.get('transport'))}</td>"
+            f"<td title='{esc(basis)}'>{lib}</td><td>{esc(r['outcome'])}</td>"
+            f"<td class='cell'>{esc(r['reason'])}</td><td>{_fmt_gbps(peak.get(r['run_id']))}</td>"
+            f"<td>{avg_text}</td><td>{link}</td></tr>"
+        )
+    more = len(runs) - MAX_RUN_ROWS
+    tail = f"<p>... and {more} more runs (see tables/runs.csv).</p>" if more > 0 else ""
+    return f"<table class='runs'>{head}{''.join(body)}</table>{tail}"
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -177,21 +314,27 @@ def _section(title: str, body: str) -> str:
 
 
 def render_report(
-    sweep_dir: Path, tables: Tables, figures: list[Figure], summary: ProvenanceSummary
+    sweep_dir: Path,
+    tables: Tables,
+    figures: list[Figure],
+    summary: ProvenanceSummary,
+    page_dir: Path | None = None,
 ) -> str:
-    """The report page as a string."""
+    """The report page as a string (`page_dir`: where it will be written, for log links)."""
     by_kind: dict[str, list[Figure]] = {}
     for fig in figures:
         by_kind.setdefault(fig.id.split("-")[0], []).append(fig)
     timelines = "".join(_figure_block(f) for f in by_kind.get("timeline", []))
     sections = [
+        _section("Runs", runs_html(sweep_dir, tables, Path(page_dir or sweep_dir))),
         _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw"))),
-        _section("Overhead vs the no-fault baseline", _blocks(by_kind.get("overhead"))),
+        _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead"))),
         _section(
-            "Timelines around faults (fault window shaded, sizes from 1 MiB when the run has them)",
+            "Timelines around faults (each run's largest size; fault window shaded)",
             timelines or "<p>No run with faults in this sweep.</p>",
         ),
         nics_section(tables),
+        recovery_section(sweep_dir, tables),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
         _section("Provenance", provenance_html(summary)),
     ]
@@ -221,7 +364,9 @@ def _page(title: str, body: str) -> str:
 
 def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     """Write the report of a sweep to `out` (atomically); returns its figures."""
+    require_report_extra("the HTML report")
     figures = all_figures(tables)
     summary = summarize_provenance(st.RunStore.at(sweep_dir).records(include_incomplete=True))
-    st.atomic_write(out, render_report(sweep_dir, tables, figures, summary))
+    page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
+    st.atomic_write(out, page)
     return figures

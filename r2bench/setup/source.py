@@ -14,7 +14,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import r2bench
+from r2bench import resources
 
 PACKAGE_ROOT_TOKEN = "{r2bench}"
 _SKIP_NAMES = {"__pycache__"}
@@ -23,8 +23,8 @@ _SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
 def package_root() -> Path:
-    """The folder that holds the r2bench package (the checkout's root)."""
-    return Path(r2bench.__file__).resolve().parents[1]
+    """The folder that holds the r2bench package (the checkout, or a copy of the installed one)."""
+    return resources.source_root()
 
 
 def resolve_local_path(template: str) -> Path:

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
+from r2bench.doctor.run import ClockSample
 from r2bench.nodes import Node, NodeError, StreamLine
 from r2bench.nodes.base import Session
 
@@ -69,25 +70,6 @@ def parse_fault_line(text: str) -> FaultLine | None:
         fields=fields,
         text=text,
     )
-
-
-@dataclass(frozen=True)
-class ClockSample:
-    """One clock probe over the agent: controller times around it and the node's answer."""
-
-    sent: float
-    received: float
-    node_time: float
-
-    @property
-    def round_trip(self) -> float:
-        """Seconds from request to answer."""
-        return self.received - self.sent
-
-    @property
-    def offset(self) -> float:
-        """Node clock minus controller clock, assuming symmetric delays."""
-        return self.node_time - (self.sent + self.received) / 2
 
 
 @dataclass

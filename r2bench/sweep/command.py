@@ -54,6 +54,7 @@ class SweepOptions:
     quiet: bool = False
     keep_testbed: bool = False
     skip_setup: bool = False
+    skip_doctor: bool = False
 
 
 class _Interrupts:
@@ -112,7 +113,7 @@ def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) 
             f"-> {store.sweep_dir}"
         )
         with NodePool.from_testbed(inputs.testbed) as pool:
-            if not _ready(inputs, pool, console, options.skip_setup or not todo):
+            if not _ready(inputs, pool, console, options, bool(todo)):
                 return EXIT_FAILED
             agents = start_agents(pool, inputs.testbed)
             try:
@@ -151,19 +152,24 @@ def _status(store: RunStore, run_id: str) -> OutcomeStatus | None:
     return end.outcome.status if end else None
 
 
-def _ready(inputs: Inputs, pool: NodePool, console: Console, skip_setup: bool) -> bool:
+def _ready(
+    inputs: Inputs, pool: NodePool, console: Console, options: SweepOptions, work: bool
+) -> bool:
     """Doctor (stop on any failed check, naming it and its fix), then setup (cached)."""
-    results = diagnose(inputs.testbed, pool)
-    if any(r.status is Status.FAIL for r in results):
-        print_report(inputs.testbed, results, console)
-        console.print("[red]doctor: a node is not ready; nothing was run[/]")
-        return False
-    if skip_setup:
+    if not work:
         return True
-    options = SetupOptions(
+    if not options.skip_doctor:
+        results = diagnose(inputs.testbed, pool)
+        if any(r.status is Status.FAIL for r in results):
+            print_report(inputs.testbed, results, console)
+            console.print("[red]doctor: a node is not ready; nothing was run[/]")
+            return False
+    if options.skip_setup:
+        return True
+    setup_options = SetupOptions(
         force=False, jobs=None, log_dir=Path("results") / "setup", build_timeout_s=BUILD_TIMEOUT_S
     )
-    built = Builder(inputs, options, console).run()
+    built = Builder(inputs, setup_options, console).run()
     if any(r.status is BuildStatus.FAILED for r in built):
         console.print("[red]setup failed; nothing was run[/]")
         return False

@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -40,7 +47,7 @@ class SweepDisplay:
     durations: list[float] = field(default_factory=list)
     done: int = 0
     _progress: Progress | None = None
-    _task: int | None = None
+    _task: TaskID | None = None
 
     def __enter__(self) -> SweepDisplay:
         if not self.quiet:
@@ -125,14 +132,16 @@ def summary_table(runs: Sequence[PlannedRun], results: dict[str, RunResult]) -> 
 
 
 def failed_table(results: dict[str, RunResult]) -> Table | None:
-    """The runs whose outcome was not ok, with the reason (None when every run was ok)."""
-    failed = [r for r in results.values() if r.status is not OutcomeStatus.OK]
+    """The runs whose outcome was not ok, or whose faults did not go as planned, with the reason
+    (None when every run was ok)."""
+    failed = [r for r in results.values() if r.status is not OutcomeStatus.OK or r.fault_trouble]
     if not failed:
         return None
-    table = Table(title="runs not ok")
+    table = Table(title="runs not ok, or whose faults did not go as planned")
     table.add_column("run", no_wrap=True)
     table.add_column("outcome")
     table.add_column("reason", overflow="fold")
     for result in failed:
-        table.add_row(result.run_id, result.status.value, Text(result.reason))
+        status = result.status.value + (" (fault not as planned)" if result.fault_trouble else "")
+        table.add_row(result.run_id, status, Text(result.reason))
     return table

@@ -21,7 +21,7 @@ from r2bench.virtual.teardown import TestbedError, teardown
 EMBEDDED_NAME = "r2bench"
 EMBEDDED_NODES = 2
 EMBEDDED_NICS = 4
-EMBEDDED_RATE = "400mbit"
+EMBEDDED_RATE = "250mbit"
 
 
 class EmbeddedTestbedError(RuntimeError):

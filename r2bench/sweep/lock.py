@@ -41,9 +41,9 @@ class SweepLock:
                 f"{self.path.parent} is in use by another sweep ({holder}); wait for it to end, "
                 "or stop it (Ctrl-C) first"
             ) from None
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder).encode() + b"\n", 0)
+        os.pwrite(fd, json.dumps(me).encode() + b"\n", 0)
         self._fd = fd
         return self
 

@@ -26,7 +26,7 @@ from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.build import LEASE_GRACE_S, Inputs, make_plan
 from r2bench.plan.model import FaultStep, NodeCommand
 from r2bench.sweep.agent import parse_fault_line
-from r2bench.sweep.nodeside import injectors_dir, install_injectors
+from r2bench.sweep.nodeside import injectors_dir, install_injectors, own_records_script
 
 EXIT_OK, EXIT_FAILED = 0, 1
 DEFAULT_LEASE_S = 300.0
@@ -57,7 +57,7 @@ def heal_node(pool: NodePool, name: str, work_dir: str) -> HealReport:
         install_injectors(node, target)
         out = node.run(["bash", f"{target}/heal.sh"], root=True, timeout=300, check=False)
         left = node.run(
-            f"find {shlex.quote(work_dir + '/faults/active')} -type f ! -name '.*' 2>/dev/null | wc -l",
+            f"{own_records_script(work_dir)} | wc -l",
             root=True,
             timeout=30,
             check=False,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-import sys
 from pathlib import Path
 
+from r2bench import resources
 from r2bench.config.testbed import Testbed
 from r2bench.nodes import Node, NodeError, NodePool
 from r2bench.sweep.agent import NodeAgent
@@ -15,22 +15,24 @@ DIGEST_FILE = ".digest"
 
 
 def injectors_source() -> Path:
-    """The injectors folder shipped with r2bench: beside the package in a checkout, or the
-    wheel's shared data (`<prefix>/share/r2bench/injectors`)."""
-    checkout = Path(__file__).resolve().parents[2] / "injectors"
-    if checkout.is_dir():
-        return checkout
-    installed = Path(sys.prefix) / "share" / "r2bench" / "injectors"
-    if installed.is_dir():
-        return installed
-    raise FileNotFoundError(
-        f"r2bench's injectors folder is missing (looked in {checkout}, {installed})"
-    )
+    """The injectors folder shipped with r2bench (see `r2bench.resources`)."""
+    return resources.injectors_dir()
 
 
 def injectors_dir(testbed: Testbed) -> str:
     """Where the injectors live on the nodes."""
     return f"{testbed.paths.work_dir}/injectors"
+
+
+def own_records_script(work_dir: str) -> str:
+    """A bash line printing this node's active fault records, one path a line (records live
+    per node under faults/active/<node id>/, so a shared work folder shows only our own)."""
+    node_sh = shlex.quote(f"{work_dir}/injectors/node.sh")
+    active = shlex.quote(f"{work_dir}/faults/active")
+    return (
+        f"( source {node_sh} && find \"$(r2b_node_active_dir {active})\" -type f ! -name '.*' ) "
+        "2>/dev/null"
+    )
 
 
 def _digest(files: list[Path]) -> str:

@@ -17,6 +17,7 @@ from r2bench.config.testbed import Testbed
 from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.model import PlannedRun
 from r2bench.sweep.agent import NodeAgent
+from r2bench.sweep.nodeside import own_records_script
 
 CHECK_TIMEOUT_S = 30.0
 
@@ -37,9 +38,8 @@ def node_check_script(model: NodeModel, work_dir: str) -> str:
                 f"grep -q ACTIVE {path} 2>/dev/null || "
                 f"echo {shlex.quote(f'problem: {nic.name} ({nic.rdma_device}/{nic.port}) is not ACTIVE')}"
             )
-    active = shlex.quote(f"{work_dir}/faults/active")
     checks.append(
-        f"for r in $(find {active} -type f ! -name '.*' 2>/dev/null); do "
+        f"for r in $({own_records_script(work_dir)}); do "
         'echo "problem: fault record $r is active"; done'
     )
     return "; ".join(checks)

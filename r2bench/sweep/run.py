@@ -22,6 +22,7 @@ from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
+from r2bench.records.observers import collect_observers, start_observers
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.tables import log_events, parse_outputs
@@ -51,6 +52,8 @@ class RunResult:
     reason: str
     job_seconds: float
     fatal: str | None = None
+    fault_trouble: str | None = None
+    """Why a fault of the run was not carried out as planned (the run is recorded all the same)."""
 
 
 @dataclass
@@ -60,6 +63,7 @@ class _Job:
     stdout: IO[str]
     stderr: IO[str]
     stdout_times: IO[str]
+    stderr_times: IO[str]
     on_first_result: Callable[[float], None]
     result: CommandResult | None = None
     error: NodeError | None = None
@@ -76,7 +80,9 @@ class _Job:
                 self.stdout_times.flush()
             else:
                 self.stderr.write(line.text + "\n")
+                self.stderr_times.write(f"{line.time:.6f}\n")
                 self.stderr.flush()
+                self.stderr_times.flush()
         if line.stream == "stdout" and not self.first_result_seen and _RESULT_ROW.match(line.text):
             self.first_result_seen = True
             self.on_first_result(line.time)
@@ -138,14 +144,19 @@ class RunExecutor:
             fatal += self.teardown(run, driver)
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
-                for stream in (job.stdout, job.stderr, job.stdout_times):
+                for stream in (job.stdout, job.stderr, job.stdout_times, job.stderr_times):
                     stream.close()
         self.on_stage(run_id, "collect")
         self.collect(run, folder, job)
         self.on_stage(run_id, "record")
         outcome = self.record(run, folder, job, driver, started, ended)
         result = RunResult(
-            run_id, outcome.status, outcome.reason, ended - started, "; ".join(fatal) or None
+            run_id,
+            outcome.status,
+            outcome.reason,
+            ended - started,
+            "; ".join(fatal) or None,
+            "; ".join(driver.problems) or None,
         )
         if fatal:
             raise SweepStop(result.fatal or "")
@@ -169,6 +180,7 @@ class RunExecutor:
             stdout=folder.stream_path(st.STDOUT).open("w", encoding="utf-8"),
             stderr=folder.stream_path(st.STDERR).open("w", encoding="utf-8"),
             stdout_times=folder.stream_path(st.STDOUT_TIMES).open("w", encoding="utf-8"),
+            stderr_times=folder.stream_path(st.STDERR_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         # A result.json left by an earlier run of the same spec (same run folder on the node)
@@ -176,6 +188,7 @@ class RunExecutor:
         q = shlex.quote(run.run_dir)
         node.run(f"mkdir -p {q} && rm -f {q}/result.json {q}/result.json.*", timeout=30)
         self._each_agent(lambda agent: counters.start(agent, run, self.testbed))
+        start_observers(self.pool, run)  # ncclras -m -f json where present (R2B_RUN-tagged)
 
         def target() -> None:
             try:
@@ -215,7 +228,7 @@ class RunExecutor:
 
     def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
         """Commit the streamed output and fetch the job's node-side files."""
-        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES):
+        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES, st.STDERR_TIMES):
             if folder.stream_path(name).exists():
                 folder.commit_stream(name)
         node = self.pool[run.launch.node]
@@ -228,6 +241,7 @@ class RunExecutor:
         except NodeError:
             local.unlink(missing_ok=True)
         counters.fetch(run, self.pool, folder)
+        collect_observers(self.pool, run, folder)
         for name, agent in self.agents.items():
             if agent.log:
                 folder.write_node_file(name, "agent.log", "\n".join(agent.log) + "\n")

@@ -33,6 +33,8 @@ def from_slurm_command(
     per node), launched with srun.
 
     Exit codes: 0 written, 2 not inside an allocation or the SLURM_* variables are invalid.
+
+    Example: [bold]r2bench testbed from-slurm -o testbed.yaml[/]
     """
     err = Console(stderr=True)
     try:

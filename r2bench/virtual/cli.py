@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,7 +30,11 @@ testbed_app = typer.Typer(
 
 StateDirOption = Annotated[
     Path | None,
-    typer.Option("--state-dir", help="State directory (default /var/lib/r2bench/virtual/NAME)."),
+    typer.Option(
+        "--state-dir",
+        help="State directory (default /var/lib/r2bench/virtual/NAME).",
+        metavar="DIR",
+    ),
 ]
 
 
@@ -49,12 +54,23 @@ def _progress(console: Console) -> Any:
     return show
 
 
+class TestbedKind(str, Enum):
+    """Testbed kinds `testbed up` can create."""
+
+    virtual = "virtual"
+
+
 @testbed_app.command("up")
 def up_command(
-    kind: Annotated[str, typer.Argument(help="Testbed kind; only `virtual` is built here.")],
-    nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 2,
-    nics: Annotated[int, typer.Option(help="Data NICs (rails) per node.")] = 2,
-    name: Annotated[str, typer.Option(help="Testbed name (namespaces r2b-NAME-*).")] = "vt",
+    kind: Annotated[
+        TestbedKind,
+        typer.Argument(help="Testbed kind (only `virtual` is built here).", metavar="KIND"),
+    ],
+    nodes: Annotated[int, typer.Option(help="Number of nodes.", metavar="N")] = 2,
+    nics: Annotated[int, typer.Option(help="Data NICs (rails) per node.", metavar="N")] = 2,
+    name: Annotated[
+        str, typer.Option(help="Testbed name (namespaces r2b-NAME-*).", metavar="NAME")
+    ] = "vt",
     router: Annotated[
         bool, typer.Option(help="Put an nft bridge filter (flow-drop point) on rail 0.")
     ] = False,
@@ -63,13 +79,17 @@ def up_command(
         typer.Option(
             help="Cap every data NIC at this rate in both directions (tc rate, e.g. 400mbit): "
             "a tbf root qdisc with handle f2b0: at each end of each data link.",
+            metavar="RATE",
         ),
     ] = None,
     state_dir: StateDirOption = None,
 ) -> None:
-    """Create a virtual testbed and write <state-dir>/testbed.yaml."""
+    """Create a virtual testbed and write <state-dir>/testbed.yaml.
+
+    Example: [bold]r2bench testbed up virtual --nodes 2 --nics 4 --rate 400mbit[/]
+    """
     console = Console(stderr=True)
-    if kind != "virtual":
+    if kind is not TestbedKind.virtual:
         raise _fail(console, f"unknown testbed kind {kind!r}: only `virtual` can be created", 2)
     try:
         spec = VirtualSpec(name, nodes, nics, router, state_dir, rate)
@@ -93,7 +113,10 @@ def down_command(
     name: Annotated[str, typer.Argument(help="Testbed name.")],
     state_dir: StateDirOption = None,
 ) -> None:
-    """Remove everything `up` created for NAME (safe to run twice)."""
+    """Remove everything `up` created for NAME (safe to run twice).
+
+    Example: [bold]r2bench testbed down vt[/]
+    """
     console = Console(stderr=True)
     try:
         check_name(name)
@@ -150,7 +173,10 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     state_dir: StateDirOption = None,
 ) -> None:
-    """Show nodes, namespaces, sshd and link states of a virtual testbed."""
+    """Show nodes, namespaces, sshd and link states of a virtual testbed.
+
+    Example: [bold]r2bench testbed status vt[/]
+    """
     console = Console()
     names = [name] if name else known_testbeds()
     try:

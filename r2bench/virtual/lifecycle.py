@@ -9,9 +9,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from r2bench.config.testbed import Testbed
 from r2bench.virtual import sshd
@@ -20,6 +23,7 @@ from r2bench.virtual.plan import (
     HOST_ADDRESS,
     TestbedPlan,
     VirtualSpec,
+    default_state_dir,
     netns_name,
     plan_testbed,
     subnet,
@@ -288,3 +292,18 @@ def up(spec: VirtualSpec, progress: Progress = lambda _: None) -> UpResult:
         raise
     paths = StatePaths(spec.state)
     return UpResult(testbed, paths.testbed_yaml, time.monotonic() - start, warnings)
+
+
+@contextmanager
+def throwaway_testbed(given: Path | None, prefix: str, **spec: Any) -> Iterator[Path]:
+    """The testbed file `given`, or one of a testbed brought up for the block and taken down
+    after it (benchmarks and tests that bring their own). `spec`: VirtualSpec fields."""
+    if given is not None:
+        yield given
+        return
+    name = f"{prefix}{uuid.uuid4().hex[:6]}"
+    state = default_state_dir(name)
+    try:
+        yield up(VirtualSpec(name=name, state_dir=state, **spec)).testbed_yaml
+    finally:
+        teardown(name, state, lambda _: None)

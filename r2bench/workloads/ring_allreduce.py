@@ -334,11 +334,12 @@ class Bench:
         return self.algo.size
 
     def warmup(self) -> None:
-        """Warm-up iterations for every power-of-two size from -b to -e (not timed)."""
+        """Warm-up iterations for every power-of-two size from -b to -e (not timed), out of
+        place as nccl-tests' are, so the first timed iteration finds both buffers touched."""
         size = self.opts.min_bytes
         while size <= self.opts.max_bytes and self.opts.warmup > 0:
             for it in range(self.opts.warmup):
-                self.algo.run(self.bufs.fill(size // 4, it), self.opts.timeout_s)
+                self.collective(size // 4, it, in_place=False)
             size = size * 2 if size else 1
 
     def sweep(self) -> None:

@@ -1,0 +1,156 @@
+"""Observers: what a user's own monitoring saw during a run, to put beside the truth.
+
+NCCL RAS (NCCL >= 2.24; JSON output 2.28.7, live monitoring `-m` 2.29): when `ncclras` is on a
+node's PATH, the sweep starts `ncclras -m -f json` there for the length of each run (in the
+background, with `R2B_RUN=<run id>` in its environment so the teardown's kill-by-run ends it)
+and collects its output as `node/<node>/ncclras.json`. `ras_verdict` reads that output: a
+stream of JSON documents (one per report or event, pretty-printed or one per line) and any
+plain text lines between them.
+
+The parser reads the format loosely: any status, state or error field whose value is not a
+healthy one ("RUNNING", "OK", "SUCCESS", "ncclSuccess", ...), and any non-empty `errors`,
+`warnings`, `problems` or `events` list, is a problem; a `timestamp`/`time` beside it is when.
+It has been tested only against outputs written from NCCL's documentation, never a real
+capture (no NCCL RAS where r2bench is developed).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from r2bench.nodes.pool import NodePool
+    from r2bench.plan.model import PlannedRun
+    from r2bench.records.store import RunFolder
+
+RAS_FILE = "ncclras.json"
+RAS_COMMAND = "ncclras -m -f json"
+RETRY_S = 0.5  # ncclras exits when no NCCL process listens yet: try again until the job starts
+_HEALTHY = {"running", "ok", "success", "ncclsuccess", "healthy", "none", "finalized", "init"}
+_STATE_KEYS = ("status", "state", "async_error", "asyncerror", "error", "health")
+_LIST_KEYS = ("errors", "warnings", "problems", "events", "dead_peers", "missing")
+
+
+@dataclass(frozen=True)
+class RasVerdict:
+    """What RAS said: `ok` (None when it said nothing), a summary and its first problem."""
+
+    ok: bool | None
+    summary: str
+    reports: int = 0
+    first_problem: str | None = None
+    first_problem_at: float | None = None
+
+
+def _documents(text: str) -> Iterator[Any]:
+    """Every JSON value in `text` (concatenated, one per line or pretty-printed); other text
+    is skipped."""
+    decoder = json.JSONDecoder()
+    i, n = 0, len(text)
+    while i < n:
+        start = min((p for p in (text.find("{", i), text.find("[", i)) if p >= 0), default=-1)
+        if start < 0:
+            return
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            i = start + 1
+            continue
+        yield value
+        i = end
+
+
+def _time(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and value > 1e8:
+        return float(value / 1e6 if value > 1e14 else value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _problems(value: Any, when: float | None, path: str) -> Iterator[tuple[str, float | None]]:
+    if isinstance(value, dict):
+        for key in ("timestamp", "time", "ts"):
+            if key in value and (t := _time(value[key])) is not None:
+                when = t
+        for key, item in value.items():
+            low = key.lower()
+            if low in _STATE_KEYS and isinstance(item, str) and item.lower() not in _HEALTHY:
+                yield f"{path}{key}={item}", when
+            elif low in _LIST_KEYS and isinstance(item, list) and item:
+                yield f"{path}{key}: {json.dumps(item[0], sort_keys=True)[:200]}", when
+            else:
+                yield from _problems(item, when, f"{path}{key}.")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _problems(item, when, f"{path}{i}.")
+
+
+def ras_verdict(text: str) -> RasVerdict:
+    """The verdict of an `ncclras -m -f json` output (see the module's note on the format)."""
+    docs = list(_documents(text))
+    if not docs:
+        said = text.strip().splitlines()[-1][:200] if text.strip() else "no output"
+        return RasVerdict(None, f"no RAS report ({said})")
+    found = [p for doc in docs for p in _problems(doc, None, "")]
+    if not found:
+        return RasVerdict(True, f"all OK in {len(docs)} report(s)", len(docs))
+    timed = [p for p in found if p[1] is not None]
+    first = min(timed, key=lambda p: p[1] or 0.0) if timed else found[0]
+    return RasVerdict(
+        False,
+        f"{len(found)} problem(s) in {len(docs)} report(s); first: {first[0]}",
+        len(docs),
+        first[0],
+        first[1],
+    )
+
+
+# --------------------------------------------------------------------------- node side
+
+
+def ras_start_command(run_id: str, run_dir: str, node: str, deadline_s: float) -> str:
+    """Shell line that starts the RAS observer in the background on a node, if it has one."""
+    out = shlex.quote(f"{run_dir}/ncclras-{node}.json")
+    loop = shlex.quote(f"until {RAS_COMMAND}; do sleep {RETRY_S}; done")
+    return (
+        f"command -v ncclras >/dev/null 2>&1 || exit 0; mkdir -p {shlex.quote(run_dir)}; "
+        f"R2B_RUN={shlex.quote(run_id)} nohup timeout {int(deadline_s) + 5} sh -c {loop} "
+        f"> {out} 2>&1 < /dev/null &"
+    )
+
+
+def start_observers(pool: NodePool, run: PlannedRun) -> None:
+    """Start `ncclras -m -f json` on every node of the run that has it (sweep launch hook)."""
+    for name in run.spec.nodes:
+        cmd = ras_start_command(run.spec.run_id, run.run_dir, name, run.spec.deadline_s)
+        try:
+            pool[name].run(["sh", "-c", cmd], timeout=30, check=False)
+        except Exception:  # an observer never fails a run
+            continue
+
+
+def collect_observers(pool: NodePool, run: PlannedRun, folder: RunFolder) -> None:
+    """Fetch each node's RAS output into node/<node>/ncclras.json (sweep collect hook)."""
+    for name in run.spec.nodes:
+        remote = f"{run.run_dir}/ncclras-{name}.json"
+        try:
+            node = pool[name]
+            if not node.run(["test", "-s", remote], timeout=30, check=False).ok:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                local = Path(tmp) / RAS_FILE
+                node.get(remote, local)
+                folder.write_node_file(name, RAS_FILE, local.read_bytes())
+        except Exception:  # an observer never fails a run
+            continue

@@ -1,0 +1,67 @@
+"""The command line reads as users of typer tools expect: examples, choices, order, metavars."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from r2bench.cli import WORKFLOW_ORDER, app, cli
+
+RUNNER = CliRunner()
+ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def _commands() -> list[list[str]]:
+    top = cli()
+    out = []
+    for name in top.list_commands(None):
+        sub = top.commands[name]
+        if hasattr(sub, "commands"):
+            out += [[name, inner] for inner in sub.commands]
+        else:
+            out.append([name])
+    return out
+
+
+def test_commands_are_listed_in_workflow_order() -> None:
+    names = cli().list_commands(None)
+    assert names[: len(WORKFLOW_ORDER)] == list(WORKFLOW_ORDER)
+    text = RUNNER.invoke(app, ["--help"], env=ENV).output
+    positions = [text.index(f"│ {name} ") for name in WORKFLOW_ORDER]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("command", _commands(), ids=" ".join)
+def test_every_command_help_has_an_example(command: list[str]) -> None:
+    result = RUNNER.invoke(app, [*command, "--help"], env=ENV)
+    assert result.exit_code == 0, result.output
+    example = re.search(r"Example: (r2bench .+)", result.output)
+    assert example, result.output
+    assert example[1].split()[1] == command[0]
+
+
+def test_flags_show_no_type_and_values_have_readable_names() -> None:
+    for command in _commands():
+        node = cli()
+        for part in command:
+            node = node.commands[part]
+        for param in node.params:
+            if getattr(param, "is_flag", False) or getattr(param, "count", False):
+                assert param.metavar == "", (command, param.name)
+            elif param.param_type_name == "option":
+                assert param.metavar is None or not param.metavar.startswith("<"), param.name
+
+
+def test_testbed_kind_is_a_fixed_choice() -> None:
+    result = RUNNER.invoke(app, ["testbed", "up", "cloud"], env=ENV)
+    assert result.exit_code == 2
+    assert "virtual" in result.output
+    help_text = RUNNER.invoke(app, ["testbed", "up", "--help"], env=ENV).output
+    assert "<virtual>" in help_text
+
+
+def test_report_format_is_a_fixed_choice() -> None:
+    result = RUNNER.invoke(app, ["report", "x", "--format", "gif"], env=ENV)
+    assert result.exit_code == 2

@@ -1,0 +1,243 @@
+"""Hostile config input: deep nesting, huge and non-finite numbers, YAML tags, and problems in
+both files at once. Nothing may escape as a traceback; numbers that reach a node's command line
+are finite, bounded and plain decimals."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from r2bench.config.errors import ConfigError
+from r2bench.config.source import MAX_DEPTH, parse_yaml
+from r2bench.config.testbed import Nic
+from r2bench.faults.catalogue import FAULT_KINDS, format_seconds, injector_argv
+from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
+from r2bench.plan.render import plan_json
+
+CORPUS = Path(__file__).parent / "corpus"
+TESTBED = CORPUS / "testbed.yaml"
+PAPER = Path(__file__).parents[1] / "experiments" / "paper" / "one-nic-down.yaml"
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _outcome(tmp_path: Path, text: str, testbed: Path = TESTBED) -> ConfigError | None:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        make_plan(load_inputs(path, testbed))
+    except ConfigError as error:
+        assert error.issues
+        for issue in error.issues:
+            assert issue.file in (str(path), str(testbed))
+            assert issue.line is not None, issue.render()
+        return error
+    return None
+
+
+# ---- nesting -------------------------------------------------------------------------------
+
+
+def _nest(depth: int, kinds: list[str]) -> str:
+    opening = "".join("[" if kinds[i % len(kinds)] == "l" else "{a: " for i in range(depth))
+    closing = "".join("]" if kinds[i % len(kinds)] == "l" else "}" for i in reversed(range(depth)))
+    return opening + "1" + closing
+
+
+@SETTINGS
+@given(
+    depth=st.integers(1, 3000),
+    kinds=st.lists(st.sampled_from(["l", "m"]), min_size=1, max_size=4),
+    key=st.sampled_from(["extra", "options", "env", "sweep", "sizes", "collectives"]),
+)
+def test_random_nesting_is_a_located_error_never_a_traceback(
+    tmp_path: Path, depth: int, kinds: list[str], key: str
+) -> None:
+    text = PAPER.read_text()
+    text = re.sub(rf"(?m)^{key}:.*(\n  .*)*\n", "", text) + f"{key}: {_nest(depth, kinds)}\n"
+    error = _outcome(tmp_path, text)
+    if depth + 1 > MAX_DEPTH:
+        assert error is not None and "nested deeper than" in str(error), str(error)
+
+
+def test_block_style_nesting_is_bounded_too() -> None:
+    text = "".join("  " * i + "- \n" for i in range(MAX_DEPTH + 5)) + "  " * (MAX_DEPTH + 5) + "1\n"
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "deep.yaml")
+    (issue,) = info.value.issues
+    assert "nested deeper than" in issue.message and issue.line is not None
+
+
+def test_a_1kb_file_of_500_lists_is_refused_with_its_position() -> None:
+    text = "name: x\nextra: " + "[" * 500 + "]" * 500 + "\n"
+    assert len(text) < 1100
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "lists.yaml")
+    (issue,) = info.value.issues
+    assert issue.line == 2 and issue.column == 7 + MAX_DEPTH and issue.path == ("extra",)
+
+
+# ---- tags ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "!!python/tuple [all_reduce]",
+        "!!python/object/apply:os.system [x]",
+        "!!set {all_reduce}",
+        "!!omap [a: 1]",
+        "!custom {a: 1}",
+    ],
+)
+def test_tags_on_collections_are_refused_not_dropped(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(f"name: x\ncollectives: {value}\n", "tags.yaml")
+    (issue,) = info.value.issues
+    assert issue.path == ("collectives",) and "tag" in issue.message and issue.line == 2
+
+
+def test_plain_collections_with_explicit_standard_tags_still_load() -> None:
+    doc = parse_yaml("a: !!seq [1]\nb: !!map {c: 2}\n", "ok.yaml")
+    assert doc.data == {"a": [1], "b": {"c": 2}}
+
+
+# ---- huge and non-finite numbers -----------------------------------------------------------
+
+NUMBERS = st.one_of(
+    st.integers(-(10**500), 10**500),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([".inf", "-.inf", ".nan", "1e400", "9" * 400, "1e-400", "0x1p1024"]),
+)
+NUMERIC_FIELDS = [
+    "deadline_s: {}",
+    "repeats: {}",
+    "nodes: {}",
+    "gpus_per_node: {}",
+    "options: {{iterations: {}}}",
+    "options: {{warmup: {}}}",
+    "options: {{cycles: {}}}",
+    "options: {{timeout_s: {}}}",
+    "sizes: [{}]",
+    "sizes: {{begin: 8, end: {}}}",
+    "sizes: {{begin: 8, end: 1G, factor: {}}}",
+    'sizes: ["{}G"]',
+]
+
+
+@SETTINGS
+@given(number=NUMBERS, field=st.sampled_from(NUMERIC_FIELDS))
+def test_huge_numbers_are_located_errors_or_plain_bounded_values(
+    tmp_path: Path, number: object, field: str
+) -> None:
+    text = str(number) if not isinstance(number, float) else repr(number)
+    line = field.format(text)
+    key = line.split(":")[0]
+    base = re.sub(rf"(?m)^{key}:.*(\n  .*)*\n", "", PAPER.read_text())
+    error = _outcome(tmp_path, base + line + "\n")
+    if error is None:
+        _assert_plain_numbers(make_plan(load_inputs(tmp_path / "hostile.yaml", TESTBED)))
+
+
+@SETTINGS
+@given(
+    after=NUMBERS,
+    duration=NUMBERS,
+)
+def test_huge_fault_times_never_reach_the_injector_unbounded(
+    tmp_path: Path, after: object, duration: object
+) -> None:
+    def text(value: object) -> str:
+        return repr(value) if isinstance(value, float) else str(value)
+
+    body = PAPER.read_text().replace("after_s: 5", f"after_s: {text(after)}")
+    body = body.replace("duration_s: 60", f"duration_s: {text(duration)}")
+    body = body.replace("deadline_s: 900", "deadline_s: 604800")
+    error = _outcome(tmp_path, body)
+    if error is None:
+        _assert_plain_numbers(make_plan(load_inputs(tmp_path / "hostile.yaml", TESTBED)))
+
+
+def _assert_plain_numbers(plan: object) -> None:
+    data = json.loads(plan_json(plan))  # type: ignore[arg-type]
+    for run in data["runs"]:
+        assert isinstance(run["spec"]["deadline_s"], int | float)
+        for fault in run["faults"]:
+            assert isinstance(fault["lease_s"], int | float)
+            lease = re.search(r"--lease-s (\S+)", fault["inject"]["command"])
+            assert lease and re.fullmatch(r"[0-9]+(\.[0-9]+)?", lease.group(1)), lease
+
+
+def test_infinite_deadline_is_refused_not_rendered_as_inf(tmp_path: Path) -> None:
+    """Before: `deadline_s: .inf` passed and a fault without duration rendered `--lease-s inf`."""
+    body = PAPER.read_text().replace("deadline_s: 900", "deadline_s: .inf")
+    body = body.replace("        duration_s: 60\n", "")
+    error = _outcome(tmp_path, body)
+    assert error is not None and "deadline_s" in str(error) and "finite" in str(error)
+
+
+def test_large_leases_render_as_plain_decimals() -> None:
+    """Before: 1e+06 (`%g`); the injector accepts only plain decimals."""
+    assert format_seconds(1_000_030.0) == "1000030"
+    assert format_seconds(90.0) == "90"
+    assert format_seconds(0.25) == "0.25"
+    assert format_seconds(1e-7) == "0.001"
+    nic = Nic(name="eth1", kind="eth", netdev="eth1")
+    argv = injector_argv(FAULT_KINDS["link_down"], "inject", nic, {}, "t", "/w", 1_000_030.0)
+    assert argv[argv.index("--lease-s") + 1] == "1000030"
+    with pytest.raises(ValueError):
+        format_seconds(float("inf"))
+
+
+def test_plan_json_has_numeric_deadlines_and_leases(tmp_path: Path) -> None:
+    body = PAPER.read_text().replace("deadline_s: 900", "deadline_s: 604800")
+    body = body.replace("        duration_s: 60\n", "")
+    assert _outcome(tmp_path, body) is None
+    plan = make_plan(load_inputs(tmp_path / "hostile.yaml", TESTBED))
+    _assert_plain_numbers(plan)
+    # the lease covers the whole deadline from the arm, plus the grace
+    assert json.loads(plan_json(plan))["runs"][-1]["faults"][0]["lease_s"] == 604800 + LEASE_GRACE_S
+
+
+# ---- both files, every problem at once -------------------------------------------------------
+
+
+def test_cross_file_problems_come_with_per_file_ones(tmp_path: Path) -> None:
+    """Before: a wrong type anywhere hid the fault on an unknown node until it was fixed."""
+    body = PAPER.read_text().replace("repeats: 3", "repeats: three")
+    body = body.replace("node: node1", "node: node7")
+    error = _outcome(tmp_path, body)
+    assert error is not None
+    paths = {issue.path for issue in error.issues}
+    assert ("repeats",) in paths and ("scenarios", 0, "faults", 0, "node") in paths, str(error)
+
+
+def test_testbed_and_experiment_problems_are_reported_together(tmp_path: Path) -> None:
+    testbed = tmp_path / "tb.yaml"
+    testbed.write_text(TESTBED.read_text().replace("gpus: 8", "gpus: many", 1))
+    body = PAPER.read_text().replace("repeats: 3", "repeats: three")
+    error = _outcome(tmp_path, body, testbed)
+    assert error is not None
+    files = {issue.file for issue in error.issues}
+    assert files == {str(testbed), str(tmp_path / "hostile.yaml")}, str(error)
+
+
+def test_issues_are_in_file_order(tmp_path: Path) -> None:
+    body = PAPER.read_text().replace("repeats: 3", "repeats: three")
+    body = body.replace("node: node1", "node: node7").replace("iterations: 20", "iterations: x")
+    error = _outcome(tmp_path, body)
+    assert error is not None
+    lines = [issue.line or 0 for issue in error.issues]
+    assert lines == sorted(lines), str(error)
+
+
+def test_yaml_dump_of_deep_python_data_is_not_needed() -> None:
+    """Guard for the helper above: the nesting strategy produces valid YAML flow text."""
+    assert yaml.safe_load(_nest(3, ["l", "m"])) == [{"a": [1]}]

@@ -1,0 +1,83 @@
+"""The interface interlock resolves a fault target to the node's real interface and refuses the
+management path under any name (pure)."""
+
+from __future__ import annotations
+
+from r2bench.config.testbed import Launcher, Nic, NicKind, Node, Testbed
+from r2bench.faults.interlock import (
+    InterfaceFacts,
+    interface_refusal,
+    nccl_socket_ifname_matches,
+)
+
+MGMT = Nic(name="eno1", kind=NicKind.ETH, netdev="eno1", address="10.0.0.2", management=True)
+IB1 = Nic(name="mlx5_1", kind=NicKind.IB, rdma_device="mlx5_1", port=1)
+ETH1 = Nic(name="eth1", kind=NicKind.ETH, netdev="eth1", address="10.1.0.2")
+
+
+def bed(*nics: Nic, **launcher: object) -> tuple[Testbed, Node]:
+    node = Node(name="node1", address="10.0.0.2", nics=[MGMT, *nics])
+    other = Node(name="node0", address="10.0.0.1", nics=[MGMT])
+    return Testbed(name="t", nodes=[other, node], launcher=Launcher(**launcher)), node  # type: ignore[arg-type]
+
+
+def test_a_data_entry_naming_the_management_netdev_is_refused() -> None:
+    alias = Nic(name="data9", kind=NicKind.ETH, netdev="eno1")
+    testbed, node = bed(alias)
+    refusal = interface_refusal(testbed, node, alias)
+    assert refusal is not None and refusal.interface == "eno1"
+    assert refusal.source == "nodes[1].nics[0] (management: true)"
+    assert "the management interface of 'node1'" in refusal.message
+
+
+def test_an_interface_name_is_resolved_too() -> None:
+    testbed, node = bed(ETH1)
+    assert interface_refusal(testbed, node, "eno1") is not None
+    assert interface_refusal(testbed, node, "eth1") is None
+
+
+def test_the_ssh_address_on_an_unmarked_nic_is_refused() -> None:
+    carrier = Nic(name="data0", kind=NicKind.ETH, netdev="ens2", address="10.0.0.2")
+    testbed, node = bed(carrier)
+    refusal = interface_refusal(testbed, node, carrier)
+    assert refusal is not None and "address" in refusal.message
+
+
+def test_the_hca_netdev_reported_by_the_node_is_checked() -> None:
+    testbed, node = bed(IB1)
+    assert interface_refusal(testbed, node, IB1) is None
+    facts = InterfaceFacts(rdma_netdevs={"mlx5_1/1": "ib1"}, default_route=frozenset({"ib1"}))
+    refusal = interface_refusal(testbed, node, IB1, facts)
+    assert refusal is not None and refusal.interface == "ib1" and "default" in refusal.message
+
+
+def test_node_facts_default_route_ssh_session_and_addresses() -> None:
+    testbed, node = bed(ETH1)
+    for facts, word in (
+        (InterfaceFacts(default_route=frozenset({"eth1"})), "default route"),
+        (InterfaceFacts(ssh_interfaces=frozenset({"eth1"})), "ssh session"),
+        (InterfaceFacts(addresses={"eth1": frozenset({"10.0.0.2"})}), "address"),
+    ):
+        refusal = interface_refusal(testbed, node, ETH1, facts)
+        assert refusal is not None and word in refusal.message, facts
+
+
+def test_bootstrap_settings_protect_their_interfaces() -> None:
+    testbed, node = bed(ETH1, bootstrap_interface="eth1")
+    assert interface_refusal(testbed, node, ETH1) is not None
+    testbed, node = bed(ETH1, mca={"oob_tcp_if_include": "10.1.0.0/16"})
+    refusal = interface_refusal(testbed, node, ETH1)
+    assert refusal is not None and refusal.source == "launcher.mca.oob_tcp_if_include"
+    testbed, node = bed(ETH1)
+    env = {"NCCL_SOCKET_IFNAME": "=eth1"}
+    assert interface_refusal(testbed, node, ETH1, env=env) is not None
+    assert interface_refusal(testbed, node, ETH1, env={"NCCL_SOCKET_IFNAME": "^eth"}) is None
+
+
+def test_nccl_socket_ifname_grammar() -> None:
+    assert nccl_socket_ifname_matches("eth", "eth1")
+    assert nccl_socket_ifname_matches("ib,eth", "eth1")
+    assert not nccl_socket_ifname_matches("=eth", "eth1")
+    assert nccl_socket_ifname_matches("=eth1", "eth1")
+    assert not nccl_socket_ifname_matches("^eth", "eth1")
+    assert not nccl_socket_ifname_matches("", "eth1")
