@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -132,3 +133,15 @@ def test_fault_free_sweep_draws_only_the_overhead() -> None:
         "all_gather · stock · v2.28.9 · none",
         "all_reduce · stock · v2.28.9 · none",
     ]
+
+
+def test_emulator_runs_do_not_test_the_r2ccl_claims(sample: Path) -> None:
+    tables = load_sweeps([sample])
+    runs = tables.runs.copy()
+    runs.loc[runs["library"] == "r2ccl", "library_recipe"] = "emulated-lib"
+    emulated = dataclasses.replace(tables, runs=runs)
+    outcomes = {o.definition.id: o for o in draw_all(emulated)}
+    for fid in ("busbw-one-nic-down", "stall-recovery-timeline", "outcome-matrix"):
+        drawn = outcomes[fid].drawn
+        assert drawn is not None and drawn.claim.verdict == "not tested"
+        assert any("CPU emulator (emulated-lib)" in n for n in drawn.claim.numbers)

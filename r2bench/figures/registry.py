@@ -4,7 +4,13 @@ A `FigureDef` has an id, the tables (and columns) it reads, the experiment under
 `experiments/paper/` that produces that data, and a `draw` function. `draw` returns a `Drawn`:
 a plotly figure (or None) and a `Claim` that says whether what the figure illustrates holds on
 the given data, with the numbers. When the data is not there, `draw` raises `MissingInput`
-naming what is missing; `render_all` turns that into "run experiments/paper/<x>.yaml".
+naming what is missing; `render.draw_all` turns that into "run experiments/paper/<x>.yaml".
+
+Runs are grouped as the report groups them (`report.series`): a line or bar holds the runs that
+differ only by repeat, busbw and overhead use the runs that ended ok (the rest are counted),
+and each overhead names its no-fault baseline. The NIC-failure claims are checked only on
+R2CCL runs of modes >= 1 with a NIC fault: process faults and the CPU emulator are drawn but
+leave the claim "not tested".
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ MODE_COLOURS = {
     "4": "#8c564b",
     "5": "#e377c2",
 }
+EMULATOR_RECIPES = frozenset({"emulated-lib"})
+"""Recipes of the CPU emulator: it models R2CCL's behaviour, it is not R2CCL."""
 PROCESS_FAULT = "process_"
 """Fault kinds of a rank (process_stop, process_kill), not of a NIC."""
 FONT = {"family": "Times New Roman, Times, serif", "size": 15}
@@ -127,7 +135,8 @@ class Sweep:
     """The tables, the series of every run (report.series: runs that differ only by repeat) and
     per run what the figures need: `context` (what a run shares with its baseline: collective,
     transport, ranks, GPUs, nodes, nccl-tests version, NCCL_* settings), `paper` (the paper's
-    name of its library and mode), `n_faults`, `repeat` and `nic_fault`."""
+    name of its library and mode), `n_faults`, `repeat`, `nic_fault`, `emulated` and `claimed`
+    (an R2CCL run of mode >= 1 with a NIC fault: what the NIC-failure claims are checked on)."""
 
     tables: Tables
     info: rs.SeriesInfo
@@ -157,7 +166,8 @@ def fault_kinds(events: pd.DataFrame) -> dict[str, set[str]]:
 def sweep_of(tables: Tables) -> Sweep:
     """Every run with its series (report.series grouping) and fault facts."""
     info = rs.series_info(tables.runs)
-    runs = info.runs.merge(tables.runs[["run_id", "n_faults", "repeat"]], on="run_id", how="left")
+    extra = tables.runs[["run_id", "n_faults", "repeat", "library_recipe"]]
+    runs = info.runs.merge(extra, on="run_id", how="left")
     runs["n_faults"] = runs["n_faults"].fillna(0)
     runs["context"] = [" | ".join(rs.context_key(r, info.keys)) for _, r in runs.iterrows()]
     runs["paper"] = [
@@ -171,6 +181,9 @@ def sweep_of(tables: Tables) -> Sweep:
         n > 0 and not (kinds.get(rid) and all(k.startswith(PROCESS_FAULT) for k in kinds[rid]))
         for rid, n in zip(runs["run_id"], runs["n_faults"], strict=True)
     ]
+    runs["emulated"] = runs["library_recipe"].isin(EMULATOR_RECIPES)
+    # The runs a claim about R2CCL under a NIC failure is checked on.
+    runs["claimed"] = runs["nic_fault"] & runs["mode"].map(_r2) & ~runs["emulated"]
     return Sweep(tables, info, runs)
 
 
@@ -181,16 +194,25 @@ def _faulted_runs(sw: Sweep) -> pd.DataFrame:
     return faulted
 
 
-def _process_only_note(sw: Sweep) -> list[str]:
-    """A number saying why a NIC-failure claim is not tested, when every fault is a process's."""
+def _untested_notes(sw: Sweep) -> list[str]:
+    """Why faulted runs of modes >= 1 do not count for a claim about R2CCL under a NIC
+    failure: every fault is a process's, or the library is the CPU emulator."""
     faulted = sw.faulted()
-    if faulted.empty or bool(faulted["nic_fault"].any()):
-        return []
-    kinds = sorted({k for ks in fault_kinds(sw.tables.events).values() for k in ks})
-    return [
-        f"every fault here is a process fault ({', '.join(kinds)}), not a NIC failure: "
-        "the claim is about a NIC failure"
-    ]
+    notes = []
+    if not faulted.empty and not bool(faulted["nic_fault"].any()):
+        kinds = sorted({k for ks in fault_kinds(sw.tables.events).values() for k in ks})
+        notes.append(
+            f"every fault here is a process fault ({', '.join(kinds)}), not a NIC failure: "
+            "the claim is about a NIC failure"
+        )
+    emulated = faulted[faulted["emulated"]]
+    if not emulated.empty:
+        recipes = ", ".join(sorted(set(emulated["library_recipe"].astype(str))))
+        notes.append(
+            f"{len(emulated)} faulted runs are of the CPU emulator ({recipes}), not R2CCL: "
+            "they exercise the harness, not the claim"
+        )
+    return notes
 
 
 def _baseline_of(series: pd.DataFrame, row: pd.Series) -> str | None:
@@ -290,8 +312,8 @@ def _busbw_claim(sw: Sweep, runs: pd.DataFrame, stats: pd.DataFrame) -> Claim:
             f"size (largest reached {rf.human_size(float(g['reach'].max()))})"
             + (f", median {share:.0f}% of its no-fault busbw at >= 1 MiB" if share else "")
         )
-    tested = faulted[faulted["nic_fault"] & faulted["mode"].map(_r2)]
-    numbers += _process_only_note(sw)
+    tested = faulted[faulted["claimed"]]
+    numbers += _untested_notes(sw)
     text = "with one NIC failed, R2CCL (modes >= 1) completes every size while NCCL aborts"
     if tested.empty:
         return Claim(text, "not tested", numbers)
@@ -309,7 +331,7 @@ def overhead_by_series(tables: Tables, sw: Sweep) -> pd.DataFrame:
     table = table[table["size_bytes"] >= FAULTED_MIN_BYTES]
     grouped = table.groupby(["series", "baseline"], sort=True)["overhead_pct"]
     out = grouped.agg(["median", "min", "max", "count"]).reset_index()
-    attrs = sw.series()[["series", "paper", "mode", "scenario", "collective"]]
+    attrs = sw.series()[["series", "paper", "mode", "scenario", "collective", "emulated"]]
     out = out.merge(attrs, on="series")
     out["faulted"] = out["scenario"] != rf.BASELINE_SCENARIO  # no-fault bars first
     return out.sort_values(["collective", "faulted", "scenario", "mode", "paper"])
@@ -425,7 +447,7 @@ def _overhead_claim(by: pd.DataFrame) -> Claim:
         "< 3% (inference) end-to-end overheads; the paper's figures are end to end and are "
         "not tested by a collective benchmark"
     )
-    r2 = by[by["mode"].map(_r2)]
+    r2 = by[by["mode"].map(_r2) & ~by["emulated"].astype(bool)]
     for label, part in (
         ("under the fault", r2[r2["scenario"] != rf.BASELINE_SCENARIO]),
         ("without a fault", r2[r2["scenario"] == rf.BASELINE_SCENARIO]),
@@ -523,7 +545,7 @@ def draw_timeline(tables: Tables) -> Drawn:
             + (f"+{failover:.3f} s" if failover is not None else "none")
             + (", results continue after the fault" if facts["resumed"] else ", no result after it")
         )
-        if _r2(run.mode) and run.nic_fault:
+        if run.claimed:
             all_r2.append(label)
             if facts["resumed"]:
                 resumed_r2.append(label)
@@ -544,7 +566,7 @@ def draw_timeline(tables: Tables) -> Drawn:
     )
     figure = rf.Figure("stall-recovery-timeline", "Stall and recovery",
                        {"data": traces, "layout": layout})  # fmt: skip
-    numbers += _process_only_note(sw)
+    numbers += _untested_notes(sw)
     text = "R2CCL (modes >= 1) keeps producing results through a NIC failure; NCCL stops"
     if not all_r2:
         return Drawn(figure, Claim(text, "not tested", numbers))
@@ -575,8 +597,8 @@ def draw_outcomes(tables: Tables) -> Drawn:
             for scenario, s in g.groupby("scenario", sort=True):
                 n_ok = int((s["outcome"] == rs.OK).sum())
                 numbers.append(f"{paper}, {scenario}: {n_ok}/{len(s)} ok")
-    tested = faulted[faulted["nic_fault"] & faulted["mode"].map(_r2)]
-    numbers += _process_only_note(sw)
+    tested = faulted[faulted["claimed"]]
+    numbers += _untested_notes(sw)
     text = "under a NIC failure every R2CCL run (modes >= 1) ends ok"
     if tested.empty:
         verdict = "not tested"
