@@ -12,8 +12,16 @@ the nodes".
 
 import base64
 import os
+import sys
 
-import geni.portal as portal
+try:
+    import geni.portal as portal
+except SyntaxError:  # PyPI's geni-lib 0.9.9.4 keeps Python 2 prints in geni/portal.py
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from geni_compat import BytesTolerantStdout, load_portal
+
+    portal = load_portal()
+    sys.stdout = BytesTolerantStdout(sys.stdout)  # its writeXML writes bytes
 import geni.rspec.pg as pg
 
 UBUNTU22 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -97,3 +98,50 @@ def test_paper_experiment_plans_on_the_8x8_testbed(definition: object) -> None:
     testbed = root / "experiments" / "testbeds" / "cloudlab-2node.yaml"
     result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(testbed), "--json"])
     assert result.exit_code == 0, result.stderr
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "results" / "examples"
+
+
+def test_process_faults_do_not_test_the_nic_claims() -> None:
+    """gpu-faults kills or stops a rank: drawn, but the NIC-failure claims are not tested, and
+    every series is compared with stock NCCL of the same collective, ranks and nccl-tests."""
+    outcomes = {o.definition.id: o for o in draw_all(load_sweeps([EXAMPLES / "gpu-faults"]))}
+    for fid in ("busbw-one-nic-down", "stall-recovery-timeline", "outcome-matrix"):
+        drawn = outcomes[fid].drawn
+        assert drawn is not None, outcomes[fid].missing
+        assert drawn.claim.verdict == "not tested"
+        assert any("process fault" in n for n in drawn.claim.numbers)
+    busbw = outcomes["busbw-one-nic-down"].drawn
+    assert busbw is not None
+    names = [t["name"] for t in busbw.figure.spec["data"]]
+    assert not any("killed" in n for n in names)  # crashed runs are left out, and counted
+    assert busbw.figure.meta["left_out"] == "3 runs left out (did not end ok): 3 crashed"
+    overhead = outcomes["overhead-vs-claims"].drawn
+    assert overhead is not None
+    assert overhead.figure.meta["baselines"] == ["all_reduce · stock · v2.28.9 · none"]
+
+
+def test_fault_free_sweep_draws_only_the_overhead() -> None:
+    outcomes = {o.definition.id: o for o in draw_all(load_sweeps([EXAMPLES / "gpu-overhead"]))}
+    assert [i for i, o in outcomes.items() if o.drawn is not None] == ["overhead-vs-claims"]
+    overhead = outcomes["overhead-vs-claims"].drawn
+    assert overhead is not None
+    # one bar per collective and mode, each against stock NCCL of its own collective
+    assert len(overhead.figure.spec["data"][0]["x"]) == 6
+    assert overhead.figure.meta["baselines"] == [
+        "all_gather · stock · v2.28.9 · none",
+        "all_reduce · stock · v2.28.9 · none",
+    ]
+
+
+def test_emulator_runs_do_not_test_the_r2ccl_claims(sample: Path) -> None:
+    tables = load_sweeps([sample])
+    runs = tables.runs.copy()
+    runs.loc[runs["library"] == "r2ccl", "library_recipe"] = "emulated-lib"
+    emulated = dataclasses.replace(tables, runs=runs)
+    outcomes = {o.definition.id: o for o in draw_all(emulated)}
+    for fid in ("busbw-one-nic-down", "stall-recovery-timeline", "outcome-matrix"):
+        drawn = outcomes[fid].drawn
+        assert drawn is not None and drawn.claim.verdict == "not tested"
+        assert any("CPU emulator (emulated-lib)" in n for n in drawn.claim.numbers)

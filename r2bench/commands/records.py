@@ -21,7 +21,6 @@ from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTest
 from r2bench.records.nccltests import parse_json, parse_text, parse_text_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
-from r2bench.records.recovery import recovery_doc
 from r2bench.records.store import RunStore
 
 EXIT_OK = 0
@@ -79,6 +78,8 @@ def file_summary(
     }
     if parsed.avg_busbw_gbps is not None:
         doc["avg_busbw_gbps"] = parsed.avg_busbw_gbps
+    from r2bench.records.recovery import recovery_doc  # needs pandas (the report extra)
+
     doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
     return doc
 

@@ -9,8 +9,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
-
 EXIT_USAGE = 2
 VERDICT_STYLE = {"holds": "green", "does not hold": "bold red", "not tested": "yellow"}
 
@@ -37,6 +35,11 @@ def figures_command(
 
     Example: [bold]r2bench figures results/quickstart --out figures/[/]
     """
+    from r2bench.extras import require_report_extra
+
+    require_report_extra("r2bench figures")
+    from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
+
     console = Console(soft_wrap=True)
     err = Console(stderr=True)
     for sweep in sweeps:

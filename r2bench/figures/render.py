@@ -10,7 +10,7 @@ import pandas as pd
 
 from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
 from r2bench.records.tables import Tables, build_tables
-from r2bench.report.export import export_figures
+from r2bench.report.export import FORMATS, ExportResult
 
 PAPER_DIR = "experiments/paper"
 
@@ -58,6 +58,31 @@ def write_html(drawn: Drawn, path: Path) -> None:
     fig.write_html(path, include_plotlyjs="directory", full_html=True)
 
 
+def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
+    """`figure-<id>.<fmt>` for every drawn figure with data, at the size its layout asks for
+    (plotly's `write_images` draws every figure at 700x500 unless told); never raises."""
+    if fmt not in FORMATS:
+        return ExportResult(error=f"unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
+    try:
+        import kaleido  # noqa: F401
+        import plotly.graph_objects as go
+        import plotly.io as pio
+    except ImportError as exc:
+        return ExportResult(error=f"static export needs the kaleido package ({exc})")
+    figs = [go.Figure(d.figure.spec) for d in drawn if d.figure.spec.get("data")]
+    paths = [out_dir / f"figure-{d.figure.id}.{fmt}" for d in drawn if d.figure.spec.get("data")]
+    sizes = {"width": [f.layout.width for f in figs], "height": [f.layout.height for f in figs]}
+    try:
+        if hasattr(pio, "write_images"):
+            pio.write_images(figs, paths, format=fmt, **sizes)
+        else:  # plotly < 6.1 (write_image draws at the layout's size)
+            for fig, path in zip(figs, paths, strict=True):
+                fig.write_image(path, format=fmt)
+    except Exception as exc:  # kaleido reports a missing browser in many ways
+        return ExportResult(error=f"static export with kaleido failed: {exc}".strip()[:500])
+    return ExportResult(paths=paths)
+
+
 def write_all(
     outcomes: list[Outcome], out_dir: Path, fmt: str = "png"
 ) -> tuple[list[Outcome], str]:
@@ -65,7 +90,7 @@ def write_all(
     files, the reason static files are missing or '')."""
     out_dir.mkdir(parents=True, exist_ok=True)
     drawn = [o for o in outcomes if o.drawn is not None]
-    static = export_figures([o.drawn.figure for o in drawn if o.drawn], out_dir, fmt, "figure")
+    static = export_static([o.drawn for o in drawn if o.drawn], out_dir, fmt)
     by_id = {p.stem.removeprefix("figure-"): p for p in static.paths}
     result = []
     for outcome in outcomes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import shlex
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -130,9 +130,9 @@ def ras_start_command(run_id: str, run_dir: str, node: str, deadline_s: float) -
     )
 
 
-def start_observers(pool: NodePool, run: PlannedRun) -> None:
-    """Start `ncclras -m -f json` on every node of the run that has it (sweep launch hook)."""
-    for name in run.spec.nodes:
+def start_observers(pool: NodePool, run: PlannedRun, nodes: Collection[str]) -> None:
+    """Start `ncclras -m -f json` on the run's nodes among `nodes` (those that have it)."""
+    for name in (n for n in run.spec.nodes if n in nodes):
         cmd = ras_start_command(run.spec.run_id, run.run_dir, name, run.spec.deadline_s)
         try:
             pool[name].run(["sh", "-c", cmd], timeout=30, check=False)
@@ -140,9 +140,11 @@ def start_observers(pool: NodePool, run: PlannedRun) -> None:
             continue
 
 
-def collect_observers(pool: NodePool, run: PlannedRun, folder: RunFolder) -> None:
-    """Fetch each node's RAS output into node/<node>/ncclras.json (sweep collect hook)."""
-    for name in run.spec.nodes:
+def collect_observers(
+    pool: NodePool, run: PlannedRun, folder: RunFolder, nodes: Collection[str]
+) -> None:
+    """Fetch each observed node's RAS output into node/<node>/ncclras.json."""
+    for name in (n for n in run.spec.nodes if n in nodes):
         remote = f"{run.run_dir}/ncclras-{name}.json"
         try:
             node = pool[name]

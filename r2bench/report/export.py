@@ -38,7 +38,10 @@ def export_figures(figures: list[Figure], out_dir: Path, fmt: str, stem: str) ->
     try:
         figs = [go.Figure(f.spec) for f in todo]
         if hasattr(pio, "write_images"):
-            pio.write_images(figs, paths, format=fmt)
+            # each at its own size: without it kaleido draws every figure at 700 x 500
+            widths = [f.layout.width or 1100 for f in figs]
+            heights = [f.layout.height or 500 for f in figs]
+            pio.write_images(figs, paths, format=fmt, width=widths, height=heights)
         else:  # plotly < 6.1: one browser start per figure
             for fig, path in zip(figs, paths, strict=True):
                 fig.write_image(path, format=fmt)

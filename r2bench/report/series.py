@@ -177,6 +177,7 @@ def baselines(info: SeriesInfo) -> dict[str, str]:
     for _, row in ok.iterrows():
         by_context.setdefault(context_key(row, info.keys), []).append(row)
     out: dict[str, str] = {}
+    r2cc_keys = [k for k in info.keys if _env_name(k).startswith("R2CC_")]
     for _, row in ok.iterrows():
         candidates = [
             c
@@ -184,8 +185,14 @@ def baselines(info: SeriesInfo) -> dict[str, str]:
             if c["scenario"] == BASELINE_SCENARIO and c["series"] != row["series"]
         ]
         stock = [c for c in candidates if c["stock"] and c["mode"] == ""]
+        # The same library's own baseline must also share its R2CC_* knobs: two variants of
+        # one knob (e.g. R2CC_DISCONNECTED_HCA) are not each other's baseline.
         same = [
-            c for c in candidates if c["library"] == row["library"] and c["mode"] == row["mode"]
+            c
+            for c in candidates
+            if c["library"] == row["library"]
+            and c["mode"] == row["mode"]
+            and all(c[k] == row[k] for k in r2cc_keys)
         ]
         stock_none = row["scenario"] == BASELINE_SCENARIO and row["stock"] and row["mode"] == ""
         if stock_none:

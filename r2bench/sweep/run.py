@@ -104,6 +104,9 @@ class RunExecutor:
     def __post_init__(self) -> None:
         self._git: GitState | None = git_state(r2bench_checkout())  # once: git is slow
         self._threads = ThreadPoolExecutor(max_workers=max(1, len(self.agents)))
+        # Nodes that can observe a run with NCCL's RAS client: asked once per sweep.
+        has_ras = self._each_agent(lambda a: a.run(["sh", "-c", "command -v ncclras >/dev/null"]))
+        self._ras_nodes = {name for name, code in has_ras.items() if code == 0}
 
     def _each_agent(self, operation: Callable[[NodeAgent], T]) -> dict[str, T | NodeError]:
         """`operation` on every node's agent at once (a node's error is returned, not raised)."""
@@ -186,9 +189,13 @@ class RunExecutor:
         # A result.json left by an earlier run of the same spec (same run folder on the node)
         # would make the job write result.json.0 and be collected in its place.
         q = shlex.quote(run.run_dir)
-        node.run(f"mkdir -p {q} && rm -f {q}/result.json {q}/result.json.*", timeout=30)
+        mkdir = ["sh", "-c", f"mkdir -p {q} && rm -f {q}/result.json {q}/result.json.*"]
+        if self.agents[run.launch.node].run(mkdir) != 0:
+            raise SweepStop(f"{run.launch.node}: cannot create {run.run_dir}")
         self._each_agent(lambda agent: counters.start(agent, run, self.testbed))
-        start_observers(self.pool, run)  # ncclras -m -f json where present (R2B_RUN-tagged)
+        start_observers(
+            self.pool, run, self._ras_nodes
+        )  # ncclras -m -f json where present (R2B_RUN-tagged)
 
         def target() -> None:
             try:
@@ -234,14 +241,15 @@ class RunExecutor:
         node = self.pool[run.launch.node]
         remote = f"{run.run_dir}/result.json"
         local = folder.stream_path(st.RESULT_JSON)
-        try:
-            if node.run(["test", "-s", remote], timeout=30, check=False).ok:
-                node.get(remote, local)
+        try:  # no result.json (a crash before nccl-tests wrote it) is a failed copy, not an error
+            node.get(remote, local)
+            if local.stat().st_size:
                 folder.commit_stream(st.RESULT_JSON)
-        except NodeError:
-            local.unlink(missing_ok=True)
+        except (NodeError, OSError):
+            pass
+        local.unlink(missing_ok=True)
         counters.fetch(run, self.pool, folder)
-        collect_observers(self.pool, run, folder)
+        collect_observers(self.pool, run, folder, self._ras_nodes)
         for name, agent in self.agents.items():
             if agent.log:
                 folder.write_node_file(name, "agent.log", "\n".join(agent.log) + "\n")

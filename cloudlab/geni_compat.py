@@ -1,4 +1,5 @@
-"""Run cloudlab/profile.py with the geni-lib found on PyPI.
+"""The geni-lib found on PyPI, made to run this profile on Python 3 (used by profile.py only
+when `import geni.portal` fails; CloudLab's portal never needs it).
 
 geni-lib 0.9.9.4 (the newest on PyPI) installs on Python 3, and `geni.rspec` works there, but
 `geni/portal.py` still has four Python 2 `print` statements, so `import geni.portal` is a
@@ -9,7 +10,7 @@ with the real library anyway, `load_portal` reads the installed `geni/portal.py`
 into this repository. When `import geni.portal`
 works as it is, it is used as it is.
 
-Usage: python tests/geni_py3.py cloudlab/profile.py [--nodeCount N ...]
+Also a runner: python cloudlab/geni_compat.py cloudlab/profile.py [--nodeCount N ...]
 """
 
 from __future__ import annotations
