@@ -10,7 +10,6 @@ default 50; 0 turns the sampler off.
 from __future__ import annotations
 
 import os
-import shlex
 
 from r2bench.config.testbed import Testbed
 from r2bench.nodes import NodeError, NodePool
@@ -86,11 +85,11 @@ def fetch(run: PlannedRun, pool: NodePool, folder: st.RunFolder) -> list[str]:
         remote, _ = remote_paths(run, name)
         local = folder.path / f".counters.{name}.tmp"
         try:
-            node = pool[name]
-            if not node.run(f"test -s {shlex.quote(remote)}", timeout=30, check=False).ok:
+            pool[name].get(remote, local)
+            data = local.read_bytes()
+            if not data:
                 continue
-            node.get(remote, local)
-            folder.write_node_file(name, COUNTERS_FILE, local.read_bytes())
+            folder.write_node_file(name, COUNTERS_FILE, data)
             done.append(name)
         except (NodeError, OSError, KeyError):
             continue
