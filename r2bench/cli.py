@@ -22,7 +22,7 @@ from r2bench.config.errors import ConfigError
 # Commands in the order of a user's work; commands added later are listed after these.
 WORKFLOW_ORDER = (
     *("testbed", "doctor", "plan", "setup", "sweep", "heal", "inject", "revert"),
-    *("parse", "import", "report", "schema", "version"),
+    *("parse", "import", "report", "compare", "figures", "cloudlab", "schema", "version"),
 )
 
 
