@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from r2bench.figures.registry import draw_nic_traffic
 from r2bench.records.counters import read_counters_file
 from r2bench.records.store import FaultEvent, RunStore
 from r2bench.records.tables import build_tables
@@ -134,10 +135,11 @@ def test_counters_table_and_nic_figure(tmp_path: Path) -> None:
     node_dir = record.path / "node" / "node1"
     node_dir.mkdir(parents=True)
     (node_dir / "counters.tsv").write_text(_counters_text(inject.time - 2.0, fault))
-    faults = [f for f in record.faults if f.action != "revert"]
+    # The fault names the NIC as the counters do (the testbed's NIC name).
+    faults = [f.model_copy(update={"nic": "nic1"}) for f in record.faults if f.action != "revert"]
     faults.append(
         FaultEvent(action="revert", time=fault[1], fault=0, kind="ib_port_down", node="node1",
-                   nic="mlx5_0", tag=inject.tag)
+                   nic="nic1", tag=inject.tag)
     )  # fmt: skip
     (record.path / "faults.jsonl").write_text("".join(f.model_dump_json() + "\n" for f in faults))
     tables = build_tables(store.sweep_dir)
@@ -157,6 +159,10 @@ def test_counters_table_and_nic_figure(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     build_report(store.sweep_dir, tables, out)
     assert "Traffic per NIC around faults" in out.read_text()
+    drawn = draw_nic_traffic(tables)
+    assert drawn.claim.verdict == "holds", drawn.claim.numbers
+    assert any("node1/nic1: 0.300 -> 0.000 Gbit/s" in n for n in drawn.claim.numbers)
+    assert any("+0.300 Gbit/s together" in n for n in drawn.claim.numbers)
 
 
 def test_runs_without_counters_have_an_empty_table(tmp_path: Path) -> None:

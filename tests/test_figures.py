@@ -69,7 +69,7 @@ def test_command_writes_html_and_claims(sample: Path, tmp_path: Path) -> None:
         assert (out / f"{fid}.html").is_file()
         assert f"{fid}: " in result.stdout
     assert (out / "plotly.min.js").is_file()
-    assert "nic-traffic-shift: needs a `counters` table" in result.stdout
+    assert "nic-traffic-shift: needs a faulted run with NIC counters" in result.stdout
     assert "run experiments/paper/nic-traffic-shift.yaml" in result.stdout
     claims = json.loads((out / "claims.json").read_text())
     assert [c["id"] for c in claims] == [d.id for d in FIGURES]

@@ -612,14 +612,47 @@ def draw_outcomes(tables: Tables) -> Drawn:
 
 
 def draw_nic_traffic(tables: Tables) -> Drawn:
-    """Per-NIC bytes over time: the failed NIC's traffic moving to the others."""
+    """Per-NIC throughput over time: the failed NIC's traffic moving to the others.
+
+    Claim: during a NIC fault the failed NIC carries under a tenth of its earlier traffic while
+    the other NICs of its node carry more than before (they took its share)."""
+    from r2bench.report import nics
+
     counters = getattr(tables, "counters", None)
-    if counters is None or len(counters) == 0:
+    runs = nics.nic_runs(tables) if counters is not None else []
+    if not runs:
         raise MissingInput(
-            "a `counters` table (per-NIC port_xmit_data/port_rcv_data samples over time): "
-            "records/tables.py builds none yet, and the sweep does not sample NIC counters yet"
+            "a faulted run with NIC counters (`node/<node>/counters.tsv`: the sweep samples "
+            "them unless R2BENCH_COUNTERS_MS=0)"
         )
-    raise MissingInput("the counters table has no figure yet")  # pragma: no cover
+    run_id = runs[0]
+    figure = nics.nic_figure(tables, run_id, 0)
+    events = tables.events[tables.events["run_id"].astype(str) == run_id]
+    samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
+    windows = nics.fault_windows(events, float(samples["time"].max()))
+    injects = events[events["kind"].astype(str) == "fault_inject"]
+    if not windows or injects.empty:
+        raise MissingInput("a NIC fault with both its inject and revert recorded")
+    node, nic = str(injects.iloc[0]["host"]), str(injects.iloc[0]["nic"])
+    means = nics.phase_means(samples, windows[0])
+    mine = means[(means["node"] == node) & (means["nic"] == nic)]
+    others = means[(means["node"] == node) & (means["nic"] != nic)]
+    numbers = [figure.caption] if figure.caption else []
+    text = "the failed NIC goes quiet and the node's other NICs carry its share"
+    if mine.empty or others.empty:
+        verdict = "not tested"
+        numbers.append(f"no counters for the failed NIC {node}/{nic} or for its node's others")
+    else:
+        before, during = float(mine["before"].iloc[0]), float(mine["during"].iloc[0])
+        gain = float(others["during"].sum() - others["before"].sum())
+        quiet = before > 0 and during < 0.1 * before
+        verdict = "holds" if quiet and gain > 0 else "does not hold"
+        numbers.append(
+            f"{node}/{nic}: {before:.3f} -> {during:.3f} Gbit/s; its node's other NICs "
+            f"{gain:+.3f} Gbit/s together"
+        )
+    out = rf.Figure("nic-traffic-shift", "NIC traffic shift", figure.spec)
+    return Drawn(out, Claim(text, verdict, numbers))
 
 
 FIGURES: tuple[FigureDef, ...] = (

@@ -36,7 +36,7 @@ from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
 from r2bench.sweep.embedded import EmbeddedTestbed, embedded_description, embedded_testbed
 from r2bench.sweep.lock import SweepLock
-from r2bench.sweep.nodeside import injectors_dir, start_agents
+from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -113,10 +113,11 @@ def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) 
             f"-> {store.sweep_dir}"
         )
         with NodePool.from_testbed(inputs.testbed) as pool:
-            if not _ready(inputs, pool, console, options, bool(todo)):
-                return EXIT_FAILED
             agents = start_agents(pool, inputs.testbed)
             try:
+                _recover(pool, agents, inputs.testbed, todo, console)
+                if not _ready(inputs, pool, console, options, bool(todo)):
+                    return EXIT_FAILED
                 code, results = _run_all(
                     options, plan, inputs.testbed, pool, agents, store, todo, console
                 )
@@ -133,6 +134,30 @@ def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) 
         if not healed and code == EXIT_OK:
             code = EXIT_FAILED
         return code
+
+
+def _recover(
+    pool: NodePool,
+    agents: dict[str, NodeAgent],
+    testbed: Testbed,
+    todo: list[PlannedRun],
+    console: Console,
+) -> None:
+    """Undo what an interrupted earlier sweep of this plan left on the nodes (a SIGKILLed
+    controller): the processes of its runs, and the faults it recorded, reverted now rather
+    than when their leases end. Nothing of anyone else's is touched."""
+    own = {run.spec.run_id for run in todo}
+    steps = {f.tag: f for run in todo for f in run.faults}
+    for name, agent in agents.items():
+        for run_id in sorted(set(agent.run_processes().values()) & own):
+            console.print(f"{name}: ending the processes of interrupted run {run_id}")
+            agent.kill_run(run_id)
+        listing = pool[name].run(
+            own_records_script(testbed.paths.work_dir), timeout=30, check=False
+        )
+        for tag in sorted({Path(line).name for line in listing.stdout.split()} & steps.keys()):
+            console.print(f"{name}: reverting fault {tag} of an interrupted run")
+            agent.run(shlex.split(steps[tag].revert.command), timeout=HEAL_TIMEOUT_S)
 
 
 def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[PlannedRun]:

@@ -19,6 +19,7 @@ from typing import IO, TypeVar
 
 from r2bench.config.testbed import Testbed
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
+from r2bench.plan.build import RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
@@ -199,8 +200,14 @@ class RunExecutor:
 
         def target() -> None:
             try:
+                # The launcher itself carries the run's mark too (its ranks get it with -x),
+                # so ending a run by its mark takes mpirun and its wrappers with it.
                 job.result = node.stream(
-                    run.launch.command, job.on_line, timeout=run.spec.deadline_s, check=False
+                    run.launch.command,
+                    job.on_line,
+                    timeout=run.spec.deadline_s,
+                    check=False,
+                    env={RUN_MARKER: run.spec.run_id},
                 )
             except NodeError as exc:
                 job.error = exc
