@@ -25,6 +25,13 @@ val() {  # val VAR FILE: the first word of FILE into VAR, `-` when unreadable
     [[ -n $_out ]] || _out=-
 }
 
+running() {  # running PID: alive and not a zombie (an init that does not reap keeps those)
+    local stat
+    read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
 loop() {  # loop OUT PIDFILE INTERVAL_MS NIC...
     local out=$1 pidfile=$2 ms=$3 spec name netdev dev port base now tx rx state i wait_fd fifo
     shift 3
@@ -86,9 +93,9 @@ case ${1:-} in
         # setsid may fork (when already a group leader): the loop writes its own pid.
         setsid bash --noprofile --norc "${BASH_SOURCE[0]}" loop "$out" "$pidfile" "$ms" "$@" \
             </dev/null >/dev/null 2>&1 &
-        for _ in $(seq 100); do
+        for _ in {1..400}; do
             [[ -s $pidfile ]] && exit 0
-            sleep 0.02
+            sleep 0.005
         done
         echo "sampler did not start" >&2
         exit 1
@@ -101,9 +108,9 @@ case ${1:-} in
         # only our own loop: its command line names this script and `loop`
         if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "sampler.sh loop"; then
             kill -TERM "$pid" 2>/dev/null
-            for _ in 1 2 3 4 5 6 7 8 9 10; do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.05
+            for _ in {1..50}; do  # TERM ends it within ms (its `read -t` is interrupted)
+                running "$pid" || break
+                sleep 0.01
             done
             kill -KILL "$pid" 2>/dev/null
         fi
