@@ -62,7 +62,6 @@ def read_counters_file(path: Path, run_id: str, node: str) -> pd.DataFrame:
         na_values=["-"],
         keep_default_na=False,
         on_bad_lines="skip",
-        engine="python",
     )
     raw["time"] = pd.to_numeric(raw["time"].astype(str).str.replace(",", "."), errors="coerce")
     raw = raw.dropna(subset=["time"])

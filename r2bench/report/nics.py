@@ -68,27 +68,22 @@ def nic_runs(tables: Tables) -> list[str]:
     return [r for r in runs["run_id"].astype(str) if r in have][:MAX_NIC_FIGURES]
 
 
-def _mean(frame: pd.DataFrame, lo: float, hi: float) -> float:
-    sel = frame[(frame["time"] > lo) & (frame["time"] <= hi)]["tx_gbit_s"].dropna()
-    return float(sel.mean()) if len(sel) else float("nan")
-
-
 def phase_means(samples: pd.DataFrame, window: Window) -> pd.DataFrame:
     """Mean tx Gbit/s per node/NIC during a fault window, and in as long a span just before
-    and just after it."""
-    rows = []
+    and just after it (NaN where a NIC has no sample in a span)."""
     span = window.end - window.start
-    for (node, nic), g in samples.groupby(["node", "nic"], sort=True):
-        rows.append(
-            {
-                "node": node,
-                "nic": nic,
-                "before": _mean(g, window.start - span, window.start),
-                "during": _mean(g, window.start, window.end),
-                "after": _mean(g, window.end, window.end + span),
-            }
-        )
-    return pd.DataFrame(rows)
+    edges = [window.start - span, window.start, window.end, window.end + span]
+    phase = pd.cut(samples["time"], edges, right=True, labels=["before", "during", "after"])
+    means = (
+        samples.assign(phase=phase)
+        .pivot_table(index=["node", "nic"], columns="phase", values="tx_gbit_s",
+                     aggfunc="mean", observed=False, dropna=False)
+    )  # fmt: skip
+    keys = samples[["node", "nic"]].drop_duplicates().sort_values(["node", "nic"])
+    means = means.reindex(pd.MultiIndex.from_frame(keys))
+    out = means.reindex(columns=["before", "during", "after"]).reset_index()
+    out.columns.name = None
+    return out
 
 
 def _caption(means: pd.DataFrame, window: Window) -> str:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -162,14 +162,21 @@ class Builder:
             transient=True,
         )
 
-    def run(self) -> list[StepResult]:
-        """Probe, then work through every node's steps; returns one result per node and step."""
+    def run(self, open_pool: NodePool | None = None) -> list[StepResult]:
+        """Probe, then work through every node's steps; returns one result per node and step.
+
+        `open_pool`: connections the caller already holds to the testbed (a sweep's); they are
+        used and left open. Without it, setup opens its own and closes them at the end."""
         if not self.nodes:
             return []
         testbed = self.inputs.testbed
-        models = {name: testbed.node(name) for name in self.nodes}
-        pool = NodePool({name: make_node(testbed.kind, m) for name, m in models.items() if m})
-        with pool, self.progress, tempfile.TemporaryDirectory(prefix="r2bench-setup-") as tmp:
+        if open_pool is not None:
+            pool = NodePool({name: open_pool[name] for name in self.nodes})
+        else:
+            models = {name: testbed.node(name) for name in self.nodes}
+            pool = NodePool({name: make_node(testbed.kind, m) for name, m in models.items() if m})
+        closing: AbstractContextManager[object] = pool if open_pool is None else nullcontext()
+        with closing, self.progress, tempfile.TemporaryDirectory(prefix="r2bench-setup-") as tmp:
             trees = LocalTrees(Path(tmp))
             facts = pool.map(lambda node: probe(node, testbed.paths))
             groups = _by_filesystem(facts)

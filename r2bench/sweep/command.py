@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -112,12 +112,14 @@ def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) 
             f"sweep {plan.experiment}: {len(plan.runs)} runs, {len(todo)} to do "
             f"-> {store.sweep_dir}"
         )
+        preload = _preload_report_code()
         with NodePool.from_testbed(inputs.testbed) as pool:
             agents = start_agents(pool, inputs.testbed)
             try:
                 _recover(pool, agents, inputs.testbed, todo, console)
                 if not _ready(inputs, pool, console, options, bool(todo)):
                     return EXIT_FAILED
+                preload.join()
                 code, results = _run_all(
                     options, plan, inputs.testbed, pool, agents, store, todo, console
                 )
@@ -134,6 +136,22 @@ def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) 
         if not healed and code == EXIT_OK:
             code = EXIT_FAILED
         return code
+
+
+def _preload_report_code() -> threading.Thread:
+    """Import the tables and report code (pandas, plotly: about half a second of CPU) while the
+    controller waits on the nodes for agents, doctor and setup, so the end of the sweep does not
+    pay for it. Joined before the first run: an import must not compete with a fault trigger
+    for the interpreter. Without the `report` extra there is nothing to load."""
+
+    def load() -> None:
+        with suppress(ImportError):
+            import r2bench.records.tables
+            import r2bench.report.html  # noqa: F401
+
+    thread = threading.Thread(target=load, daemon=True, name="r2bench-preload")
+    thread.start()
+    return thread
 
 
 def _recover(
@@ -194,7 +212,7 @@ def _ready(
     setup_options = SetupOptions(
         force=False, jobs=None, log_dir=Path("results") / "setup", build_timeout_s=BUILD_TIMEOUT_S
     )
-    built = Builder(inputs, setup_options, console).run()
+    built = Builder(inputs, setup_options, console).run(pool)
     if any(r.status is BuildStatus.FAILED for r in built):
         console.print("[red]setup failed; nothing was run[/]")
         return False

@@ -42,30 +42,46 @@ def _digest(files: list[Path]) -> str:
     return sha.hexdigest()[:16]
 
 
+def _injector_files() -> list[Path]:
+    return sorted(p for p in injectors_source().iterdir() if p.suffix == ".sh")
+
+
+def injectors_current(node: Node, target: str) -> bool:
+    """Whether `target` on `node` holds this r2bench's injectors (by their digest)."""
+    found = node.run(
+        f"cat {shlex.quote(target)}/{DIGEST_FILE} 2>/dev/null", timeout=30, check=False
+    )
+    return found.stdout.strip() == _digest(_injector_files())
+
+
 def install_injectors(node: Node, target: str) -> bool:
     """Copy the injectors to `target` on `node` unless the same set is there; True if copied.
 
     Files are uploaded under temporary names and renamed, so a node that shares the folder
     with another (an NFS home, the virtual testbed) never runs a half-written script."""
-    files = sorted(p for p in injectors_source().iterdir() if p.suffix == ".sh")
+    files = _injector_files()
     digest = _digest(files)
     q = shlex.quote(target)
-    current = node.run(f"cat {q}/{DIGEST_FILE} 2>/dev/null", timeout=30, check=False)
-    if current.stdout.strip() == digest:
+    if injectors_current(node, target):
         return False
     node.run(["mkdir", "-p", target], timeout=30)
+    renames = []
     for path in files:
         node.put(path, f"{target}/.{path.name}.tmp")
-        node.run(["mv", "-f", f"{target}/.{path.name}.tmp", f"{target}/{path.name}"], timeout=30)
-    node.run(f"echo {digest} > {q}/{DIGEST_FILE}", timeout=30)
+        renames.append(shlex.join(["mv", "-f", f".{path.name}.tmp", path.name]))
+    node.run(f"cd {q} && {' && '.join(renames)} && echo {digest} > {DIGEST_FILE}", timeout=30)
     return True
 
 
 def start_agents(pool: NodePool, testbed: Testbed) -> dict[str, NodeAgent]:
     """Install the injectors (node by node: shared folders) and start one agent per node."""
     target = injectors_dir(testbed)
+    # Asking every node at once opens the connections in parallel; copies go node by node,
+    # each checking again (a folder shared with a node before it is up to date by then).
+    current = pool.map(lambda node: injectors_current(node, target))
     for node in pool:
-        install_injectors(node, target)
+        if current[node.name] is not True:
+            install_injectors(node, target)
     started = pool.map(lambda node: NodeAgent(node, target).start())
     agents = {n: a for n, a in started.items() if isinstance(a, NodeAgent)}
     errors = [e for e in started.values() if isinstance(e, NodeError)]

@@ -10,7 +10,9 @@ reported, and the sweep stops rather than measure on a damaged testbed.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import Testbed
@@ -20,6 +22,8 @@ from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.nodeside import own_records_script
 
 CHECK_TIMEOUT_S = 30.0
+
+T = TypeVar("T")
 
 
 def node_check_script(model: NodeModel, work_dir: str) -> str:
@@ -45,35 +49,41 @@ def node_check_script(model: NodeModel, work_dir: str) -> str:
     return "; ".join(checks)
 
 
-def _node_problems(pool: NodePool, testbed: Testbed, names: list[str]) -> dict[str, list[str]]:
+def _per_node(names: list[str], check: Callable[[str], T]) -> dict[str, T]:
+    """`check` on every node at once: each costs a round trip, and runs wait on preflight."""
+    if len(names) <= 1:
+        return {name: check(name) for name in names}
+    with ThreadPoolExecutor(max_workers=len(names)) as threads:
+        return dict(zip(names, threads.map(check, names), strict=True))
+
+
+def _node_problems(
+    pool: NodePool, agents: Mapping[str, NodeAgent], testbed: Testbed, names: list[str]
+) -> dict[str, list[str]]:
     work = testbed.paths.work_dir
-    found: dict[str, list[str]] = {}
-    for name in names:
+
+    def problems(name: str) -> list[str]:
         model = testbed.node(name)
         assert model is not None
+        script = node_check_script(model, work)
         try:
-            out = pool[name].run(
-                node_check_script(model, work), timeout=CHECK_TIMEOUT_S, check=False
-            )
-            lines = [
-                ln[len("problem: ") :]
-                for ln in out.stdout.splitlines()
-                if ln.startswith("problem: ")
-            ]
+            # The usual answer, "nothing wrong", through the open agent (one round trip);
+            # the listing of what is wrong through a command of its own.
+            quiet = ["bash", "--noprofile", "--norc", "-c", f'[ -z "$({script})" ]']
+            if agents[name].run(quiet, timeout=CHECK_TIMEOUT_S) == 0:
+                return []
+            out = pool[name].run(script, timeout=CHECK_TIMEOUT_S, check=False)
         except NodeError as exc:
-            lines = [f"unreachable: {exc.message}"]
-        if lines:
-            found[name] = lines
-    return found
+            return [f"unreachable: {exc.message}"]
+        prefix = "problem: "
+        return [ln[len(prefix) :] for ln in out.stdout.splitlines() if ln.startswith(prefix)]
+
+    return {name: lines for name, lines in _per_node(names, problems).items() if lines}
 
 
 def _strays(agents: Mapping[str, NodeAgent], names: list[str]) -> dict[str, dict[int, str]]:
-    strays = {}
-    for name in names:
-        procs = agents[name].run_processes()
-        if procs:
-            strays[name] = procs
-    return strays
+    found = _per_node(names, lambda name: agents[name].run_processes())
+    return {name: procs for name, procs in found.items() if procs}
 
 
 def preflight_problems(
@@ -87,7 +97,9 @@ def preflight_problems(
     names = sorted({*run.spec.nodes, *(f.node for f in run.faults)})
     if not _clean(testbed, pool, agents, names, own_runs | {run.spec.run_id}):
         return []
-    problems = [f"{n}: {p}" for n, ps in _node_problems(pool, testbed, names).items() for p in ps]
+    problems = [
+        f"{n}: {p}" for n, ps in _node_problems(pool, agents, testbed, names).items() for p in ps
+    ]
     for name, procs in _strays(agents, names).items():
         listing = ", ".join(f"pid {pid} (run {run_id})" for pid, run_id in sorted(procs.items()))
         problems.append(f"{name}: processes of another r2bench run are running: {listing}")
@@ -102,7 +114,7 @@ def _clean(
     own_runs: frozenset[str],
 ) -> bool:
     """Clean what this sweep left behind; True when there was anything wrong at all."""
-    faulty = _node_problems(pool, testbed, names)
+    faulty = _node_problems(pool, agents, testbed, names)
     strays = _strays(agents, names)
     if not faulty and not strays:
         return False

@@ -13,7 +13,8 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import IO, TypeVar
 
@@ -111,6 +112,10 @@ class RunExecutor:
 
     def _each_agent(self, operation: Callable[[NodeAgent], T]) -> dict[str, T | NodeError]:
         """`operation` on every node's agent at once (a node's error is returned, not raised)."""
+        return {name: future.result() for name, future in self._start_each(operation).items()}
+
+    def _start_each(self, operation: Callable[[NodeAgent], T]) -> dict[str, Future[T | NodeError]]:
+        """`operation` started on every node's agent; the caller collects the results."""
 
         def guarded(agent: NodeAgent) -> T | NodeError:
             try:
@@ -118,8 +123,7 @@ class RunExecutor:
             except NodeError as exc:
                 return exc
 
-        futures = {name: self._threads.submit(guarded, a) for name, a in self.agents.items()}
-        return {name: future.result() for name, future in futures.items()}
+        return {name: self._threads.submit(guarded, a) for name, a in self.agents.items()}
 
     def execute(self, run: PlannedRun) -> RunResult:
         """Carry out one run; a run that fails is recorded, one that cannot be cleaned up raises
@@ -134,7 +138,10 @@ class RunExecutor:
         started = ended = time.time()
         try:
             self.on_stage(run_id, "launch")
+            # The samplers start while the injectors arm (both wait on the nodes).
+            sampling = self._start_each(lambda agent: counters.start(agent, run, self.testbed))
             driver.arm()
+            wait_futures(sampling.values())
             job, started = self.launch(run, folder, driver)
             self.on_stage(run_id, "faults")
             driver.start(started)
@@ -193,7 +200,6 @@ class RunExecutor:
         mkdir = ["sh", "-c", f"mkdir -p {q} && rm -f {q}/result.json {q}/result.json.*"]
         if self.agents[run.launch.node].run(mkdir) != 0:
             raise SweepStop(f"{run.launch.node}: cannot create {run.run_dir}")
-        self._each_agent(lambda agent: counters.start(agent, run, self.testbed))
         start_observers(
             self.pool, run, self._ras_nodes
         )  # ncclras -m -f json where present (R2B_RUN-tagged)
