@@ -70,8 +70,15 @@ Host node* *.cloudlab.us *.emulab.net *.apt.emulab.net 10.*
 CONF
 }
 
+work_folder() {
+  # r2bench's work folder in testbed files made from a manifest (paths.work_dir): builds and
+  # run folders. Sticky and world-writable like /tmp, so whichever login runs r2bench can use it.
+  mkdir -p /local/r2bench && chmod 1777 /local/r2bench
+}
+
 status=0
 install_packages || { echo "package install FAILED"; status=1; }
+work_folder || { echo "cannot create /local/r2bench"; status=1; }
 load_modules
 shared_ssh_key || status=1
 echo "$status" >"$MARK_DIR/node-setup.done"

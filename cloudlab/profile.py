@@ -4,8 +4,8 @@ Instructions:
 Every node runs `cloudlab/node-setup.sh` once at boot (as root): build tools, Open MPI,
 rdma-core / infiniband-diags / perftest, iproute2, nftables, and a shared ssh key so the nodes
 reach each other without a password. Wait for `/var/lib/r2bench/node-setup.done` on every node
-(it holds 0 when everything installed), then follow cloudlab/README.md from "Point r2bench at
-the nodes".
+(it holds 0 when everything installed), then follow cloudlab/README.md from section 3, "A
+testbed file from the manifest".
 """
 
 # Run it to see the request: `python cloudlab/profile.py --nodeCount 2 --hwType d7525`.

@@ -61,6 +61,13 @@ def test_merge_into_a_manifest_testbed() -> None:
     assert both.launcher.bootstrap_interface == "eno1"
 
 
+def test_no_answer_leaves_the_bootstrap_interface_unset() -> None:
+    """The manifest's NIC names are not interfaces: with no node asked, nothing is guessed
+    (a guess written back would never be replaced, since only an unset value is filled)."""
+    testbed = manifest_testbed((DATA / "two-nodes-one-lan.xml").read_text())
+    assert merge_testbed(testbed, {}).launcher.bootstrap_interface is None
+
+
 def test_merge_marks_default_route_as_management_when_none_is() -> None:
     testbed = manifest_testbed((DATA / "one-node-no-lan.xml").read_text())
     node = testbed.nodes[0].model_copy(update={"nics": []})

@@ -149,10 +149,12 @@ def merge_node(node: NodeModel, found: Discovered) -> NodeModel:
 
 
 def merge_testbed(testbed: Testbed, found: dict[str, Discovered]) -> Testbed:
-    """The testbed with every reachable node merged; bootstrap interface set if unset."""
+    """The testbed with every reachable node merged; the bootstrap interface set, if unset,
+    only when every node answered and all name the same management interface (the file's own
+    netdevs, e.g. a manifest's NIC names, are not evidence)."""
     nodes = [merge_node(n, found[n.name]) if n.name in found else n for n in testbed.nodes]
     launcher = testbed.launcher
-    if launcher.bootstrap_interface is None:
+    if launcher.bootstrap_interface is None and all(n.name in found for n in testbed.nodes):
         mgmt = {nic.netdev for node in nodes for nic in node.nics if nic.management}
         if len(mgmt) == 1 and None not in mgmt:
             launcher = launcher.model_copy(update={"bootstrap_interface": mgmt.pop()})
