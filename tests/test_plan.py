@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 from pathlib import Path
@@ -207,3 +208,26 @@ def test_benchmark_is_built_once_per_library_it_links_against(tmp_path: Path) ->
         home = next(s.library_home for s in benches if s.built_against == run.spec.library)
         bench_dir = next(s.directory for s in benches if s.built_against == run.spec.library)
         assert f"{bench_dir}/build/all_reduce_perf" in run.launch.command and home
+
+
+@pytest.mark.parametrize("width", [80, 400])
+def test_runs_table_shows_every_value_at_any_width(width: int) -> None:
+    """Nine columns of settings do not fit 80 characters: the table stacks each run into one
+    cell rather than squeezing columns to nothing; a wide terminal keeps the columns."""
+    from rich.console import Console
+
+    from r2bench.plan.render import runs_table
+
+    plan = plan_of(ROOT / "experiments" / "paper" / "library-vs-library.yaml")
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(runs_table(plan, console.width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    flap = next(r for r in plan.runs if r.spec.scenario == "flap-storm" and "ft" in r.spec.run_id)
+    for value in (
+        flap.spec.run_id,
+        "nccl-ft",
+        "NCCL_IB_RESILIENCY_PORT_FAILOVER",
+        "ib_port_down node1/mlx5_1 @5s for 3s x5 every 10s",
+    ):
+        assert value in text, value

@@ -16,26 +16,47 @@ def plan_json(plan: Plan) -> str:
     return plan.model_dump_json(indent=2)
 
 
-def runs_table(plan: Plan) -> Table:
-    """One row per run: id, library, collective, sizes, swept variables, scenario, repeat."""
+def runs_table(plan: Plan, width: int | None = None) -> Table:
+    """One row per run: id, library, collective, sizes, swept variables, scenario, faults.
+
+    With `width` (the console's) and more columns than fit in it, each run becomes one cell
+    of a few lines instead (id; library, collective, sizes, scenario; the swept variables as
+    NAME=value; the faults), so a narrow terminal shows every value rather than columns
+    squeezed to nothing."""
     variables = sorted({k for run in plan.runs for k in run.spec.env} - _fixed_env(plan))
-    table = Table(title=f"{plan.experiment} on {plan.testbed}: {len(plan.runs)} runs", expand=False)
+    title = f"{plan.experiment} on {plan.testbed}: {len(plan.runs)} runs"
+    rows = [_row(run, variables) for run in plan.runs]
+    wide = Table(title=title, expand=False)
     for header in ("run id", "library", "collective", "sizes", *variables, "scenario", "faults"):
-        table.add_column(header, overflow="fold", no_wrap=header == "run id")
-    for run in plan.runs:
-        spec = run.spec
-        sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
-        faults = (
-            ", ".join(
-                f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s{_span(f)}" for f in run.faults
-            )
-            or "-"
-        )
-        values = [spec.env.get(v, "-") for v in variables]
-        table.add_row(
-            spec.run_id, spec.library_label, spec.collective, sizes, *values, spec.scenario, faults
-        )
-    return table
+        wide.add_column(header, overflow="fold", no_wrap=header == "run id")
+    for row in rows:
+        wide.add_row(*row)
+    if width is None or Console(width=100_000).measure(wide).maximum <= width:
+        return wide
+    stacked = Table(title=title, expand=False, show_lines=True)
+    stacked.add_column("run: library · collective · sizes · scenario; settings; faults")
+    n = len(variables)
+    for run_id, library, collective, sizes, *rest in rows:
+        values, scenario, faults = rest[:n], rest[n], rest[n + 1]
+        settings = "  ".join(f"{v}={x}" for v, x in zip(variables, values, strict=True))
+        lines = [f"{library} · {collective} · {sizes} · scenario {scenario}"]
+        lines += [settings] if settings else []
+        lines.append(f"faults: {faults}")
+        stacked.add_row(Text(run_id, style="bold") + Text("\n" + "\n".join(lines)))
+    return stacked
+
+
+def _row(run: PlannedRun, variables: list[str]) -> list[str]:
+    spec = run.spec
+    sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
+    faults = ", ".join(
+        f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s{_span(f)}" for f in run.faults
+    )
+    values = [spec.env.get(v, "-") for v in variables]
+    return [
+        spec.run_id, spec.library_label, spec.collective, sizes, *values, spec.scenario,
+        faults or "-",
+    ]  # fmt: skip
 
 
 def _fixed_env(plan: Plan) -> set[str]:
@@ -92,7 +113,7 @@ def _root(command: str) -> str:
 
 def print_plan(plan: Plan, console: Console, commands: bool) -> None:
     """The human view: runs table, and with `commands` the setup and every run's commands."""
-    console.print(runs_table(plan))
+    console.print(runs_table(plan, console.width))
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {note}")
     if commands:
