@@ -3,6 +3,7 @@ one size, or mode 1 crashing under the fault), and on references written from th
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -176,3 +177,41 @@ def test_bootstrap_is_seeded_and_runs_are_the_unit() -> None:
     assert a.min() < 1.2 and a.max() > 1.8
     means = bootstrap([np.array([3.0] * 4)], Statistic.MEAN, 100, rng_for(1, "x"))
     assert np.allclose(means, 3.0)
+
+
+def _with_recovery(
+    data: SweepData, name: str, detect: list[float], failback: list[float]
+) -> SweepData:
+    """The sweep with the given recovery metrics on its surviving faulted runs (mode 1 under
+    the fault) and a stall of about 0.9 s; the crashed NCCL runs keep theirs undefined."""
+    runs = data.tables.runs.copy()
+    faulted = runs.index[(runs["scenario"] == "nic_down") & (runs["outcome"] == "ok")]
+    assert len(faulted) == len(detect) == len(failback)
+    runs.loc[faulted, "detect_s"] = detect
+    runs.loc[faulted, "stall_s"] = [0.90, 0.88, 0.91][: len(faulted)]
+    runs.loc[faulted, "failback_ratio"] = failback
+    return SweepData(name, data.path, dataclasses.replace(data.tables, runs=runs))
+
+
+def test_worse_recovery_is_a_regression_like_a_busbw_drop(sweeps: dict[str, Path]) -> None:
+    base = load_sweep(sweeps["base"])
+    before = _with_recovery(base, "before", [0.50, 0.52, 0.49], [0.80, 0.82, 0.79])
+    after = _with_recovery(base, "after", [0.66, 0.68, 0.65], [0.60, 0.62, 0.59])
+    result = compare_sweeps(before, after, Policy(min_samples=3))
+    verdicts = {
+        r.metric: r.verdict
+        for r in result.rows
+        if r.metric in ("detect_s", "stall_s", "failback_ratio")
+    }
+    assert verdicts == {
+        "detect_s": Verdict.REGRESSION,  # detection 30 % slower
+        "stall_s": Verdict.SAME,
+        "failback_ratio": Verdict.REGRESSION,  # a quarter less bandwidth after the link is back
+    }
+    row = next(r for r in result.rows if r.metric == "detect_s")
+    assert row.fields["scenario"] == "nic_down" and row.n_baseline == 3
+    assert result.exit_code == 1
+    same = compare_sweeps(before, before, Policy(min_samples=3))
+    assert not [r for r in same.regressions if r.metric in ("detect_s", "failback_ratio")]
+    few = compare_sweeps(before, after, Policy())  # 3 runs a side < min_samples 5
+    assert {r.verdict for r in few.rows if r.metric == "detect_s"} == {Verdict.UNDECIDED}

@@ -10,6 +10,9 @@ reference_tolerance: 0.10 # bounds --write-reference writes (at least this, rela
 metrics:
   busbw_gbps: {min_effect: 0.05, statistic: median}
   time_us: {min_effect: 0.05, statistic: median}
+  detect_s: {min_effect: 0.10}        # recovery metrics: per series of faulted runs,
+  stall_s: {min_effect: 0.10}         # one sample a run (so runs, not iterations, count
+  failback_ratio: {min_effect: 0.05}  # towards min_samples)
 rules:                    # later rules win; match values are shell-style patterns
   - match: {scenario: "nic*"}
     metrics: {busbw_gbps: {min_effect: 0.15}, time_us: {min_effect: 0.15}}
@@ -35,9 +38,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from r2bench.config.types import parse_size
 
 METRICS = ("busbw_gbps", "time_us")
-"""Compared metrics; busbw is better higher, time better lower."""
-HIGHER_IS_BETTER = {"busbw_gbps": True, "time_us": False}
-UNITS = {"busbw_gbps": "GB/s", "time_us": "us"}
+"""Compared per cell; busbw is better higher, time better lower."""
+RECOVERY_METRICS = ("detect_s", "stall_s", "failback_ratio")
+"""Compared per series of faulted runs, one sample a run (records/recovery.py)."""
+COMPARED = (*METRICS, *RECOVERY_METRICS)
+HIGHER_IS_BETTER = {
+    "busbw_gbps": True, "time_us": False,
+    "detect_s": False, "stall_s": False, "failback_ratio": True,
+}  # fmt: skip
+UNITS = {"busbw_gbps": "GB/s", "time_us": "us", "detect_s": "s", "stall_s": "s",
+         "failback_ratio": ""}  # fmt: skip
+DEFAULT_MIN_EFFECT = {"detect_s": 0.10, "stall_s": 0.10}
+"""Detection and stalls wait on timeouts and polling: a smaller change is within their jitter."""
 
 
 class Statistic(str, Enum):
@@ -124,19 +136,17 @@ class Policy(_Strict):
         0.0, ge=0, lt=1, description="Known relative run-to-run spread (sd) of the testbed."
     )
     reference_tolerance: float = Field(0.10, ge=0, lt=1)
-    metrics: dict[str, MetricPolicy] = Field(
-        default_factory=lambda: {m: MetricPolicy() for m in METRICS}
-    )
+    metrics: dict[str, MetricPolicy] = Field(default_factory=lambda: _default_metrics({}))
     rules: list[Rule] = Field(default_factory=list)
     xfail: list[XFail] = Field(default_factory=list)
 
     @field_validator("metrics")
     @classmethod
     def _known(cls, value: dict[str, MetricPolicy]) -> dict[str, MetricPolicy]:
-        unknown = sorted(set(value) - set(METRICS))
+        unknown = sorted(set(value) - set(COMPARED))
         if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; known: {list(METRICS)}")
-        return {m: value.get(m, MetricPolicy()) for m in METRICS}
+            raise ValueError(f"unknown metric(s) {unknown}; known: {list(COMPARED)}")
+        return _default_metrics(value)
 
     def metric(self, name: str, key: Mapping[str, Any]) -> MetricPolicy:
         """The settings of `name` for one cell, after every rule that selects it."""
@@ -155,6 +165,14 @@ class Policy(_Strict):
             if entry.selects(key):
                 reason = entry.reason
         return reason
+
+
+def _default_metrics(given: Mapping[str, MetricPolicy]) -> dict[str, MetricPolicy]:
+    """Every compared metric's settings: the given ones, else the defaults."""
+    return {
+        m: given.get(m) or MetricPolicy(min_effect=DEFAULT_MIN_EFFECT.get(m, 0.05))
+        for m in COMPARED
+    }
 
 
 def _text(value: Any) -> str:

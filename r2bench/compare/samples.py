@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from r2bench.compare.policy import METRICS
+from r2bench.compare.policy import METRICS, RECOVERY_METRICS
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, build_tables
 
@@ -203,3 +203,30 @@ def series_outcomes(tables: Tables, names: list[str]) -> dict[Key, Series]:
         key = make_key(row, names)
         out.setdefault(key, Series(key)).outcomes.append(str(row["outcome"]))
     return out
+
+
+def recovery_cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
+    """Per series with faulted runs: each recovery metric's value of every complete run (one
+    sample a run; none where the metric is undefined, e.g. a crashed run's stall)."""
+    runs = tables.runs[tables.runs["complete"].astype(bool)]
+    present = [m for m in RECOVERY_METRICS if m in runs.columns]
+    out: dict[Key, Cell] = {}
+    for row in runs.to_dict("records"):
+        values = {m: _finite(row.get(m)) for m in present}
+        if all(v is None for v in values.values()):
+            continue  # no fault, or nothing measured: not a recovery sample
+        key = make_key(row, names)
+        cell = out.setdefault(key, Cell(key, samples={m: [] for m in RECOVERY_METRICS}))
+        cell.runs.append(str(row["run_id"]))
+        for metric in RECOVERY_METRICS:
+            value = values.get(metric)
+            cell.samples[metric].append(np.array([] if value is None else [value], dtype=float))
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

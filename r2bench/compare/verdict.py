@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from r2bench.compare.policy import HIGHER_IS_BETTER, METRICS, Policy, XFail
+from r2bench.compare.policy import HIGHER_IS_BETTER, METRICS, RECOVERY_METRICS, Policy, XFail
 from r2bench.compare.reference import Reference, reference_keyed
 from r2bench.compare.samples import (
     CELL_FIELDS,
@@ -17,6 +17,7 @@ from r2bench.compare.samples import (
     Key,
     SweepData,
     cells,
+    recovery_cells,
     series_columns,
     series_outcomes,
 )
@@ -233,8 +234,26 @@ def compare_sweeps(base: SweepData, cand: SweepData, policy: Policy) -> Comparis
                 key, Counter(base_series[key].outcomes), Counter(cand_series[key].outcomes)
             )
         )
+    rows += _recovery_rows(
+        recovery_cells(base.tables, names), recovery_cells(cand.tables, names), policy
+    )
     out.rows = [_xfail(r, policy.expected_failure(r.fields)) for r in rows]
     return out
+
+
+def _recovery_rows(
+    base_cells: Mapping[Key, Cell], cand_cells: Mapping[Key, Cell], policy: Policy
+) -> list[Row]:
+    """A slower detection, a longer stall or less bandwidth back after the link returned is a
+    regression like a busbw drop: every series with faulted runs on both sides, per metric
+    that either side measured."""
+    shared = sorted(set(base_cells) & set(cand_cells), key=_sort)
+    return [
+        _metric_row(key, metric, policy, base_cells[key], cand_cells[key], family=len(shared))
+        for key in shared
+        for metric in RECOVERY_METRICS
+        if base_cells[key].count(metric) or cand_cells[key].count(metric)
+    ]
 
 
 def compare_reference(ref: Reference, cand: SweepData, policy: Policy) -> Comparison:

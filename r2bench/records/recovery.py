@@ -15,7 +15,8 @@ the node's `clock_offset_s` from faults.jsonl.
 
 Public API: `run_recovery(path_or_record) -> RunRecovery`, `recovery_columns(record, parsed)`
 (the runs-table hook), `sweep_recovery(sweep_dir) -> DataFrame` (one row per run: what the
-report and `compare` use), `recovery_doc(file)` (for `r2bench parse --json`).
+report uses; `compare` takes each run's own values from the runs table), `recovery_doc(file)`
+(for `r2bench parse --json`).
 """
 
 from __future__ import annotations
