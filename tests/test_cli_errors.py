@@ -49,6 +49,21 @@ def _corpus(tmp: Path) -> list[tuple[str, ...]]:
         ("plan", "/nonexistent.yaml", "-t", "/nonexistent.yaml"),
         ("doctor", "-t", "/nonexistent.yaml"),
         ("setup", "/nonexistent.yaml", "-t", "/nonexistent.yaml"),
+        # No -t: the experiment is checked before the embedded testbed is brought up.
+        ("sweep", "/nonexistent.yaml"),
+        ("sweep", str(afile)),
+        ("sweep", "/nonexistent.yaml", "-t", "/nonexistent.yaml"),
+        ("heal", "-t", "/nonexistent.yaml"),
+        ("inject", "link_down", "node1", "nic1", "-t", "/nonexistent.yaml"),
+        ("revert", "link_down", "node1", "nic1", "-t", "/nonexistent.yaml"),
+        ("compare", "/nonexistent", str(empty)),
+        ("compare", str(empty), str(empty)),
+        ("compare", str(afile), "--write-reference", str(tmp / "ref.yaml")),
+        ("figures", "/nonexistent"),
+        ("figures", str(empty)),
+        ("cloudlab", "testbed", "/nonexistent.xml"),
+        ("cloudlab", "testbed", str(afile)),
+        ("testbed", "from-slurm", "-o", str(tmp / "tb.yaml")),
     ]
 
 

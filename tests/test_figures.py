@@ -82,7 +82,7 @@ def test_real_captures_list_what_is_missing(tmp_path: Path) -> None:
     overhead = outcomes["overhead-vs-claims"]
     for fid in ("busbw-one-nic-down", "stall-recovery-timeline", "outcome-matrix"):
         assert outcomes[fid].drawn is None
-        assert "no run with an injected fault" in outcomes[fid].missing
+        assert "a run with an injected fault" in outcomes[fid].missing
     assert overhead.drawn is None and "no-fault baseline" in overhead.missing
 
 

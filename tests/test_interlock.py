@@ -8,6 +8,7 @@ from r2bench.faults.interlock import (
     InterfaceFacts,
     interface_refusal,
     nccl_socket_ifname_matches,
+    protected_interfaces,
 )
 
 MGMT = Nic(name="eno1", kind=NicKind.ETH, netdev="eno1", address="10.0.0.2", management=True)
@@ -81,3 +82,13 @@ def test_nccl_socket_ifname_grammar() -> None:
     assert nccl_socket_ifname_matches("=eth1", "eth1")
     assert not nccl_socket_ifname_matches("^eth", "eth1")
     assert not nccl_socket_ifname_matches("", "eth1")
+
+
+def test_the_node_side_guard_protects_the_bootstrap_and_mpi_interfaces() -> None:
+    """What the injectors get as --protect-if: the management netdev, a bootstrap interface
+    that is not the management one, Open MPI's if_include names, and any refused entry's."""
+    alias = Nic(name="data9", kind=NicKind.ETH, netdev="ens9")
+    testbed, node = bed(ETH1, alias, bootstrap_interface="ens9", mca={"btl_tcp_if_include": "ens7"})
+    protected = protected_interfaces(testbed, node)
+    assert protected == ["eno1", "ens7", "ens9"]
+    assert "eth1" not in protected  # an ordinary data NIC stays faultable

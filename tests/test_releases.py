@@ -112,20 +112,22 @@ def _folder(tmp_path: Path, files: list[Path]) -> Path:
     return logs
 
 
-def test_json_twin_paired_by_its_writing_line(tmp_path: Path) -> None:
-    src = DATA / "v2.18.5"
-    logs = _folder(tmp_path, [src / "all_reduce_perf.g2.J.txt", src / "all_reduce_perf.g2.J.json"])
-    (logs / "all_reduce_perf.g2.J.json").rename(logs / "renamed.json")  # stems differ now
-    text = (logs / "all_reduce_perf.g2.J.txt").read_text()
-    (logs / "all_reduce_perf.g2.J.txt").write_text(
-        text.replace("all_reduce_perf.g2.J.json", "renamed.json")
-    )
+@pytest.mark.parametrize(
+    ("release", "stem"), [("v2.18.5", "all_reduce_perf.g2.J"), ("v2.19.6", "all_gather_perf.g2.J")]
+)
+def test_json_twin_paired_by_its_writing_line(tmp_path: Path, release: str, stem: str) -> None:
+    src = DATA / release
+    logs = _folder(tmp_path, [src / f"{stem}.txt", src / f"{stem}.json"])
+    (logs / f"{stem}.json").rename(logs / "renamed.json")  # stems differ now
+    text = (logs / f"{stem}.txt").read_text()
+    (logs / f"{stem}.txt").write_text(text.replace(f"{stem}.json", "renamed.json"))
     [logset] = find_logs(logs)
     assert logset.json is not None and logset.json.name == "renamed.json"
     report = import_dir(logs, tmp_path / "results", "twins")
     assert len(report.imported) == 1
     rec = RunStore(tmp_path / "results", "twins").load(report.imported[0][0])
     assert rec.provenance["library_basis"] == "NCCL version 2.28.9 printed, no R2CC log line"
+    assert rec.spec["collective"] == stem.split("_perf")[0]
 
 
 def test_import_of_n_distinct_logs_yields_n_runs_twice(tmp_path: Path) -> None:

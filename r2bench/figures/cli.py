@@ -31,7 +31,7 @@ def figures_command(
     the numbers; each missing one names the data it needs and the experiment that makes it.
 
     Exit codes: 0 done (figures with missing inputs are listed, not errors), 2 a sweep folder
-    does not exist.
+    does not exist or holds no run.
 
     Example: [bold]r2bench figures results/quickstart --out figures/[/]
     """
@@ -39,12 +39,19 @@ def figures_command(
 
     require_report_extra("r2bench figures")
     from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
+    from r2bench.records.store import RunStore
 
     console = Console(soft_wrap=True)
     err = Console(stderr=True)
     for sweep in sweeps:
         if not sweep.is_dir():
             err.print(f"figures: {sweep}: no such sweep folder", markup=False, highlight=False)
+            raise typer.Exit(EXIT_USAGE)
+        if not any(RunStore.at(sweep).run_dirs()):
+            err.print(
+                f"figures: {sweep}: no runs in it (nothing to draw; run a sweep or import logs)",
+                markup=False, highlight=False,
+            )  # fmt: skip
             raise typer.Exit(EXIT_USAGE)
     out_dir = out or sweeps[0] / "figures"
     outcomes, static_error = write_all(draw_all(load_sweeps(sweeps)), out_dir, fmt)

@@ -125,9 +125,10 @@ def _r2(mode: str) -> bool:
     return mode not in ("", "0")
 
 
-def _require(what: str, ok: bool) -> None:
+def _require(needed: str, ok: bool) -> None:
+    """MissingInput naming what the figure needs (printed as "needs <needed>") unless ok."""
     if not ok:
-        raise MissingInput(what)
+        raise MissingInput(needed)
 
 
 @dataclass(frozen=True)
@@ -188,9 +189,9 @@ def sweep_of(tables: Tables) -> Sweep:
 
 
 def _faulted_runs(sw: Sweep) -> pd.DataFrame:
-    _require("no runs in the sweep", not sw.runs.empty)
+    _require("runs in the sweep", not sw.runs.empty)
     faulted = sw.faulted()
-    _require("no run with an injected fault (a scenario other than `none`)", len(faulted) > 0)
+    _require("a run with an injected fault (a scenario other than `none`)", len(faulted) > 0)
     return faulted
 
 
@@ -238,7 +239,7 @@ def draw_busbw(tables: Tables) -> Drawn:
     attrs = sw.series()[["series", "paper", "library", "mode", "scenario", "context"]]
     stats = rf.size_stats(rf.series_rows(tables, sw.info), "busbw_gbps").merge(attrs, on="series")
     stats = stats[stats["context"].isin(contexts)]
-    _require("no result rows of runs that ended ok beside the faulted runs", not stats.empty)
+    _require("result rows of runs that ended ok beside the faulted runs", not stats.empty)
     traces = []
     for name, g in stats.groupby("series", sort=True):
         first = g.iloc[0]
@@ -340,11 +341,11 @@ def overhead_by_series(tables: Tables, sw: Sweep) -> pd.DataFrame:
 def draw_overhead(tables: Tables) -> Drawn:
     """Bars: collective-level overhead of each series vs its no-fault baseline, beside the
     paper's end-to-end claims (< 1% training, < 3% inference), which are not the same measure."""
-    _require("no result rows", not tables.results.empty)
+    _require("result rows", not tables.results.empty)
     sw = sweep_of(tables)
     by = overhead_by_series(tables, sw)
     _require(
-        "no series with a no-fault baseline (scenario `none`) and sizes >= 1 MiB to compare",
+        "a series with a no-fault baseline (scenario `none`) and sizes >= 1 MiB to compare",
         not by.empty,
     )
     labels, common = bar_labels([str(s) for s in by["series"]])
@@ -556,7 +557,7 @@ def draw_timeline(tables: Tables) -> Drawn:
             all_r2.append(label)
             if facts["resumed"]:
                 resumed_r2.append(label)
-    _require("no faulted run with fault events and timestamped results", bool(traces))
+    _require("a faulted run with fault events and timestamped results", bool(traces))
     shapes = [_window(0.0, end) for end in windows.values()]
     notes = [
         {"x": end, "y": 1 - 0.05 * i, "xref": "x", "yref": "paper", "text": rf.esc(f"{sc} reverted"),

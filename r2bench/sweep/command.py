@@ -20,7 +20,10 @@ from types import FrameType
 
 from rich.console import Console
 
+from r2bench.config.experiment import Experiment
+from r2bench.config.source import load_yaml
 from r2bench.config.testbed import Testbed
+from r2bench.config.validate import validate_model
 from r2bench.doctor.checks import Status
 from r2bench.doctor.cli import print_report
 from r2bench.doctor.run import diagnose
@@ -90,6 +93,8 @@ def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     embedded: EmbeddedTestbed | None = None
     testbed_file = options.testbed
     if testbed_file is None:
+        # A bad experiment file is reported before any namespace is made for it.
+        validate_model(Experiment, load_yaml(options.experiment))
         embedded = embedded_testbed()
         testbed_file = embedded.testbed_file
         how = "brought up" if embedded.created else "already up, used as it is"
