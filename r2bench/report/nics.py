@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -68,22 +69,26 @@ def nic_runs(tables: Tables) -> list[str]:
     return [r for r in runs["run_id"].astype(str) if r in have][:MAX_NIC_FIGURES]
 
 
+PHASES = ("before", "during", "after")
+
+
 def phase_means(samples: pd.DataFrame, window: Window) -> pd.DataFrame:
     """Mean tx Gbit/s per node/NIC during a fault window, and in as long a span just before
     and just after it (NaN where a NIC has no sample in a span)."""
     span = window.end - window.start
-    edges = [window.start - span, window.start, window.end, window.end + span]
-    phase = pd.cut(samples["time"], edges, right=True, labels=["before", "during", "after"])
-    means = (
-        samples.assign(phase=phase)
-        .pivot_table(index=["node", "nic"], columns="phase", values="tx_gbit_s",
-                     aggfunc="mean", observed=False, dropna=False)
-    )  # fmt: skip
-    keys = samples[["node", "nic"]].drop_duplicates().sort_values(["node", "nic"])
-    means = means.reindex(pd.MultiIndex.from_frame(keys))
-    out = means.reindex(columns=["before", "during", "after"]).reset_index()
-    out.columns.name = None
-    return out
+    edges = (window.start - span, window.start, window.end, window.end + span)
+    rows = []
+    for (node, nic), group in samples.groupby(["node", "nic"], sort=True):
+        times, rates = group["time"].to_numpy(float), group["tx_gbit_s"].to_numpy(float)
+        means = [_mean(times, rates, lo, hi) for lo, hi in pairwise(edges)]
+        rows.append({"node": node, "nic": nic, **dict(zip(PHASES, means, strict=True))})
+    return pd.DataFrame(rows, columns=["node", "nic", *PHASES])
+
+
+def _mean(times: np.ndarray, rates: np.ndarray, lo: float, hi: float) -> float:
+    chosen = rates[(times > lo) & (times <= hi)]
+    chosen = chosen[~np.isnan(chosen)]
+    return float(chosen.mean()) if len(chosen) else float("nan")
 
 
 def _caption(means: pd.DataFrame, window: Window) -> str:

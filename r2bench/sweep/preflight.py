@@ -10,9 +10,9 @@ reported, and the sweep stops rather than measure on a damaged testbed.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from dataclasses import dataclass
 
 from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import Testbed
@@ -22,8 +22,6 @@ from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.nodeside import own_records_script
 
 CHECK_TIMEOUT_S = 30.0
-
-T = TypeVar("T")
 
 
 def node_check_script(model: NodeModel, work_dir: str) -> str:
@@ -49,17 +47,16 @@ def node_check_script(model: NodeModel, work_dir: str) -> str:
     return "; ".join(checks)
 
 
-def _per_node(names: list[str], check: Callable[[str], T]) -> dict[str, T]:
-    """`check` on every node at once: each costs a round trip, and runs wait on preflight."""
-    if len(names) <= 1:
-        return {name: check(name) for name in names}
-    with ThreadPoolExecutor(max_workers=len(names)) as threads:
-        return dict(zip(names, threads.map(check, names), strict=True))
+@dataclass(frozen=True)
+class _NodeState:
+    problems: list[str]  # links down, faults recorded
+    strays: dict[int, str]  # pid -> run id of every process of any r2bench run
 
 
-def _node_problems(
+def _survey(
     pool: NodePool, agents: Mapping[str, NodeAgent], testbed: Testbed, names: list[str]
-) -> dict[str, list[str]]:
+) -> dict[str, _NodeState]:
+    """Each node's state, all nodes at once (runs wait on preflight)."""
     work = testbed.paths.work_dir
 
     def problems(name: str) -> list[str]:
@@ -78,12 +75,13 @@ def _node_problems(
         prefix = "problem: "
         return [ln[len(prefix) :] for ln in out.stdout.splitlines() if ln.startswith(prefix)]
 
-    return {name: lines for name, lines in _per_node(names, problems).items() if lines}
+    def state(name: str) -> _NodeState:
+        return _NodeState(problems(name), agents[name].run_processes())
 
-
-def _strays(agents: Mapping[str, NodeAgent], names: list[str]) -> dict[str, dict[int, str]]:
-    found = _per_node(names, lambda name: agents[name].run_processes())
-    return {name: procs for name, procs in found.items() if procs}
+    if len(names) <= 1:
+        return {name: state(name) for name in names}
+    with ThreadPoolExecutor(max_workers=len(names)) as threads:
+        return dict(zip(names, threads.map(state, names), strict=True))
 
 
 def preflight_problems(
@@ -95,33 +93,32 @@ def preflight_problems(
 ) -> list[str]:
     """What keeps `run` from starting on a clean testbed, after one attempt to clean up."""
     names = sorted({*run.spec.nodes, *(f.node for f in run.faults)})
-    if not _clean(testbed, pool, agents, names, own_runs | {run.spec.run_id}):
+    found = _survey(pool, agents, testbed, names)
+    if not _clean(testbed, agents, found, own_runs | {run.spec.run_id}):
         return []
-    problems = [
-        f"{n}: {p}" for n, ps in _node_problems(pool, agents, testbed, names).items() for p in ps
-    ]
-    for name, procs in _strays(agents, names).items():
-        listing = ", ".join(f"pid {pid} (run {run_id})" for pid, run_id in sorted(procs.items()))
-        problems.append(f"{name}: processes of another r2bench run are running: {listing}")
+    problems = []
+    for name, node in _survey(pool, agents, testbed, names).items():
+        problems += [f"{name}: {p}" for p in node.problems]
+        if node.strays:
+            listing = ", ".join(f"pid {pid} (run {r})" for pid, r in sorted(node.strays.items()))
+            problems.append(f"{name}: processes of another r2bench run are running: {listing}")
     return problems
 
 
 def _clean(
     testbed: Testbed,
-    pool: NodePool,
     agents: Mapping[str, NodeAgent],
-    names: list[str],
+    states: Mapping[str, _NodeState],
     own_runs: frozenset[str],
 ) -> bool:
     """Clean what this sweep left behind; True when there was anything wrong at all."""
-    faulty = _node_problems(pool, agents, testbed, names)
-    strays = _strays(agents, names)
-    if not faulty and not strays:
+    if not any(node.problems or node.strays for node in states.values()):
         return False
-    for name, procs in strays.items():
-        for run_id in sorted(set(procs.values()) & own_runs):
+    for name, node in states.items():
+        for run_id in sorted(set(node.strays.values()) & own_runs):
             agents[name].kill_run(run_id)
     heal = ["bash", f"{testbed.paths.work_dir}/injectors/heal.sh"]
-    for name in faulty:
-        agents[name].run(heal, timeout=180)
+    for name, node in states.items():
+        if node.problems:
+            agents[name].run(heal, timeout=180)
     return True

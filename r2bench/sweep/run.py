@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import IO, TypeVar
 
@@ -237,8 +238,13 @@ class RunExecutor:
         """Revert the faults, then end every process of the run on every node."""
         driver.finish()
         fatal = [p for p in driver.problems if "NOT reverted" in p or "still active" in p]
-        self._each_agent(lambda agent: counters.stop(agent, run))
-        left = self._each_agent(lambda agent: agent.kill_run(run.spec.run_id))
+
+        def stop_and_end(agent: NodeAgent) -> int:
+            with suppress(NodeError):  # the kill below ends the sampler too
+                counters.stop(agent, run)  # by its pid file first: it ends its file cleanly
+            return agent.kill_run(run.spec.run_id)
+
+        left = self._each_agent(stop_and_end)
         for name, count in left.items():
             if isinstance(count, NodeError):
                 fatal.append(f"{name}: cannot end the run's processes: {count.message}")
