@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -25,38 +27,51 @@ def runs_table(plan: Plan, width: int | None = None) -> Table:
     squeezed to nothing."""
     variables = sorted({k for run in plan.runs for k in run.spec.env} - _fixed_env(plan))
     title = f"{plan.experiment} on {plan.testbed}: {len(plan.runs)} runs"
-    rows = [_row(run, variables) for run in plan.runs]
+    rows = [_RunCells.of(run, variables) for run in plan.runs]
     wide = Table(title=title, expand=False)
     for header in ("run id", "library", "collective", "sizes", *variables, "scenario", "faults"):
         wide.add_column(header, overflow="fold", no_wrap=header == "run id")
     for row in rows:
-        wide.add_row(*row)
+        wide.add_row(
+            row.run_id, row.library, row.collective, row.sizes, *row.values.values(),
+            row.scenario, row.faults,
+        )  # fmt: skip
     if width is None or Console(width=100_000).measure(wide).maximum <= width:
         return wide
     stacked = Table(title=title, expand=False, show_lines=True)
     stacked.add_column("run: library · collective · sizes · scenario; settings; faults")
-    n = len(variables)
-    for run_id, library, collective, sizes, *rest in rows:
-        values, scenario, faults = rest[:n], rest[n], rest[n + 1]
-        settings = "  ".join(f"{v}={x}" for v, x in zip(variables, values, strict=True))
-        lines = [f"{library} · {collective} · {sizes} · scenario {scenario}"]
+    for row in rows:
+        settings = "  ".join(f"{name}={value}" for name, value in row.values.items())
+        lines = [f"{row.library} · {row.collective} · {row.sizes} · scenario {row.scenario}"]
         lines += [settings] if settings else []
-        lines.append(f"faults: {faults}")
-        stacked.add_row(Text(run_id, style="bold") + Text("\n" + "\n".join(lines)))
+        lines.append(f"faults: {row.faults}")
+        stacked.add_row(Text(row.run_id, style="bold") + Text("\n" + "\n".join(lines)))
     return stacked
 
 
-def _row(run: PlannedRun, variables: list[str]) -> list[str]:
-    spec = run.spec
-    sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
-    faults = ", ".join(
-        f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s{_span(f)}" for f in run.faults
-    )
-    values = [spec.env.get(v, "-") for v in variables]
-    return [
-        spec.run_id, spec.library_label, spec.collective, sizes, *values, spec.scenario,
-        faults or "-",
-    ]  # fmt: skip
+@dataclass(frozen=True)
+class _RunCells:
+    """What the runs table shows of one run, as text."""
+
+    run_id: str
+    library: str
+    collective: str
+    sizes: str
+    values: dict[str, str]  # swept variable -> value (`-` when unset)
+    scenario: str
+    faults: str
+
+    @classmethod
+    def of(cls, run: PlannedRun, variables: list[str]) -> _RunCells:
+        spec = run.spec
+        faults = ", ".join(
+            f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s{_span(f)}" for f in run.faults
+        )
+        return cls(
+            spec.run_id, spec.library_label, spec.collective,
+            f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}",
+            {v: spec.env.get(v, "-") for v in variables}, spec.scenario, faults or "-",
+        )  # fmt: skip
 
 
 def _fixed_env(plan: Plan) -> set[str]:

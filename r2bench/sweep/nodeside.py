@@ -46,12 +46,12 @@ def _injector_files() -> list[Path]:
     return sorted(p for p in injectors_source().iterdir() if p.suffix == ".sh")
 
 
-def injectors_current(node: Node, target: str) -> bool:
-    """Whether `target` on `node` holds this r2bench's injectors (by their digest)."""
+def injectors_current(node: Node, target: str, digest: str) -> bool:
+    """Whether `target` on `node` holds the injectors of this `digest` (`_digest`)."""
     found = node.run(
         f"cat {shlex.quote(target)}/{DIGEST_FILE} 2>/dev/null", timeout=30, check=False
     )
-    return found.stdout.strip() == _digest(_injector_files())
+    return found.stdout.strip() == digest
 
 
 def install_injectors(node: Node, target: str) -> bool:
@@ -62,7 +62,7 @@ def install_injectors(node: Node, target: str) -> bool:
     files = _injector_files()
     digest = _digest(files)
     q = shlex.quote(target)
-    if injectors_current(node, target):
+    if injectors_current(node, target, digest):
         return False
     node.run(["mkdir", "-p", target], timeout=30)
     renames = []
@@ -78,7 +78,8 @@ def start_agents(pool: NodePool, testbed: Testbed) -> dict[str, NodeAgent]:
     target = injectors_dir(testbed)
     # Asking every node at once opens the connections in parallel; copies go node by node,
     # each checking again (a folder shared with a node before it is up to date by then).
-    current = pool.map(lambda node: injectors_current(node, target))
+    digest = _digest(_injector_files())
+    current = pool.map(lambda node: injectors_current(node, target, digest))
     for node in pool:
         if current[node.name] is not True:
             install_injectors(node, target)
