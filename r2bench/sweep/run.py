@@ -139,10 +139,14 @@ class RunExecutor:
         started = ended = time.time()
         try:
             self.on_stage(run_id, "launch")
-            # The samplers start while the injectors arm (both wait on the nodes).
+            # The samplers start while the injectors arm (both wait on the nodes). Waited for
+            # even when arming fails: a sampler still starting during teardown would miss its
+            # stop and the kill, and outlive the run.
             sampling = self._start_each(lambda agent: counters.start(agent, run, self.testbed))
-            driver.arm()
-            wait_futures(sampling.values())
+            try:
+                driver.arm()
+            finally:
+                wait_futures(sampling.values())
             job, started = self.launch(run, folder, driver)
             self.on_stage(run_id, "faults")
             driver.start(started)
