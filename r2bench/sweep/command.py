@@ -215,7 +215,12 @@ def _ready(
     if options.skip_setup:
         return True
     setup_options = SetupOptions(
-        force=False, jobs=None, log_dir=Path("results") / "setup", build_timeout_s=BUILD_TIMEOUT_S
+        # Build logs beside the sweep's results (`--results`), as `r2bench setup` puts them
+        # under its default results/.
+        force=False,
+        jobs=None,
+        log_dir=options.results / "setup",
+        build_timeout_s=BUILD_TIMEOUT_S,
     )
     built = Builder(inputs, setup_options, console).run(pool)
     if any(r.status is BuildStatus.FAILED for r in built):
