@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -545,6 +546,10 @@ def sweep(
         skip_setup,
         skip_doctor,
     )
+    # The sweep handles Ctrl-C itself while it runs (r2bench.sweep.interrupts). Before its
+    # handler is in place and after it is gone, Ctrl-C is ignored, so the process never dies of
+    # a KeyboardInterrupt half-way through its clean-up or its exit.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with config_errors(console):
         code = sweep_cli(options, dry_run, console)
     raise typer.Exit(code)

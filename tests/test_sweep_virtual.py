@@ -188,6 +188,19 @@ def test_sweep_end_to_end_then_resume_skips_everything(bed: Bed, tmp_path: Path)
     assert again.returncode == 0, out
     assert f"{len(plan.runs)} runs, 0 to do" in out
 
+    # Ctrl-C at any moment of a sweep, its ending included (final heal, tables, report, exit),
+    # is handled by the sweep: exit 0 or 130, never a death by SIGINT or click's "Aborted!".
+    barraged = sweep(experiment, bed, results)
+    assert barraged.stdout is not None
+    first_line = barraged.stdout.readline()
+    while barraged.poll() is None:
+        barraged.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+    out = first_line + barraged.stdout.read()
+    assert barraged.returncode in (0, 130), out
+    assert "Aborted" not in out and "Traceback" not in out, out
+    assert leftovers(bed) == []
+
 
 def test_a_second_sweep_on_the_same_results_is_refused(bed: Bed, tmp_path: Path) -> None:
     experiment = write_experiment(tmp_path, "locked", repeats=2)

@@ -8,15 +8,12 @@ results folder in use), 130 interrupted (the current run's faults reverted, its 
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 from rich.console import Console
 
@@ -38,6 +35,7 @@ from r2bench.setup.report import Status as BuildStatus
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
 from r2bench.sweep.embedded import EmbeddedTestbed, embedded_description, embedded_testbed
+from r2bench.sweep.interrupts import Interrupts
 from r2bench.sweep.lock import SweepLock
 from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
@@ -60,36 +58,16 @@ class SweepOptions:
     skip_doctor: bool = False
 
 
-class _Interrupts:
-    """SIGINT/SIGTERM while runs go on: the first sets a flag (the current run is wound down
-    cleanly: faults reverted, job stopped); later ones only say that this is happening."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.flag = threading.Event()
-
-    def handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.flag.is_set():
-            self.console.print(
-                "[yellow]still reverting faults and stopping the job; please wait[/]"
-            )
-            return
-        self.flag.set()
-        self.console.print("[yellow]interrupted: reverting faults and stopping the job...[/]")
-
-    @contextmanager
-    def installed(self) -> Iterator[threading.Event]:
-        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self.flag
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-
 def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     """Run every planned run of an experiment on a testbed (see the module docstring)."""
     console = console or Console(stderr=True)
+    interrupts = Interrupts(console)
+    with interrupts.installed():
+        return _on_testbed(options, console, interrupts)
+
+
+def _on_testbed(options: SweepOptions, console: Console, interrupts: Interrupts) -> int:
+    """The sweep on the given testbed, or on the embedded one brought up for it."""
     embedded: EmbeddedTestbed | None = None
     testbed_file = options.testbed
     if testbed_file is None:
@@ -102,14 +80,16 @@ def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     try:
         inputs = load_inputs(options.experiment, testbed_file)
         plan = make_plan(inputs)
-        return _sweep(options, inputs, plan, console)
+        return _sweep(options, inputs, plan, console, interrupts)
     finally:
         if embedded is not None and embedded.created and not options.keep_testbed:
             embedded.take_down()
             console.print(f"testbed {embedded.name} taken down (--keep-testbed keeps it)")
 
 
-def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) -> int:
+def _sweep(
+    options: SweepOptions, inputs: Inputs, plan: Plan, console: Console, interrupts: Interrupts
+) -> int:
     store = RunStore(options.results, plan.experiment)
     with SweepLock(store.sweep_dir):
         todo = _runs_to_do(plan, store, options.rerun_failed)
@@ -122,11 +102,20 @@ def _sweep(options: SweepOptions, inputs: Inputs, plan: Plan, console: Console) 
             agents = start_agents(pool, inputs.testbed)
             try:
                 _recover(pool, agents, inputs.testbed, todo, console)
-                if not _ready(inputs, pool, console, options, bool(todo)):
+                work = bool(todo) and not interrupts.flag.is_set()
+                if not _ready(inputs, pool, console, options, work):
                     return EXIT_FAILED
                 preload.join()
                 code, results = _run_all(
-                    options, plan, inputs.testbed, pool, agents, store, todo, console
+                    options,
+                    plan,
+                    inputs.testbed,
+                    pool,
+                    agents,
+                    store,
+                    todo,
+                    console,
+                    interrupts.flag,
                 )
             finally:
                 healed = _final_heal(agents, inputs.testbed, console)
@@ -238,22 +227,27 @@ def _run_all(
     store: RunStore,
     todo: list[PlannedRun],
     console: Console,
+    interrupted: threading.Event,
 ) -> tuple[int, dict[str, RunResult]]:
+    """Every run still to do, in order, until the end or an interrupt."""
     results: dict[str, RunResult] = {}
-    interrupts = _Interrupts(console)
     rerun = (
         shlex.join(["r2bench", "sweep", *sys.argv[2:]]) if len(sys.argv) > 1 else "r2bench sweep"
     )
-    with (
-        interrupts.installed() as flag,
-        SweepDisplay(console, len(plan.runs), options.quiet) as display,
-    ):
+    with SweepDisplay(console, len(plan.runs), options.quiet) as display:
         executor = RunExecutor(
-            plan, testbed, pool, agents, store, rerun, on_stage=display.stage, interrupted=flag
+            plan,
+            testbed,
+            pool,
+            agents,
+            store,
+            rerun,
+            on_stage=display.stage,
+            interrupted=interrupted,
         )
         display.skipped(len(plan.runs) - len(todo))
         for run in todo:
-            if flag.is_set():
+            if interrupted.is_set():
                 break
             try:
                 result = executor.execute(run)
@@ -262,7 +256,7 @@ def _run_all(
                 return EXIT_FAILED, results
             results[run.spec.run_id] = result
             display.finished(result)
-    return (EXIT_INTERRUPTED if flag.is_set() else EXIT_OK), results
+    return (EXIT_INTERRUPTED if interrupted.is_set() else EXIT_OK), results
 
 
 def _final_heal(agents: dict[str, NodeAgent], testbed: Testbed, console: Console) -> bool:
