@@ -266,14 +266,19 @@ def test_fault_windows_per_flap_cycle() -> None:
                     "time": t,
                     "fault": 0,
                     "cycle": cycle,
-                    "message": "link_down",
+                    # as the sweep records it: the kind, then the injector's event line
+                    "message": "link_down r2b-fault 1795574640.38 inject tag=t0 dev=eth1",
                     "host": "n0",
                     "nic": "eth1",
                 }
             )
     windows = fault_windows(pd.DataFrame(rows), 20.0)
     assert [(w.start, w.end) for w in windows] == [(10.0, 11.0), (12.0, 13.5)]
-    assert "cycle 1" in windows[1].label
+    assert [w.label for w in windows] == ["link_down on n0/eth1", "link_down on n0/eth1 (cycle 1)"]
+    # Without a cycle column, and with the last revert missing: cycles by pairing, open end.
+    no_cycle = pd.DataFrame(rows[:-1]).drop(columns="cycle")
+    windows = fault_windows(no_cycle, 20.0)
+    assert [(w.start, w.end) for w in windows] == [(10.0, 11.0), (12.0, 20.0)]
 
 
 def test_new_fault_fields_reach_the_events_table(tmp_path: Path) -> None:

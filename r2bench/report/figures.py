@@ -337,33 +337,44 @@ def overhead_figure(tables: Tables, info: SeriesInfo | None = None) -> Figure:
 
 
 @dataclass(frozen=True)
-class _Window:
+class Window:
+    """A fault's inject..revert (node epoch seconds) and what it was, e.g. `link_down on
+    node1/nic1` (a flap's later cycles say which)."""
+
     start: float
     end: float
     label: str
 
 
-def fault_windows(events: pd.DataFrame, end_default: float) -> list[_Window]:
-    """inject..revert windows (epoch seconds, node clock) of one run's fault events: one per
-    fault and flap cycle; a window without a revert lasts to `end_default`."""
-    faults = events[events["kind"].astype(str).str.startswith("fault_")]
-    if "cycle" not in faults.columns:
-        faults = faults.assign(cycle=0)
-    faults = faults.assign(cycle=faults["cycle"].fillna(0).astype(int))
-    windows = []
-    for (_, cycle), g in faults.groupby(["fault", "cycle"], sort=True):
-        inject = g[g["kind"] == "fault_inject"]["time"].dropna()
-        if inject.empty:
-            continue
-        start = float(inject.iloc[0])
-        revert = g[(g["kind"] == "fault_revert") & (g["time"] >= start)]["time"].dropna()
-        end = float(revert.iloc[0]) if not revert.empty else max(end_default, start)
-        first = g.iloc[0]
-        label = f"{first['message']} on {first['host']}/{first['nic']}"
-        if cycle:
-            label += f" (cycle {cycle})"
-        windows.append(_Window(start, end, esc(label)))
-    return windows
+def fault_windows(events: pd.DataFrame, end_default: float) -> list[Window]:
+    """The inject..revert windows of one run's fault events, one per fault and flap cycle
+    (each inject paired with the next revert of its fault); a window without a revert lasts to
+    `end_default`."""
+    faults = events[events["kind"].astype(str).isin(["fault_inject", "fault_revert"])]
+    faults = faults.dropna(subset=["time"]).sort_values("time", kind="stable")
+    out: list[Window] = []
+    for _, g in faults.groupby("fault", sort=True, dropna=False):
+        start: float | None = None
+        label = ""
+        cycle = 0
+        for row in g.itertuples(index=False):
+            if row.kind == "fault_inject" and start is None:
+                start = float(row.time)
+                label = _fault_label(row, cycle)
+            elif row.kind == "fault_revert" and start is not None:
+                out.append(Window(start, float(row.time), label))
+                start, cycle = None, cycle + 1
+        if start is not None:
+            out.append(Window(start, max(end_default, start), label))
+    return sorted(out, key=lambda w: w.start)
+
+
+def _fault_label(inject: Any, cycle: int) -> str:
+    """`link_down on node1/nic1`: the message's first word is the fault kind (the rest is the
+    injector's event line)."""
+    kind = str(inject.message).split(" ", 1)[0]
+    label = f"{kind} on {inject.host}/{inject.nic}"
+    return esc(f"{label} (cycle {cycle})" if cycle else label)
 
 
 def timeline_points(tables: Tables, run_id: str) -> pd.DataFrame:
@@ -471,7 +482,7 @@ def _event_traces(events: pd.DataFrame, t0: float, y: float) -> list[dict[str, A
     return traces
 
 
-def _window_shape(w: _Window, t0: float) -> dict[str, Any]:
+def _window_shape(w: Window, t0: float) -> dict[str, Any]:
     return {
         "type": "rect",
         "xref": "x",
@@ -486,7 +497,7 @@ def _window_shape(w: _Window, t0: float) -> dict[str, Any]:
     }
 
 
-def _window_note(w: _Window, t0: float) -> dict[str, Any]:
+def _window_note(w: Window, t0: float) -> dict[str, Any]:
     return {
         "x": w.start - t0,
         "y": 1,

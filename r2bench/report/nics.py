@@ -8,55 +8,17 @@ share. The caption gives each NIC's mean before, during and after the first faul
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from r2bench.records.tables import Tables
-from r2bench.report.figures import Figure
+from r2bench.report.figures import Figure, Window, esc, fault_windows
 
 MAX_NIC_FIGURES = 12
 MAX_POINTS_PER_TRACE = 4000
 SECTION_TITLE = "Traffic per NIC around faults (fault window shaded)"
-
-
-def esc(value: Any) -> str:
-    """Data text made safe for plotly labels and HTML."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-@dataclass(frozen=True)
-class Window:
-    """A fault's inject..revert (node epoch seconds) and what it was."""
-
-    start: float
-    end: float
-    label: str
-
-
-def fault_windows(events: pd.DataFrame, end_default: float) -> list[Window]:
-    """The inject..revert windows of one run's fault events (a flap gives one per cycle)."""
-    faults = events[events["kind"].astype(str).isin(["fault_inject", "fault_revert"])]
-    faults = faults.dropna(subset=["time"]).sort_values("time", kind="stable")
-    out: list[Window] = []
-    for _, g in faults.groupby("fault", sort=True, dropna=False):
-        start: float | None = None
-        label = ""
-        for row in g.itertuples(index=False):
-            if row.kind == "fault_inject" and start is None:
-                start = float(row.time)
-                kind = str(row.message).split(" ", 1)[0]
-                label = f"{kind} on {row.host}/{row.nic}"
-            elif row.kind == "fault_revert" and start is not None:
-                out.append(Window(start, float(row.time), label))
-                start = None
-        if start is not None:
-            out.append(Window(start, max(end_default, start), label))
-    return sorted(out, key=lambda w: w.start)
 
 
 def nic_runs(tables: Tables) -> list[str]:
