@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from r2bench.records.nccltests import (
     collective_from_binary,
+    collective_from_file_name,
     combine,
     parse_json,
     parse_text,
@@ -291,7 +292,23 @@ def test_older_format_without_root_column() -> None:
 def test_collective_from_binary() -> None:
     assert collective_from_binary("/x/build/all_reduce_perf") == "all_reduce"
     assert collective_from_binary("alltoall_perf_mpi") == "alltoall"
+    assert collective_from_binary("alltoallv_perf") == "alltoallv"
     assert collective_from_binary("") is None
+    # Only nccl-tests' own test names, wherever they stand in the name: a user's prefix is not
+    # part of the collective, and an unknown `*_perf` names none.
+    assert collective_from_binary("v213-all_reduce_perf") == "all_reduce"
+    assert collective_from_binary("/x/run3_reduce_scatter_perf_mpi") == "reduce_scatter"
+    assert collective_from_binary("node1.all_gather_perf") == "all_gather"
+    assert collective_from_binary("reduce_perf") == "reduce"
+    assert collective_from_binary("my_bench_perf") is None
+    assert collective_from_binary("all_reduce") is None
+
+
+def test_collective_from_file_name() -> None:
+    assert collective_from_file_name("logs/all_reduce_perf.socket.c1.txt") == "all_reduce"
+    assert collective_from_file_name("old/v213-all_reduce_perf.g2.c1.txt") == "all_reduce"
+    assert collective_from_file_name("2026-01-02_sendrecv_perf.txt") == "sendrecv"
+    assert collective_from_file_name("results.txt") is None
 
 
 def test_iterable_of_lines_streams() -> None:

@@ -130,6 +130,21 @@ def test_json_twin_paired_by_its_writing_line(tmp_path: Path, release: str, stem
     assert rec.spec["collective"] == stem.split("_perf")[0]
 
 
+def test_file_name_with_a_prefix_still_names_the_collective(tmp_path: Path) -> None:
+    """2.13 prints no program name, and all_reduce's columns fit sendrecv too: the file name
+    decides, whatever a user put before the test's name."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy2(
+        DATA / "v2.13.13" / "all_reduce_perf.g2.c1.txt", logs / "v213-all_reduce_perf.c1.txt"
+    )
+    shutil.copy2(DATA / "v2.13.13" / "all_gather_perf.g2.c1.txt", logs / "run2_all_gather_perf.txt")
+    report = import_dir(logs, tmp_path / "results", "prefixed")
+    store = RunStore(tmp_path / "results", "prefixed")
+    named = sorted(store.load(run_id).spec["collective"] for run_id, _ in report.imported)
+    assert named == ["all_gather", "all_reduce"]
+
+
 def test_import_of_n_distinct_logs_yields_n_runs_twice(tmp_path: Path) -> None:
     """Same build, different collectives and sizes, plus a 4-run file: every run lands once."""
     files = [DATA / r / f"{c}_perf.g2.c1.txt" for r in RELEASES for c in COLLECTIVES]

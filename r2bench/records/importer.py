@@ -26,7 +26,12 @@ from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.models import Event, EventKind, ParsedNcclTests
-from r2bench.records.nccltests import collective_from_binary, combine, parse_json, parse_text_runs
+from r2bench.records.nccltests import (
+    collective_from_file_name,
+    combine,
+    parse_json,
+    parse_text_runs,
+)
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import Provenance, nccl_version_text, redact_env
 from r2bench.records.tables import parse_outputs
@@ -199,7 +204,7 @@ def reconstruct_spec(
     label, library, _ = library_of(parsed, env, events or [])
     begin, end, factor = _size_args(logs.text, doc, parsed)
     hosts = sorted({d.host for d in parsed.devices}) or ["unknown"]
-    collective = parsed.collective or _collective_from_name(logs.stem)
+    collective = parsed.collective or collective_from_file_name(logs.stem)
     return RunSpec(
         experiment=sweep,
         testbed=IMPORTED_TESTBED,
@@ -220,12 +225,6 @@ def reconstruct_spec(
         repeat=repeat,
         source=source,
     )
-
-
-def _collective_from_name(stem: str) -> str | None:
-    """`all_reduce_perf.socket.c1` -> `all_reduce`; names without `_perf` tell nothing."""
-    first = Path(stem).name.split(".")[0]
-    return collective_from_binary(first) if "_perf" in first else None
 
 
 def _provenance(

@@ -74,13 +74,25 @@ _INT_RE = re.compile(r"^[-+]?\d+$")
 _ITER_COLUMNS = ("iter_min_us", "iter_max_us", "iter_p99_us", "iter_cv_pct")
 
 
+# nccl-tests' tests (BIN_FILES_LIST of its src/Makefile, 2.13 to 2.19), longest first: at one
+# place in a name the search then takes `all_reduce` before the `reduce` inside it.
+NCCL_TESTS_COLLECTIVES = (
+    "all_reduce", "all_gather", "broadcast", "reduce_scatter", "reduce", "alltoall",
+    "alltoallv", "scatter", "gather", "sendrecv", "hypercube",
+)  # fmt: skip
+_BINARY_RE = re.compile(
+    "(" + "|".join(sorted(NCCL_TESTS_COLLECTIVES, key=len, reverse=True)) + ")_perf"
+)
+
+
 def collective_from_binary(name: str | None) -> str | None:
-    """Collective name from a test binary path: `/x/build/all_reduce_perf_mpi` -> `all_reduce`."""
+    """The collective of an nccl-tests binary, wherever its `<test>_perf` stands in the name:
+    `/x/build/all_reduce_perf_mpi`, `v213-all_reduce_perf` -> `all_reduce`; a name with no
+    nccl-tests test in it names none."""
     if not name:
         return None
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    base = base.split("_perf", 1)[0] if "_perf" in base else base
-    return base or None
+    found = _BINARY_RE.search(name.replace("\\", "/").rsplit("/", 1)[-1])
+    return found.group(1) if found else None
 
 
 def _to_int(tok: str) -> int | None:
@@ -202,12 +214,19 @@ def _settle_collective(st: _State, binary_name: str | None, file_name: str | Non
         st.warn(f"collective not named; its columns fit {' or '.join(candidates)}")
 
 
+def _name_collective(st: _State, collective: str | None, source: CollectiveSource) -> None:
+    """Record the collective and how it was known; a source that names none changes nothing
+    (the columns or the file name may still tell)."""
+    if collective:
+        st.fields.update(collective=collective, collective_from=source)
+
+
 def collective_from_file_name(name: str | None) -> str | None:
-    """`logs/all_reduce_perf.socket.c1.txt` -> `all_reduce`; names without `_perf` tell nothing."""
+    """`logs/v2-all_reduce_perf.socket.c1.txt` -> `all_reduce`: the binary's name in the file's
+    name, before its first dot; names without one tell nothing."""
     if not name:
         return None
-    first = name.replace("\\", "/").rsplit("/", 1)[-1].split(".")[0]
-    return collective_from_binary(first) if "_perf" in first else None
+    return collective_from_binary(name.replace("\\", "/").rsplit("/", 1)[-1].split(".")[0])
 
 
 def collectives_from_columns(rows: list[ResultRow], ranks: int) -> tuple[str, ...]:
@@ -337,8 +356,7 @@ def _parse_comment(st: _State, lineno: int, line: str) -> None:
     elif (m := _DEVICE_RE.match(line)) is not None:
         st.devices.append(_device(m))
     elif (m := _STARTING_RE.match(line)) is not None:
-        st.fields["collective"] = collective_from_binary(m.group(1))
-        st.fields["collective_from"] = "program_line"
+        _name_collective(st, collective_from_binary(m.group(1)), "program_line")
     elif (m := _OOB_RE.match(line)) is not None:
         st.fields["oob_values"] = int(m.group(1))
         st.fields["oob_failed"] = m.group(2) == "FAILED" or int(m.group(1)) > 0
@@ -347,9 +365,8 @@ def _parse_comment(st: _State, lineno: int, line: str) -> None:
         st.fields["footer"] = True
     elif (m := _CONCLUDED_RE.match(line)) is not None:
         st.fields["concluded"] = True
-        if m.group(1) and not st.fields.get("collective"):
-            st.fields["collective"] = collective_from_binary(m.group(1))
-            st.fields["collective_from"] = "program_line"
+        if not st.fields.get("collective"):
+            _name_collective(st, collective_from_binary(m.group(1)), "program_line")
     elif "redop" in line and "size" in line:
         names = line.lstrip("#").split()
         st.columns = _Columns(has_root="root" in names, per_iter="i_min" in names)
@@ -501,8 +518,7 @@ def _json_document(st: _State, doc: dict[str, Any]) -> list[PerIteration]:
 def _json_header(st: _State, doc: dict[str, Any], cfg: dict[str, Any]) -> None:
     args = doc.get("args")
     if isinstance(args, list) and args and isinstance(args[0], str):
-        st.fields["collective"] = collective_from_binary(args[0])
-        st.fields["collective_from"] = "json_args"
+        _name_collective(st, collective_from_binary(args[0]), "json_args")
         st.fields["header"] = True
     lib = doc.get("nccl_version")
     if isinstance(lib, int):
