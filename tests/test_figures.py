@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from r2bench.cli import app
 from r2bench.commands.records import import_command
 from r2bench.figures.registry import FIGURES
-from r2bench.figures.render import draw_all, load_sweeps
+from r2bench.figures.render import draw_all, load_sweeps, wrap_label
 from tests.sample_fixture import CAPTURED, make_sample_sweep
 
 DRAWN_ON_SAMPLE = [
@@ -145,3 +145,13 @@ def test_emulator_runs_do_not_test_the_r2ccl_claims(sample: Path) -> None:
         drawn = outcomes[fid].drawn
         assert drawn is not None and drawn.claim.verdict == "not tested"
         assert any("CPU emulator (emulated-lib)" in n for n in drawn.claim.numbers)
+
+
+def test_long_legend_names_wrap_at_their_separators() -> None:
+    name = "all_reduce · r2ccl · v2.23.4 · mode 1 · 1 node · NCCL_DEBUG=WARN · none"
+    wrapped = wrap_label(name, 30)
+    assert wrapped.replace("<br>", " · ") == name
+    assert all(len(line) <= 30 for line in wrapped.split("<br>"))
+    assert wrapped.split("<br>")[0] == "all_reduce · r2ccl · v2.23.4"
+    assert wrap_label("short · name", 30) == "short · name"
+    assert wrap_label("one_part_longer_than_the_limit", 10) == "one_part_longer_than_the_limit"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -70,6 +71,8 @@ def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
     except ImportError as exc:
         return ExportResult(error=f"static export needs the kaleido package ({exc})")
     figs = [go.Figure(d.figure.spec) for d in drawn if d.figure.spec.get("data")]
+    for fig in figs:
+        _wrap_legend(fig)
     paths = [out_dir / f"figure-{d.figure.id}.{fmt}" for d in drawn if d.figure.spec.get("data")]
     sizes = {"width": [f.layout.width for f in figs], "height": [f.layout.height for f in figs]}
     try:
@@ -81,6 +84,34 @@ def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
     except Exception as exc:  # kaleido reports a missing browser in many ways
         return ExportResult(error=f"static export with kaleido failed: {exc}".strip()[:500])
     return ExportResult(paths=paths)
+
+
+LEGEND_PX_PER_CHAR = 8  # the static files' legend font, about 8 px a character
+
+
+def _wrap_legend(fig: Any) -> None:
+    """Legend names wider than a static figure broken into lines at their ` · ` separators: a
+    file cannot be scrolled like the HTML page, and several sweeps drawn together give long
+    names (everything that tells their series apart)."""
+    limit = max(40, int((fig.layout.width or 700) / LEGEND_PX_PER_CHAR) - 10)
+    for trace in fig.data:
+        if trace.name and len(trace.name) > limit:
+            trace.name = wrap_label(trace.name, limit)
+
+
+def wrap_label(text: str, limit: int, sep: str = " · ") -> str:
+    """`text` as lines of at most `limit` characters (`<br>` between them), broken only at
+    `sep`; a single part longer than `limit` stays whole."""
+    lines: list[str] = []
+    line = ""
+    for part in text.split(sep):
+        joined = f"{line}{sep}{part}" if line else part
+        if line and len(joined) > limit:
+            lines.append(line)
+            line = part
+        else:
+            line = joined
+    return "<br>".join([*lines, line])
 
 
 def write_all(
