@@ -669,7 +669,16 @@ def draw_nic_traffic(tables: Tables) -> Drawn:
             f"{rest_during:.3f}), their share of {node}'s tx {share_before:.0%} -> "
             f"{share_during:.0%} (run {run_id})"
         )
-    out = rf.Figure("nic-traffic-shift", "NIC traffic shift", figure.spec)
+    report_layout = figure.spec["layout"]
+    layout = paper_layout(
+        f"Traffic per NIC around the fault<br><sup>{rf.esc(run_id)}; fault window shaded</sup>",
+        xaxis=report_layout["xaxis"],
+        yaxis=report_layout["yaxis"],
+        shapes=report_layout["shapes"],
+        annotations=report_layout["annotations"],
+        **legend_below(len(figure.spec["data"])),
+    )
+    out = rf.Figure("nic-traffic-shift", "NIC traffic shift", {**figure.spec, "layout": layout})
     return Drawn(out, Claim(text, verdict, numbers))
 
 
