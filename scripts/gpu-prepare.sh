@@ -14,7 +14,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$here/.gpu}
+# Absolute: the bundles are written from inside their clones (git -C).
+out=$(mkdir -p "${1:-$here/.gpu}" && cd "${1:-$here/.gpu}" && pwd)
 R2CCL_GIT=${R2CCL_GIT:-https://github.com/r2cc-project/R-2CCL.git}
 R2CCL_REF=${R2CCL_REF:-f45cbcb9f75e241531f014cd17c8586988ff4cd8}
 NCCL_TESTS_GIT=${NCCL_TESTS_GIT:-https://github.com/NVIDIA/nccl-tests.git}
@@ -45,7 +46,7 @@ bundle() { # name url ref -> $out/src/name.bundle: a git bundle holding `ref` as
   git -C "$tmp/$name" tag r2b-pin "$ref^{commit}"
   local refs=(r2b-pin)
   git -C "$tmp/$name" rev-parse -q --verify "refs/tags/$ref" >/dev/null && refs+=("refs/tags/$ref")
-  git -C "$tmp/$name" bundle create "$out/src/$name.bundle" "${refs[@]}" 2>/dev/null
+  git -C "$tmp/$name" bundle create --quiet "$out/src/$name.bundle" "${refs[@]}"
   rm -rf "$tmp"
 }
 bundle R-2CCL "$R2CCL_GIT" "$R2CCL_REF"
