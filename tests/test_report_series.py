@@ -279,6 +279,9 @@ def test_fault_windows_per_flap_cycle() -> None:
     no_cycle = pd.DataFrame(rows[:-1]).drop(columns="cycle")
     windows = fault_windows(no_cycle, 20.0)
     assert [(w.start, w.end) for w in windows] == [(10.0, 11.0), (12.0, 20.0)]
+    # Labels are plain text (escaped once, where drawn): a caption must not show `&amp;`.
+    odd_host = pd.DataFrame(rows).assign(host="n&0")
+    assert fault_windows(odd_host, 20.0)[0].label == "link_down on n&0/eth1"
 
 
 def test_new_fault_fields_reach_the_events_table(tmp_path: Path) -> None:

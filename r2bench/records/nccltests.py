@@ -91,8 +91,13 @@ def collective_from_binary(name: str | None) -> str | None:
     nccl-tests test in it names none."""
     if not name:
         return None
-    found = _BINARY_RE.search(name.replace("\\", "/").rsplit("/", 1)[-1])
+    found = _BINARY_RE.search(_base_name(name))
     return found.group(1) if found else None
+
+
+def _base_name(path: str) -> str:
+    """The last part of a path, `/` or `\\` separated."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _to_int(tok: str) -> int | None:
@@ -226,7 +231,7 @@ def collective_from_file_name(name: str | None) -> str | None:
     name, before its first dot; names without one tell nothing."""
     if not name:
         return None
-    return collective_from_binary(name.replace("\\", "/").rsplit("/", 1)[-1].split(".")[0])
+    return collective_from_binary(_base_name(name).split(".")[0])
 
 
 def collectives_from_columns(rows: list[ResultRow], ranks: int) -> tuple[str, ...]:

@@ -339,7 +339,7 @@ def overhead_figure(tables: Tables, info: SeriesInfo | None = None) -> Figure:
 @dataclass(frozen=True)
 class Window:
     """A fault's inject..revert (node epoch seconds) and what it was, e.g. `link_down on
-    node1/nic1` (a flap's later cycles say which)."""
+    node1/nic1` (a flap's later cycles say which; plain text, not escaped)."""
 
     start: float
     end: float
@@ -371,10 +371,10 @@ def fault_windows(events: pd.DataFrame, end_default: float) -> list[Window]:
 
 def _fault_label(inject: Any, cycle: int) -> str:
     """`link_down on node1/nic1`: the message's first word is the fault kind (the rest is the
-    injector's event line)."""
+    injector's event line). Plain text: escaped where it is drawn."""
     kind = str(inject.message).split(" ", 1)[0]
     label = f"{kind} on {inject.host}/{inject.nic}"
-    return esc(f"{label} (cycle {cycle})" if cycle else label)
+    return f"{label} (cycle {cycle})" if cycle else label
 
 
 def timeline_points(tables: Tables, run_id: str) -> pd.DataFrame:
@@ -503,7 +503,7 @@ def _window_note(w: Window, t0: float) -> dict[str, Any]:
         "y": 1,
         "xref": "x",
         "yref": "paper",
-        "text": f"fault: {w.label}",
+        "text": esc(f"fault: {w.label}"),
         "showarrow": False,
         "xanchor": "left",
         "yanchor": "bottom",

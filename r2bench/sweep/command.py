@@ -61,12 +61,11 @@ class SweepOptions:
 def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     """Run every planned run of an experiment on a testbed (see the module docstring)."""
     console = console or Console(stderr=True)
-    interrupts = Interrupts(console)
-    with interrupts.installed():
-        return _on_testbed(options, console, interrupts)
+    with Interrupts(console).installed() as interrupted:
+        return _on_testbed(options, console, interrupted)
 
 
-def _on_testbed(options: SweepOptions, console: Console, interrupts: Interrupts) -> int:
+def _on_testbed(options: SweepOptions, console: Console, interrupted: threading.Event) -> int:
     """The sweep on the given testbed, or on the embedded one brought up for it."""
     embedded: EmbeddedTestbed | None = None
     testbed_file = options.testbed
@@ -80,7 +79,7 @@ def _on_testbed(options: SweepOptions, console: Console, interrupts: Interrupts)
     try:
         inputs = load_inputs(options.experiment, testbed_file)
         plan = make_plan(inputs)
-        return _sweep(options, inputs, plan, console, interrupts)
+        return _sweep(options, inputs, plan, console, interrupted)
     finally:
         if embedded is not None and embedded.created and not options.keep_testbed:
             embedded.take_down()
@@ -88,7 +87,11 @@ def _on_testbed(options: SweepOptions, console: Console, interrupts: Interrupts)
 
 
 def _sweep(
-    options: SweepOptions, inputs: Inputs, plan: Plan, console: Console, interrupts: Interrupts
+    options: SweepOptions,
+    inputs: Inputs,
+    plan: Plan,
+    console: Console,
+    interrupted: threading.Event,
 ) -> int:
     store = RunStore(options.results, plan.experiment)
     with SweepLock(store.sweep_dir):
@@ -102,7 +105,7 @@ def _sweep(
             agents = start_agents(pool, inputs.testbed)
             try:
                 _recover(pool, agents, inputs.testbed, todo, console)
-                work = bool(todo) and not interrupts.flag.is_set()
+                work = bool(todo) and not interrupted.is_set()
                 if not _ready(inputs, pool, console, options, work):
                     return EXIT_FAILED
                 preload.join()
@@ -115,7 +118,7 @@ def _sweep(
                     store,
                     todo,
                     console,
-                    interrupts.flag,
+                    interrupted,
                 )
             finally:
                 healed = _final_heal(agents, inputs.testbed, console)
