@@ -1,0 +1,61 @@
+"""Bounded, link-aware file access for every input and output r2bench touches.
+
+Inputs come from users and from other people's machines: a config may be a device file, a log may be
+gigabytes, a results folder may hold symlinks that point elsewhere. Everything r2bench reads whole
+goes through :func:`read_text_bounded` (size checked before reading, device files refused), and
+everything it writes under a results folder goes through :func:`inside` (no link may lead out).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+# Caps for files read whole. Logs are never read whole: they are streamed line by line.
+CONFIG_LIMIT = 4 * 1024 * 1024
+JSON_RECORD_LIMIT = 16 * 1024 * 1024
+
+
+class InputRefused(ValueError):
+    """An input file r2bench will not read: not a regular file, or larger than its cap."""
+
+
+class OutsideFolder(ValueError):
+    """A path that leaves the folder it must stay in (through a symlink or '..')."""
+
+
+def check_regular(path: Path, what: str) -> os.stat_result:
+    """Stat `path` and refuse anything but a regular file (devices, fifos, sockets, folders)."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise InputRefused(
+            f"{path}: {what} is not a regular file (a device, fifo or folder); give a file"
+        )
+    return info
+
+
+def read_text_bounded(path: Path, limit: int, what: str = "input") -> str:
+    """Read a regular text file of at most `limit` bytes, refusing larger or special files.
+
+    The size is checked before reading and again while reading (a file may grow meanwhile).
+    """
+    check_regular(path, what)
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise InputRefused(
+            f"{path}: {what} is larger than {limit // 1024} KiB; r2bench refuses to read it whole (is it the right file?)"
+        )
+    return data.decode("utf-8", errors="replace")
+
+
+def inside(root: Path, path: Path) -> Path:
+    """Return `path` resolved, refusing it unless it stays under `root` once every link is followed."""
+    real_root = root.resolve()
+    real = path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise OutsideFolder(
+            f"{path}: leads outside {root} (through a symlink?); refusing to follow it"
+        )
+    return real
