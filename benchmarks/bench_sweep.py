@@ -31,7 +31,7 @@ libraries: {{emulated: {{recipe: emulated-lib}}}}
 benchmark: {{recipe: emulated}}
 sizes: {{begin: 1M, end: 16M, factor: 2}}
 options: {{iterations: 10, warmup: 1, timeout_s: 30}}
-env: {{R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}}
+env: {{NCCL_R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}}
 scenarios:
   - name: nic1-blip
     faults: [{{kind: link_down, node: node1, nic: nic1, trigger: {{after_s: 0.2, since: first_result}}, duration_s: 0.5}}]

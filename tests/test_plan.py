@@ -66,7 +66,7 @@ def test_run_ids_are_stable_and_depend_on_the_spec(tmp_path: Path) -> None:
     changed = tmp_path / "changed.yaml"
     changed.write_text(
         PAPER.read_text().replace(
-            "R2CC_FAILOVER_TIMEOUT_MS: 5000", "R2CC_FAILOVER_TIMEOUT_MS: 4000"
+            "NCCL_R2CC_FAILOVER_TIMEOUT_MS: 5000", "NCCL_R2CC_FAILOVER_TIMEOUT_MS: 4000"
         )
     )
     assert set(first).isdisjoint(r.spec.run_id for r in plan_of(changed).runs)
@@ -109,7 +109,7 @@ def test_sweep_matrix_zip_and_exclude(tmp_path: Path) -> None:
         "    faults: [{kind: ib_port_down, node: node1, nic: mlx5_2, trigger: {after_s: 1}}]\n"
         "sweep:\n"
         "  matrix:\n    R2CC_MODE: [0, 1, 2, 3]\n"
-        "  zip:\n    - {NCCL_IB_TIMEOUT: [18, 20], R2CC_FAILOVER_TIMEOUT_MS: [1000, 5000]}\n"
+        "  zip:\n    - {NCCL_IB_TIMEOUT: [18, 20], NCCL_R2CC_FAILOVER_TIMEOUT_MS: [1000, 5000]}\n"
         "  exclude:\n    - {scenario: down, R2CC_MODE: 0}\n",
     )
     runs = plan_of(exp).runs
@@ -118,7 +118,7 @@ def test_sweep_matrix_zip_and_exclude(tmp_path: Path) -> None:
             r.spec.env["R2CC_MODE"],
             r.spec.scenario,
             r.spec.env["NCCL_IB_TIMEOUT"],
-            r.spec.env["R2CC_FAILOVER_TIMEOUT_MS"],
+            r.spec.env["NCCL_R2CC_FAILOVER_TIMEOUT_MS"],
         )
         for r in runs
     }

@@ -29,7 +29,7 @@ def test_detect_matches_failover_timeout(run: Path) -> None:
     rec = rc.run_recovery(run)
     detect = rec.metrics["detect_s"]
     assert detect.value is not None
-    assert abs(detect.value - 0.5) < 0.15  # R2CC_FAILOVER_TIMEOUT_MS=500
+    assert abs(detect.value - 0.5) < 0.15  # NCCL_R2CC_FAILOVER_TIMEOUT_MS=500
     assert "own stamp" in detect.basis and "1e-06" in detect.basis
     assert rec.reaction is not None and "stalled" in rec.reaction.text
 

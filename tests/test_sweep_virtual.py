@@ -48,7 +48,7 @@ libraries: {{emulated: {{recipe: emulated-lib}}}}
 benchmark: {{recipe: emulated}}
 sizes: {{begin: 1M, end: 4M, factor: 2}}
 options: {{iterations: 8, warmup: 1, timeout_s: 30}}
-env: {{R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}}
+env: {{NCCL_R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}}
 scenarios:
   - name: nic1-blip
     faults: [{{kind: link_down, node: node1, nic: nic1, trigger: {{after_s: 0.2, since: first_result}}, duration_s: 0.4}}]
@@ -61,7 +61,7 @@ libraries: {emulated: {recipe: emulated-lib}}
 benchmark: {recipe: emulated}
 sizes: [1M]
 options: {iterations: 200000, warmup: 1}
-env: {R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}
+env: {NCCL_R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}
 scenarios:
   - name: down-to-the-end
     faults: [{kind: link_down, node: node1, nic: nic1, trigger: {after_s: 0.5}}]

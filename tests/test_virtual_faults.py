@@ -103,7 +103,7 @@ def run_with_fault(bed: Bed, mode: int, report: Path) -> Outcome:
     """Start the job on node0, take node1's nic1 down once timing starts, collect the outcome."""
     env = {
         "R2CC_MODE": str(mode),
-        "R2CC_FAILOVER_TIMEOUT_MS": str(FAILOVER_MS),
+        "NCCL_R2CC_FAILOVER_TIMEOUT_MS": str(FAILOVER_MS),
         "NCCL_DEBUG": "INFO",
     }
     node0 = bed.testbed.nodes[0]

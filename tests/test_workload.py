@@ -166,7 +166,7 @@ def stall_env(mode: int, failover_ms: int = FAILOVER_MS) -> dict[str, str]:
     """Freeze rank 1's NIC 0 sender from collective 2 (second timed iteration, -w 1)."""
     return {
         "R2CC_MODE": str(mode),
-        "R2CC_FAILOVER_TIMEOUT_MS": str(failover_ms),
+        "NCCL_R2CC_FAILOVER_TIMEOUT_MS": str(failover_ms),
         "R2B_TEST_FREEZE": "1:0:2",
     }
 

@@ -485,7 +485,7 @@ def compute(
     passes the fault-free runs of the same series); `fallback_note` says what it is."""
     spec = record.spec
     env = spec.get("env") or {}
-    timeout = env.get("R2CC_FAILOVER_TIMEOUT_MS")
+    timeout = env.get("NCCL_R2CC_FAILOVER_TIMEOUT_MS")
     outcome = outcome or _outcome(record)
     rec = RunRecovery(
         run_id=record.run_id,
@@ -693,7 +693,7 @@ def recovery_frame(runs: pd.DataFrame) -> pd.DataFrame:
     keep = [
         c for c in ("run_id", "library", "R2CC_MODE", "scenario", "repeat", "outcome") if c in runs
     ]
-    keep += [c for c in ("R2CC_FAILOVER_TIMEOUT_MS", *COLUMNS) if c in runs]
+    keep += [c for c in ("NCCL_R2CC_FAILOVER_TIMEOUT_MS", *COLUMNS) if c in runs]
     return runs[keep].copy()
 
 

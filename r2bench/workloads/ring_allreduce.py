@@ -22,7 +22,7 @@ onto one backup NIC, then mode 2 from the next collective on, 2 spread over the 
 3 treated as 2; others rejected; see :mod:`r2bench.workloads.transport`),
 ``R2CC_DISCONNECTED_HCA`` (NIC names or indices: a software failure of those NICs' channels
 at step 10),
-``R2CC_FAILOVER_TIMEOUT_MS`` (stall before failover; default 1000 ms in this emulator, where
+``NCCL_R2CC_FAILOVER_TIMEOUT_MS`` (stall before failover; default 1000 ms in this emulator, where
 R2CCL would derive 32 s from NCCL_IB_TIMEOUT/NCCL_IB_RETRY_CNT), ``NCCL_DEBUG`` (INFO/WARN
 log lines on stderr, format in :mod:`r2bench.workloads.transport`), and the test hook
 ``R2B_TEST_FREEZE=<rank>:<nic>:<coll>``.
@@ -168,15 +168,15 @@ def resolve_mode(env: dict[str, str], log: R2ccLog) -> int:
 
 
 def failover_timeout_s(env: dict[str, str], log: R2ccLog) -> float:
-    """``R2CC_FAILOVER_TIMEOUT_MS`` in seconds, or the emulator's documented default."""
-    text = env.get("R2CC_FAILOVER_TIMEOUT_MS", "").strip()
+    """``NCCL_R2CC_FAILOVER_TIMEOUT_MS`` in seconds, or the emulator's documented default."""
+    text = env.get("NCCL_R2CC_FAILOVER_TIMEOUT_MS", "").strip()
     if text:
         return max(int(text), 1) / 1000.0
     ib_timeout = int(env.get("NCCL_IB_TIMEOUT", "20"))
     retries = int(env.get("NCCL_IB_RETRY_CNT", "7"))
     derived = 2.0 ** (ib_timeout - 20) * 4 * (retries + 1)
     log.info(
-        f"R2CC: R2CC_FAILOVER_TIMEOUT_MS unset: emulator default {DEFAULT_FAILOVER_MS} ms "
+        f"R2CC: NCCL_R2CC_FAILOVER_TIMEOUT_MS unset: emulator default {DEFAULT_FAILOVER_MS} ms "
         f"(R2CCL would derive {derived * 1000:.0f} ms from NCCL_IB_TIMEOUT={ib_timeout} "
         f"NCCL_IB_RETRY_CNT={retries})"
     )

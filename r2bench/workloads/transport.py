@@ -11,7 +11,7 @@ connection; the receiver places the payload at its offset in the destination buf
 acknowledges ``(g, unit)`` on the same connection; while a receiver is not yet at step
 ``g`` it sends heartbeat frames instead, so a slow peer is not mistaken for a dead link. A
 unit not acknowledged, with no send progress and no frame back on its connection for
-``R2CC_FAILOVER_TIMEOUT_MS``, is a stall. The receiver completes a step when the bytes it
+``NCCL_R2CC_FAILOVER_TIMEOUT_MS``, is a stall. The receiver completes a step when the bytes it
 received cover the whole chunk; a resent unit (new id, flagged as a replacement) shuts
 down whatever older unit still writes into the same range, so nothing arrives late.
 
