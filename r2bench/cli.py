@@ -528,6 +528,15 @@ def sweep(
             "--skip-doctor", help="Do not stop on failed doctor checks (runs may be skewed)."
         ),
     ] = False,
+    recipes: Annotated[
+        Path | None,
+        typer.Option(
+            "--recipes",
+            help="Folder of recipe YAMLs (default: plugin/), e.g. recipes whose git URLs point "
+            "at local mirrors on an offline host.",
+            metavar="DIR",
+        ),
+    ] = None,
 ) -> None:
     from r2bench.commands.sweep import sweep_cli
     from r2bench.sweep.command import SweepOptions
@@ -545,6 +554,7 @@ def sweep(
         keep_testbed,
         skip_setup,
         skip_doctor,
+        recipes,
     )
     # The sweep handles Ctrl-C itself while it runs (r2bench.sweep.interrupts). Before its
     # handler is in place and after it is gone, Ctrl-C is ignored, so the process never dies of

@@ -27,6 +27,12 @@ class Component(StrictModel):
 
     recipe: Name
     ref: FreeText | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict,
+        description="Set in every run of this library (over the experiment's env; a sweep "
+        "dimension overrides it): one library, several settings, e.g. R2CC_MODE per entry "
+        "beside a stock NCCL that reads none.",
+    )
 
 
 class SizeRange(StrictModel):
@@ -175,6 +181,24 @@ class NcclTestsOptions(StrictModel):
     extra_args: list[FreeText] = Field(default_factory=list)
 
 
+class VirtualTestbedSpec(StrictModel):
+    """The virtual testbed `r2bench sweep` brings up for this experiment when no -t is given."""
+
+    nodes: int = Field(2, ge=1, le=8, description="Namespace nodes.")
+    nics: int = Field(4, ge=1, le=8, description="Data NICs per node.")
+    rate: FreeText | None = Field(
+        "250mbit", description="tbf cap of every data NIC, both ways (tc rate); null: uncapped."
+    )
+    gpus: int = Field(
+        0, ge=0, le=16, description="GPUs per node from this host's (shared when it has too few)."
+    )
+    cuda_home: FreeText | None = Field(None, description="CUDA toolkit (default: detected).")
+    mpi_home: FreeText | None = Field(None, description="MPI installation (default: detected).")
+    nccl_home: FreeText | None = Field(
+        None, description="NCCL already installed on this host, for the `system` library."
+    )
+
+
 class Experiment(StrictModel):
     """Everything that defines a sweep, independent of the testbed it runs on."""
 
@@ -195,6 +219,10 @@ class Experiment(StrictModel):
     scenarios: list[Scenario] = Field(default_factory=list)
     sweep: Sweep = Sweep()
     repeats: int = Field(1, ge=1, le=1000)
+    virtual_testbed: VirtualTestbedSpec = Field(
+        VirtualTestbedSpec(),
+        description="The testbed a sweep with no -t brings up (default: 2 nodes x 4 NICs at 250mbit).",
+    )
     deadline_s: float = Field(
         600,
         gt=0,

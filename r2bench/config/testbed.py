@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import Field, field_validator, model_validator
 
-from r2bench.config.types import FreeText, HostAddress, IfName, Name, StrictModel
+from r2bench.config.types import EnvName, FreeText, HostAddress, IfName, Name, StrictModel
 
 
 def _reject_duplicates(names: list[str], what: str) -> None:
@@ -79,6 +79,16 @@ class Node(StrictModel):
         None, pattern=r"^[0-9]{2,3}a?$", description="CUDA compute capability, e.g. 90 for H100."
     )
     nics: list[Nic] = Field(default_factory=list)
+    env: dict[EnvName, FreeText] = Field(
+        default_factory=dict,
+        description="Variables for this node's ranks only (the launcher sets them per node), e.g. "
+        "NCCL_HOSTID and CUDA_VISIBLE_DEVICES where namespace nodes share one host's GPUs.",
+    )
+    gpus_shared: bool = Field(
+        False,
+        description="This node's GPUs are also another node's (namespace nodes on one GPU host): "
+        "NCCL sees separate hosts, so only the network path is measured between them.",
+    )
 
     @field_validator("nics")
     @classmethod

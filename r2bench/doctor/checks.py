@@ -174,6 +174,8 @@ def check_gpus(facts: NodeFacts, model: NodeModel) -> CheckResult:
             detail = f"testbed says 0, nvidia-smi lists {found}"
             return _result(facts.node, "gpus", Status.WARN, detail, "set gpus: in the testbed")
         return _result(facts.node, "gpus", Status.OK, "none")
+    if model.env.get("CUDA_VISIBLE_DEVICES") and found >= model.gpus:
+        return _namespace_gpus(facts.node, model, found)
     if found == model.gpus:
         return _result(facts.node, "gpus", Status.OK, f"{found} visible")
     if text == ABSENT:
@@ -184,6 +186,20 @@ def check_gpus(facts: NodeFacts, model: NodeModel) -> CheckResult:
             detail += ": " + (text.splitlines() or [""])[0][:120]
     fix = "check the driver (nvidia-smi -L), CUDA_VISIBLE_DEVICES, or gpus: in the testbed"
     return _result(facts.node, "gpus", Status.FAIL, detail, fix)
+
+
+def _namespace_gpus(node: str, model: NodeModel, found: int) -> CheckResult:
+    """A namespace node on a GPU host: it uses some of the host's GPUs, maybe with other nodes."""
+    devices = model.env["CUDA_VISIBLE_DEVICES"]
+    if not model.gpus_shared:
+        detail = f"GPU(s) {devices} of the host's {found}, this node's own (NCCL_HOSTID per node)"
+        return _result(node, "gpus", Status.OK, detail)
+    detail = (
+        f"GPU(s) {devices} of the host's {found}, SHARED with other nodes: NCCL sees separate "
+        "hosts (NCCL_HOSTID per node), so NVLink, P2P and SHM are not used between nodes and only "
+        "the network path is measured; ranks time-share the device (no GPU compute figures)"
+    )
+    return _result(node, "gpus", Status.WARN, detail)
 
 
 @dataclass(frozen=True)

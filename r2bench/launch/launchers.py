@@ -50,13 +50,19 @@ def launch_command(testbed: Testbed, job: Job, *, as_root: bool = False) -> Laun
 
 
 def mpirun_command(testbed: Testbed, job: Job, *, as_root: bool = False) -> LaunchCommand:
-    """Open MPI / HPC-X: one rank per GPU, `-x` for every variable, bootstrap on management."""
+    """Open MPI / HPC-X: one rank per GPU, `-x` for every variable, bootstrap on management.
+
+    Where some node has variables of its own (`Node.env`: NCCL_HOSTID where namespace nodes
+    share one host's GPUs), each node becomes one app context (`-np n -H host:n -x ... prog`,
+    separated by `:`); Open MPI applies `-x` per context, so the job's variables repeat."""
     launcher = testbed.launcher
-    hosts = ",".join(f"{_address(testbed, name)}:{job.ranks_per_node}" for name in job.nodes)
     argv = [launcher.command or "mpirun"]
     if launcher.allow_run_as_root or as_root:
         argv.append("--allow-run-as-root")
-    argv += ["-np", str(job.ranks_per_node * len(job.nodes)), "-H", hosts]
+    per_node = {name: node.env for name in job.nodes if (node := testbed.node(name)) and node.env}
+    if not per_node:
+        hosts = ",".join(f"{_address(testbed, name)}:{job.ranks_per_node}" for name in job.nodes)
+        argv += ["-np", str(job.ranks_per_node * len(job.nodes)), "-H", hosts]
     argv += ["--map-by", f"ppr:{job.ranks_per_node}:node", "--bind-to", launcher.bind_to]
     mca = dict(launcher.mca)
     if launcher.bootstrap_interface:
@@ -64,10 +70,19 @@ def mpirun_command(testbed: Testbed, job: Job, *, as_root: bool = False) -> Laun
         mca.setdefault("oob_tcp_if_include", launcher.bootstrap_interface)
     for key, value in mca.items():
         argv += ["--mca", key, value]
-    for key, value in job.env.items():
-        argv += ["-x", f"{key}={value}"]
+    if not per_node:
+        return LaunchCommand(job.nodes[0], argv + _exports(job.env) + launcher.args + job.program)
     argv += launcher.args
-    return LaunchCommand(job.nodes[0], argv + job.program)
+    for index, name in enumerate(job.nodes):
+        host = f"{_address(testbed, name)}:{job.ranks_per_node}"
+        argv += [":"] if index else []
+        argv += ["-np", str(job.ranks_per_node), "-H", host]
+        argv += _exports({**job.env, **per_node.get(name, {})}) + job.program
+    return LaunchCommand(job.nodes[0], argv)
+
+
+def _exports(env: dict[str, str]) -> list[str]:
+    return [word for key, value in env.items() for word in ("-x", f"{key}={value}")]
 
 
 def srun_command(testbed: Testbed, job: Job) -> LaunchCommand:

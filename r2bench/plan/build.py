@@ -154,7 +154,7 @@ class _Renderer:
             size_factor=factor,
             nodes=tuple(n.name for n in self.nodes),
             ranks_per_node=self.ranks,
-            env={**self.exp.env, **point.env()},
+            env={**self.exp.env, **self.exp.libraries[label].env, **point.env()},
             scenario=point.values["scenario"],
             faults=tuple(scenario.faults) if scenario else (),
             options=self.exp.options,

@@ -63,14 +63,18 @@ def check_modes(
     """Each R2CC_MODE value must be one the run's library knows."""
     issues: dict[FieldPath, ConfigIssue] = {}
     for point in points:
-        mode = point.values.get(MODE_VARIABLE, experiment.env.get(MODE_VARIABLE))
-        recipe = recipes.get(experiment.libraries[point.values["library"]].recipe)
+        library = experiment.libraries[point.values["library"]]
+        mode = point.values.get(
+            MODE_VARIABLE, library.env.get(MODE_VARIABLE, experiment.env.get(MODE_VARIABLE))
+        )
+        recipe = recipes.get(library.recipe)
         if mode is None or recipe is None:
             continue
         if _mode_known(mode, recipe):
             continue
-        origin = point.origins.get(MODE_VARIABLE, ("env", MODE_VARIABLE))
         label = point.values["library"]
+        where = ("libraries", label, "env") if MODE_VARIABLE in library.env else ("env",)
+        origin = point.origins.get(MODE_VARIABLE, (*where, MODE_VARIABLE))
         if recipe.modes:
             message = f"library '{label}' ({recipe.name}) has no R2CC_MODE {mode}"
             hint = "known modes: " + ", ".join(map(str, recipe.modes))

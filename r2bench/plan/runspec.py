@@ -50,6 +50,8 @@ class RunSpec(BaseModel):
         """Readable prefix plus a hash of the whole spec: same spec, same id (resume relies on it)."""
         digest = hashlib.sha256(self.canonical_json().encode()).hexdigest()[:10]
         mode = f"-m{self.env['R2CC_MODE']}" if "R2CC_MODE" in self.env else ""
+        if self.library_label.endswith(mode):  # a label that names its mode already (r2ccl-m0)
+            mode = ""
         prefix = f"{self.collective}-{self.library_label}{mode}-{self.scenario}-r{self.repeat}"
         return f"{_slug(prefix)}-{digest}"
 

@@ -56,6 +56,12 @@ class SweepOptions:
     keep_testbed: bool = False
     skip_setup: bool = False
     skip_doctor: bool = False
+    recipes: Path | None = None
+
+    @property
+    def recipe_dirs(self) -> list[Path] | None:
+        """The recipe folders to load (None: the built-in plugin/)."""
+        return [self.recipes] if self.recipes else None
 
 
 def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
@@ -71,13 +77,13 @@ def _on_testbed(options: SweepOptions, console: Console, interrupted: threading.
     testbed_file = options.testbed
     if testbed_file is None:
         # A bad experiment file is reported before any namespace is made for it.
-        validate_model(Experiment, load_yaml(options.experiment))
-        embedded = embedded_testbed()
+        experiment = validate_model(Experiment, load_yaml(options.experiment))
+        embedded = embedded_testbed(experiment.virtual_testbed)
         testbed_file = embedded.testbed_file
         how = "brought up" if embedded.created else "already up, used as it is"
         console.print(f"testbed: embedded virtual testbed {embedded.name} ({how}): {testbed_file}")
     try:
-        inputs = load_inputs(options.experiment, testbed_file)
+        inputs = load_inputs(options.experiment, testbed_file, options.recipe_dirs)
         plan = make_plan(inputs)
         return _sweep(options, inputs, plan, console, interrupted)
     finally:
@@ -308,6 +314,10 @@ def dry_run(options: SweepOptions, console: Console) -> int:
     """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it (with no testbed
     given: the embedded one as it would be brought up; nothing is brought up)."""
     with tempfile.TemporaryDirectory() as tmp:
-        testbed = options.testbed or embedded_description(Path(tmp))
-        print_plan(make_plan(load_inputs(options.experiment, testbed)), Console(), commands=True)
+        wanted = None
+        if options.testbed is None:
+            wanted = validate_model(Experiment, load_yaml(options.experiment)).virtual_testbed
+        testbed = options.testbed or embedded_description(Path(tmp), wanted)
+        inputs = load_inputs(options.experiment, testbed, options.recipe_dirs)
+        print_plan(make_plan(inputs), Console(), commands=True)
     return EXIT_OK

@@ -1,7 +1,9 @@
 """The embedded default testbed: with no `-t`, a sweep runs on a virtual testbed of its own.
 
-Two nodes (network namespaces on this host) with four data NICs each, every NIC capped by tbf
-so the NICs, not the CPU, are the bottleneck: losing one NIC then visibly costs bandwidth.
+By default two nodes (network namespaces on this host) with four data NICs each, every NIC
+capped by tbf so the NICs, not the CPU, are the bottleneck: losing one NIC then visibly costs
+bandwidth. An experiment's `virtual_testbed` section changes the shape (nodes, NICs, rate, GPUs
+shared from this host, CUDA/MPI/NCCL homes).
 An embedded testbed that is already up is used as it is; one the sweep brought up is taken
 down at the end (unless asked to keep it).
 """
@@ -12,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from r2bench.config.experiment import VirtualTestbedSpec
 from r2bench.virtual.describe import build_testbed, to_yaml
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import VirtualSpec, default_state_dir, plan_testbed
@@ -19,9 +22,6 @@ from r2bench.virtual.state import Manifest, StatePaths
 from r2bench.virtual.teardown import TestbedError, teardown
 
 EMBEDDED_NAME = "r2bench"
-EMBEDDED_NODES = 2
-EMBEDDED_NICS = 4
-EMBEDDED_RATE = "250mbit"
 
 
 class EmbeddedTestbedError(RuntimeError):
@@ -42,27 +42,43 @@ class EmbeddedTestbed:
         teardown(self.name, self.state, lambda _: None)
 
 
-def _spec(name: str, nics: int, rate: str | None) -> VirtualSpec:
+def virtual_spec(wanted: VirtualTestbedSpec, name: str = EMBEDDED_NAME) -> VirtualSpec:
+    """The VirtualSpec of an experiment's `virtual_testbed` section."""
+    homes = tuple(
+        (key, value)
+        for key in ("cuda_home", "mpi_home", "nccl_home")
+        if (value := getattr(wanted, key)) is not None
+    )
     return VirtualSpec(
-        name=name, nodes=EMBEDDED_NODES, nics=nics, rate=rate, state_dir=default_state_dir(name)
+        name=name,
+        nodes=wanted.nodes,
+        nics=wanted.nics,
+        rate=wanted.rate,
+        state_dir=default_state_dir(name),
+        gpus=wanted.gpus,
+        homes=homes,
     )
 
 
-def embedded_description(
-    folder: Path, nics: int = EMBEDDED_NICS, rate: str | None = EMBEDDED_RATE
-) -> Path:
+def embedded_description(folder: Path, wanted: VirtualTestbedSpec | None = None) -> Path:
     """The testbed file the embedded testbed would have, written into `folder` without
-    bringing anything up (for `--dry-run`)."""
+    bringing anything up (for `--dry-run`; a GPU layout is shown as if the host had them)."""
+    spec = virtual_spec(wanted or VirtualTestbedSpec())
     path = folder / "embedded-testbed.yaml"
-    path.write_text(to_yaml(build_testbed(plan_testbed(_spec(EMBEDDED_NAME, nics, rate)), {})))
+    host_gpus = spec.gpus
+    path.write_text(to_yaml(build_testbed(plan_testbed(spec), {}, host_gpus=host_gpus)))
     return path
 
 
 def embedded_testbed(
-    nics: int = EMBEDDED_NICS, rate: str | None = EMBEDDED_RATE, name: str = EMBEDDED_NAME
+    wanted: VirtualTestbedSpec | None = None, name: str = EMBEDDED_NAME
 ) -> EmbeddedTestbed:
-    """Use the embedded testbed if it is up, else bring it up (root needed)."""
-    state = default_state_dir(name)
+    """Use the embedded testbed if it is up, else bring it up (root needed) as the experiment's
+    `virtual_testbed` section says."""
+    wanted = wanted or VirtualTestbedSpec()
+    # A GPU testbed has its own name: the CPU one may be kept up beside it.
+    spec = virtual_spec(wanted, name if not wanted.gpus else f"{name}gpu")
+    state = spec.state
     paths = StatePaths(state)
     if Manifest.load(state) is not None and paths.testbed_yaml.is_file():
         return EmbeddedTestbed(name, state, paths.testbed_yaml, created=False)
@@ -73,9 +89,7 @@ def embedded_testbed(
             "own testbed with -t TESTBED.yaml"
         )
     try:
-        result = up(
-            VirtualSpec(name=name, nodes=EMBEDDED_NODES, nics=nics, rate=rate, state_dir=state)
-        )
+        result = up(spec)
     except TestbedError as exc:
         hint = (
             " (install what is missing with `bash scripts/install-deps.sh` as root)"

@@ -82,17 +82,38 @@ def up_command(
             metavar="RATE",
         ),
     ] = None,
+    gpus: Annotated[
+        int,
+        typer.Option(
+            help="GPUs per node, from this host's: each node its own where the host has enough, "
+            "else every node shares the first N (one rank per node on the same device). Each "
+            "node's ranks get their own NCCL_HOSTID, so NCCL sees separate hosts and only the "
+            "network path is measured between nodes (no NVLink, P2P or SHM).",
+            metavar="N",
+        ),
+    ] = 0,
+    host_gpus: Annotated[
+        int | None,
+        typer.Option(
+            help="Take the host's GPU count as M instead of asking nvidia-smi -L (planning or "
+            "testing the GPU layout on a machine without GPUs).",
+            metavar="M",
+        ),
+    ] = None,
     state_dir: StateDirOption = None,
 ) -> None:
     """Create a virtual testbed and write <state-dir>/testbed.yaml.
 
     Example: [bold]r2bench testbed up virtual --nodes 2 --nics 4 --rate 400mbit[/]
+
+    On a GPU host: [bold]r2bench testbed up virtual --nodes 2 --nics 4 --rate 4gbit --gpus 1[/]
+    (docs/gpu.md: the namespace GPU testbed).
     """
     console = Console(stderr=True)
     if kind is not TestbedKind.virtual:
         raise _fail(console, f"unknown testbed kind {kind!r}: only `virtual` can be created", 2)
     try:
-        spec = VirtualSpec(name, nodes, nics, router, state_dir, rate)
+        spec = VirtualSpec(name, nodes, nics, router, state_dir, rate, gpus, host_gpus)
         capped = f", each capped at {rate}" if rate else ""
         console.print(
             f"creating virtual testbed [bold]{name}[/]: {nodes} nodes x {nics} NICs{capped}"

@@ -18,6 +18,7 @@ from r2bench.config.testbed import (
     Testbed,
     TestbedKind,
 )
+from r2bench.virtual.gpus import NodeGpus, assign_gpus
 from r2bench.virtual.plan import MGMT_IF, SHAPING_HANDLE, NodePlan, TestbedPlan
 from r2bench.virtual.state import StatePaths
 
@@ -37,7 +38,7 @@ def _nics(node: NodePlan, rate: str | None) -> list[Nic]:
     return [mgmt, *data]
 
 
-def _node(node: NodePlan, paths: StatePaths, rate: str | None) -> Node:
+def _node(node: NodePlan, paths: StatePaths, rate: str | None, gpus: NodeGpus) -> Node:
     ssh = SshOptions(
         user="root",
         key=str(paths.client_key),
@@ -46,7 +47,14 @@ def _node(node: NodePlan, paths: StatePaths, rate: str | None) -> Node:
         strict_host_key_checking=True,
     )
     return Node(
-        name=node.hostname, address=node.mgmt_address, ssh=ssh, sudo=False, nics=_nics(node, rate)
+        name=node.hostname,
+        address=node.mgmt_address,
+        ssh=ssh,
+        sudo=False,
+        gpus=len(gpus.devices),
+        gpus_shared=gpus.shared,
+        env=gpus.env,
+        nics=_nics(node, rate),
     )
 
 
@@ -65,11 +73,20 @@ def launcher(paths: StatePaths) -> Launcher:
 
 
 def build_testbed(
-    plan: TestbedPlan, features: Mapping[str, bool], python: str = sys.executable
+    plan: TestbedPlan,
+    features: Mapping[str, bool],
+    python: str = sys.executable,
+    host_gpus: int = 0,
 ) -> Testbed:
-    """The Testbed model of a planned virtual testbed."""
+    """The Testbed model of a planned virtual testbed (`host_gpus`: GPUs the host has)."""
     spec = plan.spec
     paths = StatePaths(spec.state)
+    hostnames = [node.hostname for node in plan.nodes]
+    layout = assign_gpus(spec.name, hostnames, spec.gpus, host_gpus)
+    gpu_note = ""
+    if spec.gpus:
+        how = "shared by every node" if layout[0].shared else "its own"
+        gpu_note = f", {spec.gpus} GPU(s) per node ({how}; NCCL_HOSTID per node)"
     return Testbed(
         name=spec.name,
         kind=TestbedKind.VIRTUAL,
@@ -77,10 +94,11 @@ def build_testbed(
             f"virtual testbed: {spec.nodes} nodes x {spec.nics} data NICs in network namespaces"
             + (" (rail 0 through an nft bridge filter)" if spec.router else "")
             + (f", each data NIC capped at {spec.rate} (tbf {SHAPING_HANDLE})" if spec.rate else "")
+            + gpu_note
         ),
-        nodes=[_node(node, paths, spec.rate) for node in plan.nodes],
+        nodes=[_node(n, paths, spec.rate, g) for n, g in zip(plan.nodes, layout, strict=True)],
         launcher=launcher(paths),
-        paths=Paths(work_dir=str(paths.work_dir), python=python),
+        paths=Paths(work_dir=str(paths.work_dir), python=python, **dict(spec.homes)),
         features=dict(features),
         state_dir=str(spec.state),
     )

@@ -19,6 +19,7 @@ from typing import Any
 from r2bench.config.testbed import Testbed
 from r2bench.virtual import sshd
 from r2bench.virtual.describe import build_testbed, to_yaml
+from r2bench.virtual.gpus import assign_gpus, count_host_gpus
 from r2bench.virtual.plan import (
     HOST_ADDRESS,
     TestbedPlan,
@@ -41,12 +42,12 @@ REQUIRED_TOOLS = {
     "sshd": "openssh-server",
     "ssh": "openssh-client",
     "ssh-keygen": "openssh-client",
-    "nft": "nftables",
     "unshare": "util-linux",
     "mount": "mount",
     "hostname": "hostname",
 }
-OPTIONAL_TOOLS = {"mpirun": "openmpi-bin"}
+# nft: the --router filter and route_drop faults only; nvidia-smi: --gpus only.
+OPTIONAL_TOOLS = {"mpirun": "openmpi-bin", "nft": "nftables"}
 
 
 @dataclass
@@ -96,6 +97,8 @@ def preflight(spec: VirtualSpec) -> str:
     if os.geteuid() != 0:
         raise TestbedError("the virtual testbed needs root (network namespaces, sshd)", 2)
     missing = missing_tools(REQUIRED_TOOLS)
+    if spec.router:
+        missing += missing_tools({"nft": "nftables"})
     if missing:
         raise TestbedError("missing tools: " + ", ".join(missing), 2)
     _check_state_dir(spec.state)
@@ -214,7 +217,9 @@ def _start_sshds(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress
         progress(f"sshd of {node.hostname} (pid {pid}) on {node.mgmt_address}:22")
 
 
-def _build(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Progress) -> Testbed:
+def _build(
+    plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Progress, host_gpus: int
+) -> Testbed:
     paths = StatePaths(plan.spec.state)
     probe_ns = netns_name(plan.spec.name, "probe")
     probed = probe_features(probe_ns, lambda: manifest.record("netns", name=probe_ns))
@@ -238,12 +243,26 @@ def _build(plan: TestbedPlan, manifest: Manifest, sshd_path: str, progress: Prog
     _start_sshds(plan, manifest, sshd_path, progress)
     _wait_links_up(plan)
     progress("every node link is up")
-    testbed = build_testbed(plan, probed.features)
+    testbed = build_testbed(plan, probed.features, host_gpus=host_gpus)
     _write(manifest, paths.testbed_yaml, to_yaml(testbed))
     return testbed
 
 
 LINK_UP_TIMEOUT_S = 10.0
+
+
+def host_gpu_count(spec: VirtualSpec) -> int:
+    """GPUs of this host for `--gpus` (`--host-gpus`, else `nvidia-smi -L`); 0 without --gpus."""
+    if not spec.gpus:
+        return 0
+    if spec.host_gpus is not None:
+        return spec.host_gpus
+    if which("nvidia-smi") is None:
+        raise TestbedError("--gpus: nvidia-smi not found on this host (is the driver there?)", 2)
+    try:
+        return count_host_gpus(run(["nvidia-smi", "-L"]).stdout)
+    except CommandError as exc:
+        raise TestbedError(f"--gpus: nvidia-smi -L failed: {exc}", 2) from exc
 
 
 def _wait_links_up(plan: TestbedPlan) -> None:
@@ -279,9 +298,12 @@ def up(spec: VirtualSpec, progress: Progress = lambda _: None) -> UpResult:
     sshd_path = preflight(spec)
     warnings = [f"optional tool missing: {m}" for m in missing_tools(OPTIONAL_TOOLS)]
     plan = plan_testbed(spec)
+    host_gpus = host_gpu_count(spec)
+    # Refuse an impossible GPU layout before anything is created.
+    assign_gpus(spec.name, [node.hostname for node in plan.nodes], spec.gpus, host_gpus)
     manifest = _new_manifest(plan)
     try:
-        testbed = _build(plan, manifest, sshd_path, progress)
+        testbed = _build(plan, manifest, sshd_path, progress, host_gpus)
     except (CommandError, OSError) as exc:
         progress(f"failed: {exc}; rolling back")
         teardown(spec.name, spec.state, lambda _: None)

@@ -31,6 +31,7 @@ POOL = ipaddress.IPv4Network("198.18.0.0/15")
 
 PREFIX = "r2b"
 MGMT_IF = "mgmt0"
+MAX_GPUS = 16
 BRIDGE = "br0"
 HOST_PORT = "host"
 HOST_ADDRESS = "198.18.0.1"
@@ -130,6 +131,12 @@ class VirtualSpec:
     state_dir: Path | None = None
     rate: str | None = None
     """Bandwidth cap of every data NIC, both directions (tc rate: `400mbit`); None: unshaped."""
+    gpus: int = 0
+    """GPUs per node, taken from the host's (shared between nodes when it has too few)."""
+    host_gpus: int | None = None
+    """The host's GPU count; None: ask nvidia-smi when `gpus` is set."""
+    homes: tuple[tuple[str, str], ...] = ()
+    """Testbed `paths` to set (cuda_home, mpi_home, nccl_home), as (field, value) pairs."""
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -139,6 +146,8 @@ class VirtualSpec:
             raise PlanError(f"--nodes must be between 1 and {MAX_NODES}, got {self.nodes}")
         if not 1 <= self.nics <= MAX_NICS:
             raise PlanError(f"--nics must be between 1 and {MAX_NICS}, got {self.nics}")
+        if not 0 <= self.gpus <= MAX_GPUS:
+            raise PlanError(f"--gpus must be between 0 and {MAX_GPUS}, got {self.gpus}")
 
     @property
     def state(self) -> Path:
