@@ -32,6 +32,7 @@ from r2bench.records.tables import log_events, parse_outputs
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
+from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.preflight import preflight_problems
 
 T = TypeVar("T")
@@ -74,21 +75,37 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    condensers: dict[str, LogCondenser] = field(
+        default_factory=lambda: {"stdout": LogCondenser(), "stderr": LogCondenser()}
+    )
+
+    def _streams(self, stream: str) -> tuple[IO[str], IO[str]]:
+        if stream == "stdout":
+            return self.stdout, self.stdout_times
+        return self.stderr, self.stderr_times
+
     def on_line(self, line: StreamLine) -> None:
         with self.lock:
-            if line.stream == "stdout":
-                self.stdout.write(line.text + "\n")
-                self.stdout_times.write(f"{line.time:.6f}\n")
-                self.stdout.flush()
-                self.stdout_times.flush()
-            else:
-                self.stderr.write(line.text + "\n")
-                self.stderr_times.write(f"{line.time:.6f}\n")
-                self.stderr.flush()
-                self.stderr_times.flush()
+            if self.condensers[line.stream].admit(line.text, line.time):
+                text, times = self._streams(line.stream)
+                text.write(line.text + "\n")
+                times.write(f"{line.time:.6f}\n")
+                text.flush()
+                times.flush()
         if line.stream == "stdout" and not self.first_result_seen and _RESULT_ROW.match(line.text):
             self.first_result_seen = True
             self.on_first_result(line.time)
+
+    def close(self) -> None:
+        """Account for the log lines left out (one summary line per shape), then close."""
+        with self.lock:
+            for stream, condenser in self.condensers.items():
+                text, times = self._streams(stream)
+                for when, summary in condenser.summary():
+                    text.write(summary + "\n")
+                    times.write(f"{when:.6f}\n")
+                text.close()
+                times.close()
 
 
 @dataclass
@@ -160,8 +177,7 @@ class RunExecutor:
             fatal += self.teardown(run, driver)
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
-                for stream in (job.stdout, job.stderr, job.stdout_times, job.stderr_times):
-                    stream.close()
+                job.close()
         self.on_stage(run_id, "collect")
         self.collect(run, folder, job)
         self.on_stage(run_id, "record")
