@@ -3,7 +3,14 @@
 #   bash PREP/r2bench/scripts/gpu-check.sh PREP OUT [STEP...]
 # PREP is what scripts/gpu-prepare.sh made (wheels, git bundles, this checkout); OUT receives
 # gpu-check.log (everything, timed) and r2ccl-data.tar.gz (each run's full output and exit code).
-# STEPs (default all, in this order): setup smoke faults hca intrusion.
+# STEPs (default all, in this order): setup smoke faults hca intrusion. Also:
+#   tools      iproute2, openssh and hostname from PREP/debs where the host lacks them (unpacked
+#              into the work folder, run through wrappers; nothing is installed into /)
+#   netns      experiments/gpu/link-fault.yaml through `r2bench sweep` on its own namespace
+#              testbed (2 nodes x 4 capped veth NICs sharing the GPU), resumable: R2B_RESULTS
+#              (default DATA/sweeps) keeps the sweep, R2B_SWEEP_S (default 480) bounds the time
+#              (then Ctrl-C: the sweep stops cleanly and resumes on the next call); the testbed
+#              is kept up between calls (R2B_KEEP_TESTBED=0 takes it down)
 #   setup      r2bench setup (R-2CCL + CUDA 13 patch, nccl-tests against it and against stock
 #              NCCL), twice: the second must be all "up to date"
 #   smoke      the runs of experiments/gpu/smoke.yaml and smoke-stock.yaml, as planned by r2bench
@@ -21,7 +28,7 @@ prep=$(cd "${1:?usage: gpu-check.sh PREP OUT [STEP...]}" && pwd)
 out=$(mkdir -p "${2:?usage: gpu-check.sh PREP OUT [STEP...]}" && cd "$2" && pwd)
 shift 2
 steps=${*:-setup smoke faults hca intrusion}
-repo=$prep/r2bench
+repo=${R2B_REPO:-$prep/r2bench}
 W=${R2B_GPU_WORK:-/tmp/r2b}
 data=$W/data
 TESTBED=$repo/experiments/testbeds/gpu-local.yaml
@@ -89,6 +96,44 @@ step_env() {
   ln -sf "$nccl/lib/libnccl.so.2" "$W/nccl-stock/lib/libnccl.so.2"
   ln -sf "$nccl/lib/libnccl.so.2" "$W/nccl-stock/lib/libnccl.so"
   log "stock NCCL from $nccl: $(grep -h -m3 -E 'define NCCL_(MAJOR|MINOR|PATCH)' "$nccl/include/nccl.h" | awk '{printf "%s ", $3}')"
+}
+
+# tools: what the namespace testbed needs and the image may lack, from Debian packages unpacked
+# into $W/tools/root (never into /), each run through a wrapper that sets LD_LIBRARY_PATH for that
+# tool alone: the libraries must never reach the workload.
+step_tools() {
+  local root=$W/tools/root bin=$W/tools/bin deb tool path
+  mkdir -p "$root" "$bin"
+  for deb in "$prep"/debs/*.deb; do dpkg -x "$deb" "$root"; done
+  for tool in ip tc bridge sshd ssh ssh-keygen hostname; do
+    command -v "$tool" >/dev/null && continue
+    path=$(ls "$root"/usr/sbin/"$tool" "$root"/usr/bin/"$tool" "$root"/sbin/"$tool" "$root"/bin/"$tool" 2>/dev/null | head -1)
+    [ -n "$path" ] || { log "tools: $tool is not in $prep/debs"; continue; }
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu:%s/usr/lib/x86_64-linux-gnu exec %s "$@"\n' \
+      "$root" "$root" "$path" >"$bin/$tool"
+    chmod +x "$bin/$tool"
+  done
+  export PATH=$bin:$PATH
+  # sshd's privilege separation needs its user.
+  getent passwd sshd >/dev/null || useradd -r -M -d /run/sshd -s /usr/sbin/nologin sshd \
+    || echo 'sshd:x:997:65534:sshd privsep:/run/sshd:/usr/sbin/nologin' >>/etc/passwd
+  log "tools: $(for t in ip tc sshd ssh ssh-keygen hostname unshare mount mpirun; do printf '%s=%s ' "$t" "$(command -v "$t" || echo MISSING)"; done)"
+}
+
+# netns: the link-fault sweep on its own namespace testbed, the paths fitted to this host.
+step_netns() {
+  local exp=$W/link-fault.yaml results=${R2B_RESULTS:-$data/sweeps} keep=--keep-testbed
+  [ "${R2B_KEEP_TESTBED:-1}" = 0 ] && keep=
+  sed -e "s|^  # nccl_home: /usr|  nccl_home: $W/nccl-stock|" \
+    -e "s|^  gpus: 1$|  gpus: 1\n  cuda_home: /usr/local/cuda\n  mpi_home: /usr/lib/x86_64-linux-gnu/openmpi|" \
+    "$repo/experiments/gpu/link-fault.yaml" >"$exp"
+  mkdir -p "$results"
+  log "== r2bench sweep link-fault.yaml (at most ${R2B_SWEEP_S:-480} s)"
+  local t0=$SECONDS
+  timeout -s INT -k 90 "${R2B_SWEEP_S:-480}" python3 -c 'import sys; from r2bench.cli import main; sys.argv[0] = "r2bench"; main()' \
+    sweep "$exp" --results "$results" --recipes "$W/recipes" --skip-doctor $keep -q 2>&1 \
+    | tee -a "$out/gpu-check.log"
+  log "sweep link-fault: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s"
 }
 
 step_setup() {

@@ -3,7 +3,7 @@ management path under any name (pure)."""
 
 from __future__ import annotations
 
-from r2bench.config.testbed import Launcher, Nic, NicKind, Node, Testbed
+from r2bench.config.testbed import Launcher, Nic, NicKind, Node, Testbed, TestbedKind
 from r2bench.faults.interlock import (
     InterfaceFacts,
     interface_refusal,
@@ -92,3 +92,17 @@ def test_the_node_side_guard_protects_the_bootstrap_and_mpi_interfaces() -> None
     protected = protected_interfaces(testbed, node)
     assert protected == ["eno1", "ens7", "ens9"]
     assert "eth1" not in protected  # an ordinary data NIC stays faultable
+
+
+def test_on_a_virtual_testbed_only_the_first_selected_nic_is_nccls_bootstrap() -> None:
+    """NCCL's bootstrap takes the first interface NCCL_SOCKET_IFNAME selects in the host's
+    order; a virtual testbed creates its NICs in the listed order, so the others can be
+    faulted; on other testbeds every selected interface stays protected."""
+    data = [Nic(name=f"nic{i}", kind=NicKind.ETH, netdev=f"nic{i}") for i in range(4)]
+    testbed, node = bed(*data)
+    env = {"NCCL_SOCKET_IFNAME": "nic0,nic1,nic2,nic3"}
+    assert interface_refusal(testbed, node, data[3], env=env) is not None
+    virtual = testbed.model_copy(update={"kind": TestbedKind.VIRTUAL})
+    assert interface_refusal(virtual, node, data[3], env=env) is None
+    refusal = interface_refusal(virtual, node, data[0], env=env)
+    assert refusal is not None and "gives NCCL's bootstrap" in refusal.message

@@ -20,7 +20,7 @@ from r2bench.doctor.facts import NodeFacts
 from r2bench.launch.launchers import Job, launch_command
 from r2bench.sweep.embedded import embedded_description, virtual_spec
 from r2bench.virtual.describe import build_testbed, to_yaml
-from r2bench.virtual.gpus import assign_gpus, count_host_gpus
+from r2bench.virtual.gpus import assign_gpus, count_host_gpus, gpu_arch
 from r2bench.virtual.lifecycle import throwaway_testbed
 from r2bench.virtual.plan import PlanError, VirtualSpec, plan_testbed
 
@@ -145,3 +145,9 @@ def test_real_mpirun_gives_each_namespace_node_its_hostid() -> None:
         f"rank={i} host={node.name} id={node.env['NCCL_HOSTID']} cvd=0 m=0"
         for i, node in enumerate(testbed.nodes)
     ]
+
+
+def test_gpu_arch_from_nvidia_smi() -> None:
+    assert gpu_arch("9.0\n9.0\n") == "90"
+    assert gpu_arch("10.0\n") == "100"
+    assert gpu_arch("[N/A]\n") is None and gpu_arch("") is None

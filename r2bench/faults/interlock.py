@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from r2bench.config.testbed import Nic, Node, Testbed
+from r2bench.config.testbed import Nic, Node, Testbed, TestbedKind
 
 MPI_IF_SETTINGS = ("btl_tcp_if_include", "oob_tcp_if_include")
 """Open MPI settings that pin its own traffic to interfaces (names or CIDR subnets)."""
@@ -193,8 +193,23 @@ def _address_reasons(
             )
 
 
+def nccl_bootstrap_candidates(testbed: Testbed, node: Node, value: str) -> list[str] | None:
+    """The node's interfaces NCCL's bootstrap may take under NCCL_SOCKET_IFNAME=`value`, or None
+    when any interface it selects may be the one.
+
+    NCCL's bootstrap takes the FIRST interface the variable selects in the host's interface
+    order, which r2bench knows only on a virtual testbed: it creates the NICs in the order the
+    testbed file lists them. Elsewhere every selected interface is protected."""
+    if testbed.kind is not TestbedKind.VIRTUAL:
+        return None
+    selected = [
+        n.netdev for n in node.nics if n.netdev and nccl_socket_ifname_matches(value, n.netdev)
+    ]
+    return selected[:1]
+
+
 def _bootstrap_reasons(
-    testbed: Testbed, target: _Target, env: Mapping[str, str]
+    testbed: Testbed, node: Node, target: _Target, env: Mapping[str, str]
 ) -> Iterator[tuple[str, str, str]]:
     launcher = testbed.launcher
     if launcher.bootstrap_interface and launcher.bootstrap_interface in target.netdevs:
@@ -215,7 +230,10 @@ def _bootstrap_reasons(
                 source,
             )
     value = env.get("NCCL_SOCKET_IFNAME")
+    candidates = nccl_bootstrap_candidates(testbed, node, value) if value else None
     for interface in sorted(target.netdevs):
+        if candidates is not None and interface not in candidates:
+            continue
         if value and nccl_socket_ifname_matches(value, interface):
             yield (
                 interface,
@@ -239,7 +257,7 @@ def interface_refusal(
     reasons = [
         *_management_reasons(testbed, node, resolved, facts),
         *_address_reasons(testbed, node, resolved, facts),
-        *_bootstrap_reasons(testbed, resolved, env or {}),
+        *_bootstrap_reasons(testbed, node, resolved, env or {}),
     ]
     if not reasons:
         return None

@@ -336,7 +336,7 @@ def _check_kind_fits(
             )
     if testbed.kind is TestbedKind.VIRTUAL:
         for feature in kind.kernel_features:
-            if not testbed.features.get(feature, False):
+            if testbed.features.get(feature) is False:  # unknown (not probed yet): allowed
                 issues.append(
                     doc.issue(
                         (*base, "kind"),

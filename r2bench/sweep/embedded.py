@@ -60,10 +60,16 @@ def virtual_spec(wanted: VirtualTestbedSpec, name: str = EMBEDDED_NAME) -> Virtu
     )
 
 
+def embedded_name(wanted: VirtualTestbedSpec, name: str = EMBEDDED_NAME) -> str:
+    """The embedded testbed's name: a GPU one has its own, so the CPU one may stay up beside it."""
+    return f"{name}gpu" if wanted.gpus else name
+
+
 def embedded_description(folder: Path, wanted: VirtualTestbedSpec | None = None) -> Path:
     """The testbed file the embedded testbed would have, written into `folder` without
     bringing anything up (for `--dry-run`; a GPU layout is shown as if the host had them)."""
-    spec = virtual_spec(wanted or VirtualTestbedSpec())
+    wanted = wanted or VirtualTestbedSpec()
+    spec = virtual_spec(wanted, embedded_name(wanted))
     path = folder / "embedded-testbed.yaml"
     host_gpus = spec.gpus
     path.write_text(to_yaml(build_testbed(plan_testbed(spec), {}, host_gpus=host_gpus)))
@@ -76,8 +82,7 @@ def embedded_testbed(
     """Use the embedded testbed if it is up, else bring it up (root needed) as the experiment's
     `virtual_testbed` section says."""
     wanted = wanted or VirtualTestbedSpec()
-    # A GPU testbed has its own name: the CPU one may be kept up beside it.
-    spec = virtual_spec(wanted, name if not wanted.gpus else f"{name}gpu")
+    spec = virtual_spec(wanted, embedded_name(wanted, name))
     state = spec.state
     paths = StatePaths(state)
     if Manifest.load(state) is not None and paths.testbed_yaml.is_file():

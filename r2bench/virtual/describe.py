@@ -38,7 +38,9 @@ def _nics(node: NodePlan, rate: str | None) -> list[Nic]:
     return [mgmt, *data]
 
 
-def _node(node: NodePlan, paths: StatePaths, rate: str | None, gpus: NodeGpus) -> Node:
+def _node(
+    node: NodePlan, paths: StatePaths, rate: str | None, gpus: NodeGpus, arch: str | None
+) -> Node:
     ssh = SshOptions(
         user="root",
         key=str(paths.client_key),
@@ -52,6 +54,7 @@ def _node(node: NodePlan, paths: StatePaths, rate: str | None, gpus: NodeGpus) -
         ssh=ssh,
         sudo=False,
         gpus=len(gpus.devices),
+        gpu_arch=arch if gpus.devices else None,
         gpus_shared=gpus.shared,
         env=gpus.env,
         nics=_nics(node, rate),
@@ -77,6 +80,7 @@ def build_testbed(
     features: Mapping[str, bool],
     python: str = sys.executable,
     host_gpus: int = 0,
+    gpu_arch: str | None = None,
 ) -> Testbed:
     """The Testbed model of a planned virtual testbed (`host_gpus`: GPUs the host has)."""
     spec = plan.spec
@@ -96,7 +100,9 @@ def build_testbed(
             + (f", each data NIC capped at {spec.rate} (tbf {SHAPING_HANDLE})" if spec.rate else "")
             + gpu_note
         ),
-        nodes=[_node(n, paths, spec.rate, g) for n, g in zip(plan.nodes, layout, strict=True)],
+        nodes=[
+            _node(n, paths, spec.rate, g, gpu_arch) for n, g in zip(plan.nodes, layout, strict=True)
+        ],
         launcher=launcher(paths),
         paths=Paths(work_dir=str(paths.work_dir), python=python, **dict(spec.homes)),
         features=dict(features),

@@ -30,6 +30,13 @@ def count_host_gpus(nvidia_smi_list: str) -> int:
     return len(re.findall(r"^GPU \d+:", nvidia_smi_list, re.MULTILINE))
 
 
+def gpu_arch(compute_caps: str) -> str | None:
+    """`90` from `nvidia-smi --query-gpu=compute_cap --format=csv,noheader` (`9.0` per GPU)."""
+    first = next((line.strip() for line in compute_caps.splitlines() if line.strip()), "")
+    match = re.fullmatch(r"(\d+)\.(\d+)", first)
+    return f"{match[1]}{match[2]}" if match else None
+
+
 def assign_gpus(
     testbed: str, hostnames: list[str], per_node: int, host_gpus: int
 ) -> list[NodeGpus]:

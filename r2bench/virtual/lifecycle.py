@@ -19,7 +19,7 @@ from typing import Any
 from r2bench.config.testbed import Testbed
 from r2bench.virtual import sshd
 from r2bench.virtual.describe import build_testbed, to_yaml
-from r2bench.virtual.gpus import assign_gpus, count_host_gpus
+from r2bench.virtual.gpus import assign_gpus, count_host_gpus, gpu_arch
 from r2bench.virtual.plan import (
     HOST_ADDRESS,
     TestbedPlan,
@@ -243,12 +243,26 @@ def _build(
     _start_sshds(plan, manifest, sshd_path, progress)
     _wait_links_up(plan)
     progress("every node link is up")
-    testbed = build_testbed(plan, probed.features, host_gpus=host_gpus)
+    testbed = build_testbed(
+        plan, probed.features, host_gpus=host_gpus, gpu_arch=host_gpu_arch(plan.spec)
+    )
     _write(manifest, paths.testbed_yaml, to_yaml(testbed))
     return testbed
 
 
 LINK_UP_TIMEOUT_S = 10.0
+
+
+def host_gpu_arch(spec: VirtualSpec) -> str | None:
+    """The host's CUDA compute capability (`90`) for `--gpus`, when nvidia-smi tells it."""
+    if not spec.gpus or which("nvidia-smi") is None:
+        return None
+    try:
+        return gpu_arch(
+            run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]).stdout
+        )
+    except CommandError:
+        return None
 
 
 def host_gpu_count(spec: VirtualSpec) -> int:
