@@ -32,7 +32,20 @@ WHEELS=(
   "plotly==7.1.0" "narwhals==2.29.0"
 )
 
-mkdir -p "$out/whl" "$out/src"
+# What the namespace GPU testbed needs where the image lacks it (gpu-check.sh step `tools`
+# unpacks them into its work folder): iproute2, openssh and every library they load that a
+# minimal Ubuntu/Debian image may not have. Debian packages of this machine's release.
+DEBS=(
+  iproute2 libbpf1 libbsd0 libcap2 libdb5.3 libelf1 libmnl0 libselinux1 libtirpc3 libxtables12
+  libpcre2-8-0 libmd0 libzstd1 zlib1g libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0
+  libcom-err2 libkeyutils1 openssh-server openssh-client openssh-sftp-server libwrap0 libnsl2
+  libssl3 libcrypt1 libaudit1 libcap-ng0 libpam0g libsystemd0 libfido2-1 libcbor0.8 libedit2
+  libudev1 liblz4-1 liblzma5 libgcrypt20 libgpg-error0 hostname
+)
+
+mkdir -p "$out/whl" "$out/src" "$out/debs"
+echo "== Debian packages -> $out/debs"
+(cd "$out/debs" && apt-get download "${DEBS[@]}" >/dev/null)
 echo "== wheels for Python $PYTHON_VERSION -> $out/whl"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$PYTHON_VERSION" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

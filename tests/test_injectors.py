@@ -173,6 +173,36 @@ def test_bandwidth_cap_never_replaces_a_foreign_qdisc(pair: Pair) -> None:
     assert "qdisc htb 1:" in sh("tc", "-n", pair.ns1, "qdisc", "show", "dev", "va", "root").stdout
 
 
+def test_bandwidth_cap_nests_under_a_capped_testbeds_own_shaping(pair: Pair) -> None:
+    """A virtual testbed with --rate shapes each data NIC with its own tbf (handle f2b0:): the
+    fault's tbf goes under it (the stricter rate wins) and revert leaves the testbed's cap."""
+    tc = ("tc", "-n", pair.ns1, "qdisc")
+    sh(
+        *tc,
+        "add",
+        "dev",
+        "va",
+        "root",
+        "handle",
+        "f2b0:",
+        "tbf",
+        "rate",
+        "400mbit",
+        "burst",
+        "2mb",
+        "latency",
+        "100ms",
+    )
+    pair.inject("tbf.sh", "inject", "--tag", "bw3", "--dev", "va", "--rate", "8mbit")
+    shown = sh(*tc, "show", "dev", "va").stdout
+    assert "qdisc tbf f2b0: root" in shown and "parent f2b0:1" in shown and "rate 8Mbit" in shown
+    status = pair.inject("tbf.sh", "status", "--tag", "bw3", "--dev", "va", "--rate", "8mbit")
+    assert "active" in status.stdout
+    pair.inject("tbf.sh", "revert", "--tag", "bw3", "--dev", "va", "--rate", "8mbit")
+    shown = sh(*tc, "show", "dev", "va").stdout
+    assert "qdisc tbf f2b0: root" in shown and "rate 8Mbit" not in shown
+
+
 def test_heal_reverts_everything_recorded(pair: Pair) -> None:
     pair.inject("link.sh", "inject", "--tag", "h1", "--dev", "va")
     pair.inject(

@@ -394,7 +394,7 @@ class _NodeRunner:
     def _current(
         self, step: BuildStep, key: cache.BuildKey, stamp: cache.Stamp | None
     ) -> StepResult:
-        self.shared.setdefault(step.name, (key.digest(), self.node.name))
+        self.shared.setdefault(step.directory, (key.digest(), self.node.name))
         by = stamp.node if stamp else self.node.name
         detail = f"built {stamp.built_at if stamp else '?'}" + (
             f" by {by}, same work folder" if by != self.node.name else ""
@@ -402,15 +402,17 @@ class _NodeRunner:
         return StepResult(self.node.name, step.name, Status.CURRENT, key.digest(), detail=detail)
 
     def _check_shared(self, step: BuildStep, key: cache.BuildKey) -> None:
-        """Refuse to overwrite a build that a node sharing this folder just made or checked."""
-        earlier = self.shared.get(step.name)
+        """Refuse to overwrite a build that a node sharing this folder just made or checked.
+        Keyed by the build folder: one recipe may have several builds (nccl-tests against each
+        library under test), each in its own folder."""
+        earlier = self.shared.get(step.directory)
         if earlier and earlier[0] != key.digest():
             raise StepFailed(
                 f"shares its work folder with {earlier[1]} but needs another build "
                 f"(key {key.digest()} vs {earlier[0]}, e.g. another CUDA or MPI); "
                 "give the testbed a node-local paths.work_dir"
             )
-        self.shared[step.name] = (key.digest(), self.node.name)
+        self.shared[step.directory] = (key.digest(), self.node.name)
 
     def _upload(self, step: BuildStep, log: StepLog) -> None:
         assert step.local_source is not None
