@@ -241,3 +241,40 @@ def test_issues_are_in_file_order(tmp_path: Path) -> None:
 def test_yaml_dump_of_deep_python_data_is_not_needed() -> None:
     """Guard for the helper above: the nesting strategy produces valid YAML flow text."""
     assert yaml.safe_load(_nest(3, ["l", "m"])) == [{"a": [1]}]
+
+
+# ---- sub-millisecond durations ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deadline", ["0.0004", "0.9", "1e-9"])
+def test_a_deadline_below_a_second_is_refused_at_load(tmp_path: Path, deadline: str) -> None:
+    """Before: `deadline_s: 0.0004` loaded and reached the node as `timeout 0.000` (no limit)."""
+    error = _outcome(
+        tmp_path, PAPER.read_text().replace("deadline_s: 900", f"deadline_s: {deadline}")
+    )
+    assert error is not None
+    (issue,) = [i for i in error.issues if i.path == ("deadline_s",)]
+    assert "at least 1" in issue.message and issue.line is not None
+
+
+@pytest.mark.parametrize("value", [0.0004, 1e-9, 0.0, 0.0011])
+def test_a_tiny_timeout_is_rounded_up_never_rendered_as_zero(value: float) -> None:
+    from r2bench.nodes.ssh import timeout_line
+    from r2bench.shellwords import seconds
+
+    assert float(seconds(value)) >= 0.001 and float(seconds(value)) >= value
+    line = timeout_line(["true"], value)
+    assert re.fullmatch(r"timeout -k \d+ (\S+) true", line)
+    assert float(line.split()[3]) > 0, line
+
+
+def test_the_script_never_renders_a_zero_deadline(tmp_path: Path) -> None:
+    from r2bench.commands.plan_script import node_script
+
+    plan = make_plan(load_inputs(PAPER, TESTBED))
+    run = plan.runs[0].model_copy(
+        update={"spec": plan.runs[0].spec.model_copy(update={"deadline_s": 0.0004})}
+    )
+    text = node_script(plan.model_copy(update={"runs": [run]}), run.launch.node)
+    (limit,) = re.findall(r"timeout --signal=TERM --kill-after=10 (\S+) ", text)
+    assert float(limit) >= 0.001, limit

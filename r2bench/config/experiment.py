@@ -17,6 +17,9 @@ from r2bench.config.types import EnvName, EnvValue, FreeText, Name, Size, Strict
 NO_FAULT = "none"
 MAX_SECONDS = 7 * 86400
 """Longest deadline or fault window: a week (leases reach the node as plain decimals)."""
+MIN_DEADLINE_S = 1.0
+"""Shortest deadline: a run cannot even launch in less, and the node-side kill needs a limit
+that rounds to a positive number of milliseconds."""
 MAX_COUNT = 1_000_000
 """Largest iteration, warmup and cycle count passed to nccl-tests."""
 CORE_DIMENSIONS = ("library", "collective", "scenario", "size")
@@ -230,6 +233,16 @@ class Experiment(StrictModel):
         allow_inf_nan=False,
         description="Harness kills a run after this long (seconds, finite, at most a week).",
     )
+
+    @field_validator("deadline_s")
+    @classmethod
+    def _deadline_long_enough(cls, deadline_s: float) -> float:
+        if deadline_s < MIN_DEADLINE_S:
+            raise ValueError(
+                f"deadline_s must be at least {MIN_DEADLINE_S:g} s (a run cannot launch in less),"
+                f" found {deadline_s:g}"
+            )
+        return deadline_s
 
     @field_validator("sizes")
     @classmethod

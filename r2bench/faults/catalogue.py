@@ -7,13 +7,13 @@ timer on the node that reverts after the lease, so a lost controller never leave
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from r2bench.config.testbed import Nic, NicKind
+from r2bench.shellwords import seconds
 
 
 @dataclass(frozen=True)
@@ -175,13 +175,10 @@ def fault_tag(run_id: str, index: int) -> str:
     return f"r2b-{run_id[-10:]}-f{index}"
 
 
-def format_seconds(seconds: float) -> str:
+def format_seconds(value: float) -> str:
     """A duration as the injectors read it: a plain decimal with at most 3 decimals (never
-    `1e+06`, `inf` or `nan`), at least 0.001 s."""
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"a lease must be a finite, non-negative number of seconds: {seconds}")
-    text = f"{max(seconds, 0.001):.3f}".rstrip("0").rstrip(".")
-    return text
+    `1e+06`, `inf` or `nan`), at least 0.001 s (see :func:`r2bench.shellwords.seconds`)."""
+    return seconds(value)
 
 
 def injector_argv(

@@ -40,6 +40,7 @@ from r2bench.nodes.base import (
     Session,
     command_text,
 )
+from r2bench.shellwords import seconds
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,12 @@ class _RejectUnknown(paramiko.MissingHostKeyPolicy):
 
 _FATAL = (paramiko.AuthenticationException, paramiko.BadHostKeyException, UnknownHostKeyError)
 _DROPPED = (paramiko.SSHException, EOFError, OSError)
+
+
+def timeout_line(argv: list[str], timeout: float) -> str:
+    """`argv` under the node-side `timeout` (a limit below a millisecond rounds up: `timeout 0`
+    would mean no limit at all)."""
+    return shlex.join(["timeout", "-k", str(KILL_GRACE_S), seconds(timeout), *argv])
 
 
 def _connection_config(options: SshOptions) -> Config:
@@ -208,7 +215,7 @@ class SshNode(Node):
     def _execute(
         self, argv: list[str], text: str, timeout: float, sink: OutputSink
     ) -> CommandResult:
-        line = shlex.join(["timeout", "-k", str(KILL_GRACE_S), f"{timeout:.3f}", *argv])
+        line = timeout_line(argv, timeout)
         started = time.time()
         channel = self._with_retry(text, lambda: self._open_channel(line, timeout))
         try:
