@@ -278,3 +278,119 @@ def test_the_script_never_renders_a_zero_deadline(tmp_path: Path) -> None:
     text = node_script(plan.model_copy(update={"runs": [run]}), run.launch.node)
     (limit,) = re.findall(r"timeout --signal=TERM --kill-after=10 (\S+) ", text)
     assert float(limit) >= 0.001, limit
+
+
+# ---- bounded memory: the sweep is counted before it is built ---------------------------------
+
+SWEEP_BOMB = """\
+name: bomb
+libraries: {l: {recipe: r2ccl}}
+collectives: [all_reduce]
+sizes: {begin: 8, end: 1G}
+sweep:
+  matrix:
+    A: &v [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    B: *v
+    C: *v
+    D: *v
+    E: *v
+    F: *v
+    G: *v
+"""
+
+
+def test_a_sweep_of_ten_million_runs_is_refused_fast_in_little_memory(tmp_path: Path) -> None:
+    """Before: 10^7 points were built (MemoryError after minutes); now the product of the
+    dimension sizes is counted first. Measured in a child process: time and peak RSS."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    assert len(SWEEP_BOMB) <= 260
+    path = tmp_path / "bomb.yaml"
+    path.write_text(SWEEP_BOMB)
+    code = "from r2bench.cli import main; main()"
+    args = [sys.executable, "-c", code, "plan", str(path), "-t", str(TESTBED)]
+    started = time.monotonic()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}:5:1: sweep: the sweep expands to 10000000 runs" in proc.stderr, proc.stderr
+    assert "limit is 100000" in proc.stderr and "max_runs" in proc.stderr
+    assert elapsed < 2.0 + 3.0, elapsed  # 2 s of work, plus the interpreter's start on a busy CI
+    assert peak_mb < 200, peak_mb
+
+
+def test_max_runs_raises_the_limit_and_repeats_count(tmp_path: Path) -> None:
+    body = SWEEP_BOMB.replace("    D: *v\n    E: *v\n    F: *v\n    G: *v\n", "")
+    error = _outcome(tmp_path, body + "repeats: 200\n")
+    assert error is not None and "expands to 200000 runs" in str(error), str(error)
+    error = _outcome(tmp_path, body.replace("    C: *v\n", "") + "max_runs: 50\n")
+    assert error is not None and "expands to 100 runs" in str(error)
+    assert _outcome(tmp_path, body.replace("    C: *v\n", "") + "max_runs: 100\n") is None
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("which", ["experiment", "testbed"])
+def test_a_device_or_fifo_given_as_a_config_is_refused_unread(
+    tmp_path: Path, special: str, which: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    target = Path(special)
+    if special == "fifo":
+        target = tmp_path / "config.yaml"
+        os.mkfifo(target)
+    experiment, testbed = (target, TESTBED) if which == "experiment" else (PAPER, target)
+    code = "from r2bench.cli import main; main()"
+    args = [sys.executable, "-c", code, "plan", str(experiment), "-t", str(testbed)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{target}: <top level>: a config file is not a regular file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_known_hosts_on_a_device_is_refused_before_reading() -> None:
+    from fabric import Connection
+
+    from r2bench.config.testbed import SshOptions
+    from r2bench.nodes.ssh import _secure
+    from r2bench.safeio import InputRefused
+
+    with pytest.raises(InputRefused, match="known_hosts"):
+        _secure(Connection("127.0.0.1"), SshOptions(known_hosts="/dev/zero"))
+
+
+@pytest.mark.parametrize("depth", [9, 12])
+def test_nested_aliases_in_a_config_are_refused_located(tmp_path: Path, depth: int) -> None:
+    lines = ["name: laughs", "extra:", "  l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, depth)]
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("\n".join(lines) + "\n", "laughs.yaml")
+    (issue,) = info.value.issues
+    assert "alias" in issue.message and issue.line is not None and issue.path[0] == "extra"
+
+
+LAUGHS = "".join(
+    [f"l0: &l0 [{', '.join(['x'] * 10)}]\n"]
+    + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9)]
+)
+
+
+def test_nested_aliases_in_a_compare_reference_or_policy_are_refused(tmp_path: Path) -> None:
+    """Before: yaml.safe_load built the shared structure, and walking it never ended."""
+    from r2bench.compare.policy import load_policy
+    from r2bench.compare.reference import CompareInputError, load_reference
+
+    path = tmp_path / "reference.yaml"
+    path.write_text("format: r2bench-reference/1\nseries: []\n" + LAUGHS)
+    with pytest.raises(CompareInputError, match=r"reference.yaml:\d+:\d+: .*alias"):
+        load_reference(path)
+    with pytest.raises(ValueError, match=r"reference.yaml:\d+:\d+: .*alias"):
+        load_policy(path)
+    with pytest.raises(CompareInputError, match="not a regular file"):
+        load_reference(Path("/dev/zero"))

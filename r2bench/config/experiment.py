@@ -20,6 +20,8 @@ MAX_SECONDS = 7 * 86400
 MIN_DEADLINE_S = 1.0
 """Shortest deadline: a run cannot even launch in less, and the node-side kill needs a limit
 that rounds to a positive number of milliseconds."""
+DEFAULT_MAX_RUNS = 100_000
+"""Most runs a sweep may expand to unless the experiment raises `max_runs`."""
 MAX_COUNT = 1_000_000
 """Largest iteration, warmup and cycle count passed to nccl-tests."""
 CORE_DIMENSIONS = ("library", "collective", "scenario", "size")
@@ -225,6 +227,12 @@ class Experiment(StrictModel):
     virtual_testbed: VirtualTestbedSpec = Field(
         VirtualTestbedSpec(),
         description="The testbed a sweep with no -t brings up (default: 2 nodes x 4 NICs at 250mbit).",
+    )
+    max_runs: int = Field(
+        DEFAULT_MAX_RUNS,
+        ge=1,
+        le=MAX_COUNT * 10,
+        description="Refuse a sweep that expands to more runs (counted before it is built).",
     )
     deadline_s: float = Field(
         600,

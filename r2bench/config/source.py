@@ -13,12 +13,14 @@ from typing import Any
 import yaml
 
 from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
+from r2bench.safeio import CONFIG_LIMIT, InputRefused, read_bytes_bounded
 
 # Cap on file size: configs are small; a huge file is a mistake (or an attack on the parser).
-MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_CONFIG_BYTES = CONFIG_LIMIT
 # Cap on nesting (the top-level mapping counts as 1): real configs need about 6 levels; PyYAML's
 # composer recurses per level, so a 1 KB file of 500 `[` would otherwise end in RecursionError.
 MAX_DEPTH = 32
+_EMPTY = "file is empty; expected a mapping of settings"
 _STANDARD_COLLECTION_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
@@ -56,23 +58,14 @@ def load_yaml(path: Path) -> SourceDoc:
     """Read and parse `path`; YAML syntax errors become a located ConfigError."""
     name = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bytes_bounded(path, MAX_CONFIG_BYTES, "a config file")
     except OSError as exc:
         raise ConfigError(
             [ConfigIssue(name, None, None, (), f"cannot read file: {exc.strerror}")]
         ) from exc
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            [
-                ConfigIssue(
-                    name,
-                    None,
-                    None,
-                    (),
-                    f"file is {len(raw)} bytes; configs are limited to {MAX_CONFIG_BYTES}",
-                )
-            ]
-        )
+    except InputRefused as exc:
+        message = str(exc).removeprefix(f"{path}: ")
+        raise ConfigError([ConfigIssue(name, None, None, (), message)]) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -80,6 +73,18 @@ def load_yaml(path: Path) -> SourceDoc:
             [ConfigIssue(name, None, None, (), f"not UTF-8 text (byte {exc.start})")]
         ) from exc
     return parse_yaml(text, name)
+
+
+def load_data(path: Path) -> Any:
+    """Plain data of a YAML file that has no model of its own here (a compare reference or
+    policy), read with the same bounds as a config: size, depth and alias expansion. An empty
+    file is None. Raises ConfigError, located."""
+    try:
+        return load_yaml(path).data
+    except ConfigError as error:
+        if [issue.message for issue in error.issues] == [_EMPTY]:
+            return None
+        raise
 
 
 def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
@@ -98,9 +103,7 @@ def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
         raise ConfigError([ConfigIssue(name, None, None, (), f"YAML error: {exc}")]) from exc
     doc = SourceDoc(name, None)
     if root is None:
-        raise ConfigError(
-            [ConfigIssue(name, 1, 1, (), "file is empty; expected a mapping of settings")]
-        )
+        raise ConfigError([ConfigIssue(name, 1, 1, (), _EMPTY)])
     doc.data = _Converter(doc).convert(root, ())
     return doc
 

@@ -40,6 +40,7 @@ from r2bench.nodes.base import (
     Session,
     command_text,
 )
+from r2bench.safeio import check_bounded
 from r2bench.shellwords import seconds
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 10
 KILL_GRACE_S = 5
+KNOWN_HOSTS_LIMIT = 16 * 1024 * 1024
+"""A known_hosts file is a few KB; a larger one (or a device) is not read."""
 """Seconds between the node-side TERM at the deadline and KILL."""
 _READ_SIZE = 65536
 _TIMEOUT_EXIT = 124
@@ -92,6 +95,7 @@ def _secure(connection: Connection, options: SshOptions) -> None:
     if options.strict_host_key_checking:
         known = Path(options.known_hosts or "~/.ssh/known_hosts").expanduser()
         if known.exists():
+            check_bounded(known, KNOWN_HOSTS_LIMIT, "known_hosts")
             client.load_system_host_keys(str(known))
         client.set_missing_host_key_policy(_RejectUnknown())
     else:

@@ -8,6 +8,7 @@ sweep does not name (library, collective, scenario, size) become axes over all d
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,9 @@ def expand(experiment: Experiment, doc: SourceDoc) -> tuple[list[Point], list[Co
         )
     if issues:
         return [], issues
+    too_many = _count_issue(experiment, doc, axes)
+    if too_many is not None:
+        return [], [too_many]
     points = [_merge(combo) for combo in itertools.product(*axes)]
     rules = _exclude_rules(experiment, doc, axes, issues)
     kept = [point for point in points if not any(_matches(rule, point) for rule in rules)]
@@ -54,6 +58,24 @@ def expand(experiment: Experiment, doc: SourceDoc) -> tuple[list[Point], list[Co
         where = ("sweep", "exclude") if experiment.sweep.exclude else ("sweep",)
         issues.append(doc.issue(where, "the sweep expands to no runs", "loosen the exclude rules"))
     return kept, issues
+
+
+def _count_issue(experiment: Experiment, doc: SourceDoc, axes: list[Axis]) -> ConfigIssue | None:
+    """Refuse a sweep of more runs than `max_runs` before building any of it: the count is the
+    product of the axis sizes and the repeats (a few aliased lists make billions)."""
+    sizes = [len(axis) for axis in axes if len(axis) > 1]
+    count = math.prod(sizes) * experiment.repeats
+    if count <= experiment.max_runs:
+        return None
+    shape = " x ".join(map(str, sizes)) or "1"
+    if experiment.repeats > 1:
+        shape += f" x {experiment.repeats} repeats"
+    return doc.issue(
+        ("sweep",),
+        f"the sweep expands to {count} runs ({shape}); the limit is {experiment.max_runs}",
+        "narrow the sweep, or raise max_runs if you mean it",
+        at_key=True,
+    )
 
 
 def _declared_axes(experiment: Experiment, doc: SourceDoc, issues: list[ConfigIssue]) -> list[Axis]:
