@@ -394,3 +394,23 @@ def test_nested_aliases_in_a_compare_reference_or_policy_are_refused(tmp_path: P
         load_policy(path)
     with pytest.raises(CompareInputError, match="not a regular file"):
         load_reference(Path("/dev/zero"))
+
+
+# ---- strict scalars: env values stay as written ------------------------------------------------
+
+
+def test_env_values_keep_the_text_the_user_wrote(tmp_path: Path) -> None:
+    """Before: YAML 1.1 read `1:30` as 90, `010` as 8, `0x10` as 16 and `1.10` as 1.1."""
+    written = {"A_TIME": "1:30", "B_OCTAL": "010", "C_HEX": "0x10", "D_FLOAT": "1.10"}
+    written |= {"E_UNDERSCORE": "1_000", "F_EXP": "1e3", "G_PLAIN": "42"}
+    env = "".join(f"  {name}: {text}\n" for name, text in written.items())
+    body = PAPER.read_text().replace("env:\n", "env:\n" + env)
+    path = tmp_path / "env.yaml"
+    path.write_text(body)
+    plan = make_plan(load_inputs(path, TESTBED))
+    for name, text in written.items():
+        assert plan.runs[0].spec.env[name] == text, name
+    swept = PAPER.read_text().replace("  matrix:\n", "  matrix:\n    B_OCTAL: [010, 011]\n")
+    path.write_text(swept)
+    values = {run.spec.env["B_OCTAL"] for run in make_plan(load_inputs(path, TESTBED)).runs}
+    assert values == {"010", "011"}

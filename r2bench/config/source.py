@@ -6,6 +6,7 @@ from field path to the position of the value (or key) in the file so every error
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,48 @@ def _short_tag(tag: str) -> str:
     return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org") else tag
 
 
+_PLAIN_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+_PLAIN_FLOAT = re.compile(
+    r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)"
+)
+
+
+class WrittenFloat(float):
+    """A YAML float that remembers how it was written: `1.10` stays `1.10` as an env value."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> WrittenFloat:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _as_written(node: yaml.Node, value: Any) -> Any:
+    """YAML 1.1 reads `010` as 8, `0x10` as 16, `1:30` as 90 and `1_000` as 1000: a number in
+    any form but plain decimal stays the text the user wrote (a numeric field then refuses it,
+    located; an env value keeps it as written). Floats keep their text beside their value."""
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+        return value
+    if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str" and "." not in value:
+        # YAML 1.1 wants a dot in a float (`1e7` is text); read it as the number it looks like.
+        if _PLAIN_FLOAT.fullmatch(value) and not _PLAIN_INT.fullmatch(value):
+            return WrittenFloat(float(value), value)
+        return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not _PLAIN_INT.fullmatch(node.value):
+        return node.value
+    if isinstance(value, float):
+        if not _PLAIN_FLOAT.fullmatch(node.value):
+            return node.value
+        return WrittenFloat(value, node.value)
+    return value
+
+
 class _Converter:
     """Turns a composed YAML node tree into plain data, recording positions on the way."""
 
@@ -184,9 +227,11 @@ class _Converter:
     def convert(self, node: yaml.Node, path: FieldPath) -> Any:
         self.count += 1
         if self.count > self.MAX_NODES:
-            raise ConfigError(
-                [self.doc.issue(path, f"more than {self.MAX_NODES} values (alias expansion?)")]
-            )
+            # Name the innermost key (what a user can find), not the list indices under it.
+            named = [i for i, part in enumerate(path) if isinstance(part, str)]
+            where = path[: named[-1] + 1] if named else ()
+            message = f"more than {self.MAX_NODES} values (alias expansion: nested *aliases?)"
+            raise ConfigError([self.doc.issue(where, message, "write the values out")])
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.CollectionNode) and node.tag not in _STANDARD_COLLECTION_TAGS:
             raise ConfigError(
@@ -203,9 +248,10 @@ class _Converter:
         if isinstance(node, yaml.SequenceNode):
             return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
         try:
-            return self.loader.construct_object(node, deep=True)
+            value = self.loader.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise ConfigError([self.doc.issue(path, f"cannot read value: {exc}")]) from exc
+        return _as_written(node, value)
 
     def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[Any, Any]:
         result: dict[Any, Any] = {}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from r2bench.config.testbed import Nic, NicKind
+from r2bench.config.types import rate_problem
 from r2bench.shellwords import seconds
 
 
@@ -68,10 +69,6 @@ def _ovs_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
 
 _PARAM_RULES: Mapping[str, tuple[re.Pattern[str], str]] = MappingProxyType(
     {
-        "rate": (
-            re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?[kmgt]?(bit|bps)"),
-            "invalid rate: use a number and a unit, like 10mbit or 1gbit",
-        ),
         "peer": (
             re.compile(r"[0-9a-fA-F.:]{2,45}(/[0-9]{1,3})?"),
             "invalid peer: use an IPv4 or IPv6 address or prefix, like 198.18.1.11",
@@ -94,7 +91,9 @@ def check_params(params: Mapping[str, str]) -> list[tuple[str, str]]:
     problems = []
     for name, value in params.items():
         rule = _PARAM_RULES.get(name)
-        if rule is not None and not rule[0].fullmatch(value):
+        if name == "rate" and (problem := rate_problem(value)):
+            problems.append((name, problem))
+        elif rule is not None and not rule[0].fullmatch(value):
             problems.append((name, rule[1]))
         elif name == "port" and int(value) > 65535:
             problems.append((name, _PARAM_RULES["port"][1]))

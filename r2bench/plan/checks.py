@@ -108,10 +108,19 @@ def select_nodes(
                 )
             ]
         return list(testbed.nodes[:wanted]), []
-    nodes, issues = [], []
+    nodes: list[Node] = []
+    issues = []
     for i, name in enumerate(wanted):
         node = testbed.node(name)
-        if node is None:
+        if node is not None and node in nodes:
+            issues.append(
+                doc.issue(
+                    ("nodes", i),
+                    f"node '{name}' appears twice: a run would place two nodes' ranks on one host",
+                    "list each node once",
+                )
+            )
+        elif node is None:
             known = [n.name for n in testbed.nodes]
             issues.append(
                 doc.issue(
