@@ -9,7 +9,11 @@ before it reaches a terminal, so it is shown as written, escaped, and never acte
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+from collections.abc import MutableMapping
 
 from rich.markup import escape
 
@@ -37,3 +41,33 @@ def markup_safe(text: object) -> str:
     """:func:`printable`, with rich markup (`[bold]`, `[/x]`) escaped too: for text that is
     printed by a rich console with markup on."""
     return escape(printable(text))
+
+
+class OutputClosed(OSError):
+    """Standard output is closed: whatever a command prints would be lost."""
+
+
+def prepare_streams(environ: MutableMapping[str, str]) -> None:
+    """Make the process's terminal safe to print to, whatever it was started with: a COLUMNS
+    or LINES that is not a positive number is dropped (rich would print zero columns, i.e.
+    nothing), characters the locale cannot encode are written as escapes (`LANG=C`,
+    `PYTHONIOENCODING=ascii`), and a closed standard output raises OutputClosed rather than
+    letting the command succeed having shown nothing."""
+    for name in ("COLUMNS", "LINES"):
+        value = environ.get(name)
+        if value is not None and not (value.strip().isdigit() and int(value) > 0):
+            del environ[name]
+    try:
+        if sys.stdout is None:
+            raise OSError("no stdout")
+        os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError) as exc:
+        raise OutputClosed(
+            "standard output is closed: nothing could be shown (redirect it to a file or"
+            " /dev/null instead)"
+        ) from exc
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(OSError, ValueError):
+                reconfigure(errors="backslashreplace")
