@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -19,6 +20,7 @@ from typer.core import TyperGroup
 
 import r2bench
 from r2bench.config.errors import ConfigError
+from r2bench.textsafe import prepare_streams, printable
 
 # Commands in the order of a user's work; commands added later are listed after these.
 WORKFLOW_ORDER = (
@@ -96,7 +98,7 @@ def config_errors(console: Console) -> Iterator[None]:
         yield
     except ConfigError as error:
         for issue in error.issues:
-            console.print(issue.render(), markup=False, highlight=False, soft_wrap=True)
+            console.print(printable(issue.render()), markup=False, highlight=False, soft_wrap=True)
         count = len(error.issues)
         console.print(
             f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", style="red"
@@ -166,7 +168,7 @@ def plan(
         from r2bench.commands.plan_script import write_scripts
 
         for path in write_scripts(result, script):
-            _stderr().print(f"wrote {path}", markup=False, highlight=False)
+            _stderr().print(f"wrote {printable(path)}", markup=False, highlight=False)
         return
     if as_json:
         sys.stdout.write(plan_json(result) + "\n")
@@ -655,11 +657,18 @@ def main() -> None:
     """Console-script entry point: any expected error is one line on stderr and exit 2
     (`--debug` shows the traceback)."""
     try:
+        prepare_streams(os.environ)
         cli()(prog_name="r2bench")
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python's own flush at exit
+        # from failing again on the dead pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
     except (OSError, ValueError, RuntimeError) as error:
         if _DEBUG["on"] or "--debug" in sys.argv:
             traceback.print_exc()
         else:
-            _stderr().print(f"r2bench: error: {_error_text(error)}", style="red", markup=False)
+            message = printable(_error_text(error))
+            _stderr().print(f"r2bench: error: {message}", style="red", markup=False)
             _stderr().print("(run again with --debug for the traceback)", style="dim")
         raise SystemExit(EXIT_USAGE) from None

@@ -40,14 +40,33 @@ def read_text_bounded(path: Path, limit: int, what: str = "input") -> str:
 
     The size is checked before reading and again while reading (a file may grow meanwhile).
     """
-    check_regular(path, what)
+    return read_bytes_bounded(path, limit, what).decode("utf-8", errors="replace")
+
+
+def read_bytes_bounded(path: Path, limit: int, what: str = "input") -> bytes:
+    """:func:`read_text_bounded` without the decoding (for callers that report bad UTF-8)."""
+    check_bounded(path, limit, what)
     with path.open("rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise InputRefused(
-            f"{path}: {what} is larger than {limit // 1024} KiB; r2bench refuses to read it whole (is it the right file?)"
-        )
-    return data.decode("utf-8", errors="replace")
+        raise InputRefused(_too_large(path, what, limit))
+    return data
+
+
+def check_bounded(path: Path, limit: int, what: str = "input") -> os.stat_result:
+    """Refuse `path` unless it is a regular file of at most `limit` bytes, without reading it
+    (for files another library opens, such as ssh's known_hosts)."""
+    info = check_regular(path, what)
+    if info.st_size > limit:
+        raise InputRefused(_too_large(path, what, limit))
+    return info
+
+
+def _too_large(path: Path, what: str, limit: int) -> str:
+    return (
+        f"{path}: {what} is larger than {limit // 1024} KiB; r2bench refuses to read it whole"
+        " (is it the right file?)"
+    )
 
 
 def inside(root: Path, path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,3 +93,103 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 def test_version_flag(flag: str, tmp_path: Path) -> None:
     proc = _run(flag, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith("r2bench ")
+
+
+# ---- the terminal: hostile text, odd streams, odd locales -------------------------------------
+
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+HOSTILE_VALUE = "\x1b]0;retitled\x07\x1b[31mred [/x] [bold]\u202eevil"
+
+
+def _hostile_experiment(tmp: Path) -> Path:
+    """The quickstart under a path holding `[/x]`, with escape sequences and markup in an env value."""
+    folder = tmp / "[" / "x]"
+    folder.mkdir(parents=True)
+    path = folder / "q.yaml"
+    text = QUICKSTART.read_text().replace(
+        "NCCL_DEBUG: INFO", f"NCCL_DEBUG: {json.dumps(HOSTILE_VALUE)}"
+    )
+    path.write_text(text.replace("R2CC_MODE: [0, 1, 2]", "R2CC_MODE: [0, 1]"))
+    return path
+
+
+def _raw(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
+    code = "from r2bench.cli import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("view", [[], ["--commands"]])
+def test_escape_sequences_and_markup_in_values_are_shown_escaped(
+    tmp_path: Path, view: list[str]
+) -> None:
+    path = _hostile_experiment(tmp_path)
+    proc = _raw("plan", str(path), "-t", str(VIRTUAL), *view, cwd=tmp_path, COLUMNS="300")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    if view:  # the value is the same in every run: only the commands show it
+        assert "\\e]0;retitled" in out and "[/x]" in out and "\\u202e" in out
+
+
+def test_a_markup_like_path_in_an_error_never_crashes(tmp_path: Path) -> None:
+    path = _hostile_experiment(tmp_path)
+    path.write_text(path.read_text() + "bogus: [/x]\n")
+    proc = _raw(
+        "plan", str(path), "-t", str(VIRTUAL), "--script", str(path.parent / "s"), cwd=tmp_path
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in err
+    assert f"{path}:" in err and "unknown key 'bogus'" in err
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"},
+        {"COLUMNS": "0"},
+        {"COLUMNS": "-5", "LINES": "0"},
+        {"COLUMNS": "x"},
+    ],
+    ids=["ascii-locale", "columns-0", "columns-negative", "columns-text"],
+)
+def test_odd_terminals_still_get_the_plan(tmp_path: Path, env: dict[str, str]) -> None:
+    path = _hostile_experiment(tmp_path)
+    proc = _raw("plan", str(path), "-t", str(VIRTUAL), cwd=tmp_path, **env)
+    assert proc.returncode == 0, proc.stderr
+    assert b"Traceback" not in proc.stderr
+    assert b"quickstart on example: 8 runs" in proc.stdout, proc.stdout[:400]
+
+
+def test_a_closed_stdout_is_an_error_not_silent_success(tmp_path: Path) -> None:
+    path = _hostile_experiment(tmp_path)
+    code = "import os; os.close(1); from r2bench.cli import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "plan", str(path), "-t", str(VIRTUAL)],
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert b"Traceback" not in proc.stderr and b"output" in proc.stderr
+
+
+def test_a_closed_stdin_changes_nothing(tmp_path: Path) -> None:
+    path = _hostile_experiment(tmp_path)
+    code = "import os; os.close(0); from r2bench.cli import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "plan", str(path), "-t", str(VIRTUAL)],
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert b"8 runs" in proc.stdout

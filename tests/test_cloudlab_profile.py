@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import re
 import subprocess
 import sys
@@ -84,3 +85,22 @@ def test_setup_script_is_valid_bash_and_installs_what_r2bench_drives() -> None:
                     "iproute2", "nftables"):  # fmt: skip
         assert package in text
     assert "geni-get key" in text and "authorized_keys" in text
+
+
+@pytest.mark.slow
+def test_the_documented_install_works_in_a_fresh_venv(tmp_path: Path) -> None:
+    """cloudlab/README.md's step 0 as written, in a new virtual environment (needs PyPI), then
+    the profile. Before: `pip install -e '.[report]' geni-lib` left out six, which geni-lib
+    imports without declaring it, and profile.py died of ModuleNotFoundError."""
+    readme = (ROOT / "cloudlab" / "README.md").read_text()
+    block = re.search(r"```bash\n(  cd r2bench && python3 -m venv .*?)```", readme, re.DOTALL)
+    assert block, "step 0's code block"
+    steps = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    steps[0] = steps[0].replace("cd r2bench && ", "").replace(".venv", str(tmp_path / "venv"))
+    script = " && ".join([f"cd {ROOT}", *steps, "python3 cloudlab/profile.py"])
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=1800, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "<rspec" in proc.stdout

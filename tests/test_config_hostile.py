@@ -241,3 +241,176 @@ def test_issues_are_in_file_order(tmp_path: Path) -> None:
 def test_yaml_dump_of_deep_python_data_is_not_needed() -> None:
     """Guard for the helper above: the nesting strategy produces valid YAML flow text."""
     assert yaml.safe_load(_nest(3, ["l", "m"])) == [{"a": [1]}]
+
+
+# ---- sub-millisecond durations ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deadline", ["0.0004", "0.9", "1e-9"])
+def test_a_deadline_below_a_second_is_refused_at_load(tmp_path: Path, deadline: str) -> None:
+    """Before: `deadline_s: 0.0004` loaded and reached the node as `timeout 0.000` (no limit)."""
+    error = _outcome(
+        tmp_path, PAPER.read_text().replace("deadline_s: 900", f"deadline_s: {deadline}")
+    )
+    assert error is not None
+    (issue,) = [i for i in error.issues if i.path == ("deadline_s",)]
+    assert "at least 1" in issue.message and issue.line is not None
+
+
+@pytest.mark.parametrize("value", [0.0004, 1e-9, 0.0, 0.0011])
+def test_a_tiny_timeout_is_rounded_up_never_rendered_as_zero(value: float) -> None:
+    from r2bench.nodes.ssh import timeout_line
+    from r2bench.shellwords import seconds
+
+    assert float(seconds(value)) >= 0.001 and float(seconds(value)) >= value
+    line = timeout_line(["true"], value)
+    assert re.fullmatch(r"timeout -k \d+ (\S+) true", line)
+    assert float(line.split()[3]) > 0, line
+
+
+def test_the_script_never_renders_a_zero_deadline(tmp_path: Path) -> None:
+    from r2bench.commands.plan_script import node_script
+
+    plan = make_plan(load_inputs(PAPER, TESTBED))
+    run = plan.runs[0].model_copy(
+        update={"spec": plan.runs[0].spec.model_copy(update={"deadline_s": 0.0004})}
+    )
+    text = node_script(plan.model_copy(update={"runs": [run]}), run.launch.node)
+    (limit,) = re.findall(r"timeout --signal=TERM --kill-after=10 (\S+) ", text)
+    assert float(limit) >= 0.001, limit
+
+
+# ---- bounded memory: the sweep is counted before it is built ---------------------------------
+
+SWEEP_BOMB = """\
+name: bomb
+libraries: {l: {recipe: r2ccl}}
+collectives: [all_reduce]
+sizes: {begin: 8, end: 1G}
+sweep:
+  matrix:
+    A: &v [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    B: *v
+    C: *v
+    D: *v
+    E: *v
+    F: *v
+    G: *v
+"""
+
+
+def test_a_sweep_of_ten_million_runs_is_refused_fast_in_little_memory(tmp_path: Path) -> None:
+    """Before: 10^7 points were built (MemoryError after minutes); now the product of the
+    dimension sizes is counted first. Measured in a child process: time and peak RSS."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    assert len(SWEEP_BOMB) <= 260
+    path = tmp_path / "bomb.yaml"
+    path.write_text(SWEEP_BOMB)
+    code = "from r2bench.cli import main; main()"
+    args = [sys.executable, "-c", code, "plan", str(path), "-t", str(TESTBED)]
+    started = time.monotonic()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}:5:1: sweep: the sweep expands to 10000000 runs" in proc.stderr, proc.stderr
+    assert "limit is 100000" in proc.stderr and "max_runs" in proc.stderr
+    assert elapsed < 2.0 + 3.0, elapsed  # 2 s of work, plus the interpreter's start on a busy CI
+    assert peak_mb < 200, peak_mb
+
+
+def test_max_runs_raises_the_limit_and_repeats_count(tmp_path: Path) -> None:
+    body = SWEEP_BOMB.replace("    D: *v\n    E: *v\n    F: *v\n    G: *v\n", "")
+    error = _outcome(tmp_path, body + "repeats: 200\n")
+    assert error is not None and "expands to 200000 runs" in str(error), str(error)
+    error = _outcome(tmp_path, body.replace("    C: *v\n", "") + "max_runs: 50\n")
+    assert error is not None and "expands to 100 runs" in str(error)
+    assert _outcome(tmp_path, body.replace("    C: *v\n", "") + "max_runs: 100\n") is None
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("which", ["experiment", "testbed"])
+def test_a_device_or_fifo_given_as_a_config_is_refused_unread(
+    tmp_path: Path, special: str, which: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    target = Path(special)
+    if special == "fifo":
+        target = tmp_path / "config.yaml"
+        os.mkfifo(target)
+    experiment, testbed = (target, TESTBED) if which == "experiment" else (PAPER, target)
+    code = "from r2bench.cli import main; main()"
+    args = [sys.executable, "-c", code, "plan", str(experiment), "-t", str(testbed)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{target}: <top level>: a config file is not a regular file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_known_hosts_on_a_device_is_refused_before_reading() -> None:
+    from fabric import Connection
+
+    from r2bench.config.testbed import SshOptions
+    from r2bench.nodes.ssh import _secure
+    from r2bench.safeio import InputRefused
+
+    with pytest.raises(InputRefused, match="known_hosts"):
+        _secure(Connection("127.0.0.1"), SshOptions(known_hosts="/dev/zero"))
+
+
+@pytest.mark.parametrize("depth", [9, 12])
+def test_nested_aliases_in_a_config_are_refused_located(tmp_path: Path, depth: int) -> None:
+    lines = ["name: laughs", "extra:", "  l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, depth)]
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("\n".join(lines) + "\n", "laughs.yaml")
+    (issue,) = info.value.issues
+    assert "alias" in issue.message and issue.line is not None and issue.path[0] == "extra"
+
+
+LAUGHS = "".join(
+    [f"l0: &l0 [{', '.join(['x'] * 10)}]\n"]
+    + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9)]
+)
+
+
+def test_nested_aliases_in_a_compare_reference_or_policy_are_refused(tmp_path: Path) -> None:
+    """Before: yaml.safe_load built the shared structure, and walking it never ended."""
+    from r2bench.compare.policy import load_policy
+    from r2bench.compare.reference import CompareInputError, load_reference
+
+    path = tmp_path / "reference.yaml"
+    path.write_text("format: r2bench-reference/1\nseries: []\n" + LAUGHS)
+    with pytest.raises(CompareInputError, match=r"reference.yaml:\d+:\d+: .*alias"):
+        load_reference(path)
+    with pytest.raises(ValueError, match=r"reference.yaml:\d+:\d+: .*alias"):
+        load_policy(path)
+    with pytest.raises(CompareInputError, match="not a regular file"):
+        load_reference(Path("/dev/zero"))
+
+
+# ---- strict scalars: env values stay as written ------------------------------------------------
+
+
+def test_env_values_keep_the_text_the_user_wrote(tmp_path: Path) -> None:
+    """Before: YAML 1.1 read `1:30` as 90, `010` as 8, `0x10` as 16 and `1.10` as 1.1."""
+    written = {"A_TIME": "1:30", "B_OCTAL": "010", "C_HEX": "0x10", "D_FLOAT": "1.10"}
+    written |= {"E_UNDERSCORE": "1_000", "F_EXP": "1e3", "G_PLAIN": "42"}
+    env = "".join(f"  {name}: {text}\n" for name, text in written.items())
+    body = PAPER.read_text().replace("env:\n", "env:\n" + env)
+    path = tmp_path / "env.yaml"
+    path.write_text(body)
+    plan = make_plan(load_inputs(path, TESTBED))
+    for name, text in written.items():
+        assert plan.runs[0].spec.env[name] == text, name
+    swept = PAPER.read_text().replace("  matrix:\n", "  matrix:\n    B_OCTAL: [010, 011]\n")
+    path.write_text(swept)
+    values = {run.spec.env["B_OCTAL"] for run in make_plan(load_inputs(path, TESTBED)).runs}
+    assert values == {"010", "011"}

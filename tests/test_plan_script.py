@@ -95,3 +95,76 @@ def test_panels_show_root_commands_as_pasteable_lines(plan: Plan) -> None:
     assert result.exit_code == 0
     assert "[root]" not in result.output
     assert "  # as root" in result.output
+
+
+# ---- hostile text never becomes a command ----------------------------------------------------
+
+INJECTED = "r2b_injected"
+"""A program name that only a successful injection would run (a stub records each call)."""
+HOSTILE = (
+    f"x\n{INJECTED} newline\n$({INJECTED} sub)`{INJECTED} tick`'; {INJECTED} quote; '\r\x1b[2J"
+)
+
+
+def _hostile_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """The quickstart experiment and testbed with hostile text in every free-text field that
+    reaches a script: a library ref, an env value, the work folder, the experiment file name."""
+    text = EXPERIMENT.read_text()
+    text = text.replace(
+        "emulated: {recipe: emulated-lib}",
+        f"emulated: {{recipe: emulated-lib}}\n  r2: {{recipe: r2ccl, ref: {_yaml_str(HOSTILE)}}}",
+    )
+    text = text.replace("NCCL_DEBUG: INFO", f"NCCL_DEBUG: {_yaml_str(HOSTILE)}")
+    text = text.replace("R2CC_MODE: [0, 1, 2]", "R2CC_MODE: [0]")
+    experiment = tmp_path / f"exp{HOSTILE.replace(chr(0), '')}.yaml"
+    experiment.write_text(text)
+    testbed = tmp_path / "testbed.yaml"
+    testbed.write_text(
+        TESTBED.read_text().replace(
+            "work_dir: /var/lib/r2bench/example/work",
+            f"work_dir: {_yaml_str('/w' + HOSTILE)}",
+        )
+    )
+    return experiment, testbed
+
+
+def _yaml_str(value: str) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _stubs(folder: Path, calls: Path) -> Path:
+    """A PATH of stubs: every program the script may run only records its name."""
+    folder.mkdir()
+    names = ["bash", "sudo", "id", "date", "awk", "sleep", "timeout", "mkdir", "git", "test"]
+    names += ["make", "rsync", "cp", INJECTED]
+    for name in names:
+        stub = folder / name
+        stub.write_text(f"#!/bin/sh\necho {name} >> {shlex.quote(str(calls))}\n")
+        stub.chmod(0o755)
+    return folder
+
+
+def test_hostile_text_in_any_field_never_runs_as_a_command(tmp_path: Path) -> None:
+    experiment, testbed = _hostile_inputs(tmp_path)
+    plan = make_plan(load_inputs(experiment, testbed))
+    assert any(step.ref == HOSTILE for step in plan.setup), "the hostile ref reaches the setup"
+    calls = tmp_path / "calls"
+    stubs = _stubs(tmp_path / "bin", calls)
+    for path in write_scripts(plan, tmp_path / "scripts"):
+        text = path.read_text()
+        comments = [line for line in text.splitlines() if line.lstrip().startswith("#")]
+        assert not [c for c in comments if "\x1b" in c or "\r" in c], "comments are escaped"
+        subprocess.run(["bash", "-n", str(path)], check=True)
+        proc = subprocess.run(
+            ["/bin/bash", str(path)],
+            env={"PATH": str(stubs), "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        ran = calls.read_text().splitlines()
+        assert INJECTED not in ran, f"{path.name} ran the injected command:\n{proc.stderr}"
+        assert "command not found" not in proc.stderr, proc.stderr
+        assert "mkdir" in ran, "the script did reach its launch lines"

@@ -13,10 +13,10 @@ first result are injected after the launch here (r2bench waits for the first res
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun
+from r2bench.shellwords import comment, quote, seconds
 
 COPY_PREFIX = "copy from controller: "
 
@@ -46,8 +46,13 @@ at() {{  # sleep until $1 seconds after the start of the current section
 def _line(command: NodeCommand | str, root: bool = False) -> str:
     text = command if isinstance(command, str) else command.command
     if root or (isinstance(command, NodeCommand) and command.root):
-        return f"as_root {shlex.quote(text)}"
+        return f"as_root {quote(text)}"
     return text
+
+
+def comment_line(text: str) -> str:
+    """A `#` line of the script holding `text` (free text is escaped: it stays a comment)."""
+    return f"# {comment(text)}"
 
 
 def _setup_lines(plan: Plan, node: str) -> list[str]:
@@ -60,12 +65,14 @@ def _setup_lines(plan: Plan, node: str) -> list[str]:
         "fault commands below use"
     )
     for step in steps:
-        lines.append(f"# --- {step.component}: {step.recipe} @ {step.ref or 'local'}")
+        lines.append(comment_line(f"--- {step.component}: {step.recipe} @ {step.ref or 'local'}"))
         for command in step.commands:
             if command.startswith(COPY_PREFIX):
                 source, _, target = command.removeprefix(COPY_PREFIX).partition(" -> ")
-                lines.append(f"# copy from the controller: {source} -> {target}")
-                lines.append(f"#   e.g. on the controller: rsync -a SOURCE/ {node}:{target}/")
+                lines.append(comment_line(f"copy from the controller: {source} -> {target}"))
+                lines.append(
+                    comment_line(f"  e.g. on the controller: rsync -a SOURCE/ {node}:{target}/")
+                )
             else:
                 lines.append(command)
     return lines
@@ -94,32 +101,34 @@ def _run_lines(run: PlannedRun, index: int, total: int, node: str) -> list[str]:
     deadline = float(spec.deadline_s)
     lines = [
         "",
-        f"# ===== run {index}/{total}: {spec.run_id}",
-        f"# {spec.collective}, library {spec.library_label}, scenario {spec.scenario}, "
-        f"repeat {spec.repeat}; launched on {run.launch.node}; deadline {deadline:g} s",
+        comment_line(f"===== run {index}/{total}: {spec.run_id}"),
+        comment_line(
+            f"{spec.collective}, library {spec.library_label}, scenario {spec.scenario}, "
+            f"repeat {spec.repeat}; launched on {run.launch.node}; deadline {deadline:g} s"
+        ),
         "start_section",
     ]
     launches = run.launch.node == node
     if launches:
-        out = shlex.quote(run.run_dir)
+        out = quote(run.run_dir)
         sudo = "sudo -n " if run.launch.root else ""
         lines += [
             f"mkdir -p {out}",
-            f"{sudo}timeout --signal=TERM --kill-after=10 {deadline:g} "
-            f"bash -c {shlex.quote(run.launch.command)} >{out}/stdout.txt 2>{out}/stderr.txt &",
+            f"{sudo}timeout --signal=TERM --kill-after=10 {seconds(deadline)} "
+            f"bash -c {quote(run.launch.command)} >{out}/stdout.txt 2>{out}/stderr.txt &",
             "job=$!",
         ]
     actions = sorted(
         (a for f in run.faults if f.node == node for a in _fault_actions(f, deadline)),
         key=lambda a: a[0],
     )
-    for when, comment, command in actions:
-        lines += [f"at {when:g}  # {comment}", command]
+    for when, note, command in actions:
+        lines += [f"at {seconds(when)}  # {comment(note)}", command]
     if not launches and not actions:
         lines.append("# nothing runs on this node in this run")
     if launches:
         lines.append('wait "$job"; echo "run exit code: $?"')
-    lines.append(f"at {deadline:g}  # the section ends at the run's deadline on every node")
+    lines.append(f"at {seconds(deadline)}  # the section ends at the run's deadline on every node")
     return lines
 
 
@@ -138,11 +147,11 @@ def node_script(plan: Plan, node: str) -> str:
     """The bash script of one node."""
     lines = [
         _PRELUDE.format(
-            node=node,
-            experiment=plan.experiment,
-            testbed=plan.testbed,
-            experiment_file=plan.experiment_file,
-            testbed_file=plan.testbed_file,
+            node=comment(node),
+            experiment=comment(plan.experiment),
+            testbed=comment(plan.testbed),
+            experiment_file=comment(plan.experiment_file),
+            testbed_file=comment(plan.testbed_file),
         ).rstrip("\n")
     ]
     lines += _setup_lines(plan, node)

@@ -32,9 +32,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from r2bench.config.errors import ConfigError
+from r2bench.config.source import load_data
 from r2bench.config.types import parse_size
 
 METRICS = ("busbw_gbps", "time_us")
@@ -184,9 +185,9 @@ def load_policy(path: Path | None) -> Policy:
     if path is None:
         return Policy()
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read the policy: {exc}") from exc
+        data = load_data(path) or {}
+    except ConfigError as exc:
+        raise ValueError(f"cannot read the policy: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a policy is a mapping")
     try:

@@ -39,6 +39,8 @@ from r2bench.compare.samples import (
     series_outcomes,
 )
 from r2bench.compare.stats import bootstrap, point, relative_change, rng_for
+from r2bench.config.errors import ConfigError
+from r2bench.config.source import load_data
 
 FORMAT = "r2bench-reference/1"
 RESERVED = frozenset({"n", "outcomes", *METRICS})
@@ -127,9 +129,9 @@ def parse_reference(data: Any, where: str = "reference") -> Reference:
 def load_reference(path: Path) -> Reference:
     """Read a reference file."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CompareInputError(f"{path}: cannot read: {exc}") from exc
+        data = load_data(Path(path))
+    except ConfigError as exc:
+        raise CompareInputError(str(exc)) from exc
     return parse_reference(data, str(path))
 
 

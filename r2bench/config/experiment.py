@@ -10,13 +10,18 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from r2bench.config.types import EnvName, EnvValue, FreeText, Name, Size, StrictModel
 
 NO_FAULT = "none"
 MAX_SECONDS = 7 * 86400
 """Longest deadline or fault window: a week (leases reach the node as plain decimals)."""
+MIN_DEADLINE_S = 1.0
+"""Shortest deadline: a run cannot even launch in less, and the node-side kill needs a limit
+that rounds to a positive number of milliseconds."""
+DEFAULT_MAX_RUNS = 100_000
+"""Most runs a sweep may expand to unless the experiment raises `max_runs`."""
 MAX_COUNT = 1_000_000
 """Largest iteration, warmup and cycle count passed to nccl-tests."""
 CORE_DIMENSIONS = ("library", "collective", "scenario", "size")
@@ -40,7 +45,7 @@ class SizeRange(StrictModel):
 
     begin: Size
     end: Size
-    factor: int = Field(2, ge=2, le=1024)
+    factor: StrictInt = Field(2, ge=2, le=1024)
 
     @model_validator(mode="after")
     def _ordered(self) -> SizeRange:
@@ -59,15 +64,17 @@ class Since(str, Enum):
 class Trigger(StrictModel):
     """When a fault is injected: `after_s` seconds after the job launched or printed a result."""
 
-    after_s: float = Field(ge=0, le=86400, allow_inf_nan=False)
+    after_s: StrictFloat = Field(ge=0, le=86400, allow_inf_nan=False)
     since: Since = Since.LAUNCH
 
 
 class Flap(StrictModel):
     """Repeat a fault: `count` down/up cycles, one every `period_s` seconds."""
 
-    count: int = Field(ge=1, le=1000, description="Number of down/up cycles.")
-    period_s: float = Field(gt=0, le=86400, description="Seconds from one inject to the next.")
+    count: StrictInt = Field(ge=1, le=1000, description="Number of down/up cycles.")
+    period_s: StrictFloat = Field(
+        gt=0, le=86400, description="Seconds from one inject to the next."
+    )
 
 
 class FaultSpec(StrictModel):
@@ -80,7 +87,7 @@ class FaultSpec(StrictModel):
     node: Name
     nic: Name | None = Field(None, description="The NIC (every kind but the process ones).")
     trigger: Trigger
-    duration_s: float | None = Field(
+    duration_s: StrictFloat | None = Field(
         None,
         gt=0,
         le=MAX_SECONDS,
@@ -165,15 +172,15 @@ class Sweep(StrictModel):
 class NcclTestsOptions(StrictModel):
     """Options passed to every benchmark job (nccl-tests flags)."""
 
-    iterations: int = Field(20, ge=1, le=MAX_COUNT, description="-n")
-    warmup: int = Field(5, ge=0, le=MAX_COUNT, description="-w")
-    check: bool = Field(True, description="-c: verify results (#wrong column).")
-    cycles: int | None = Field(
+    iterations: StrictInt = Field(20, ge=1, le=MAX_COUNT, description="-n")
+    warmup: StrictInt = Field(5, ge=0, le=MAX_COUNT, description="-w")
+    check: StrictBool = Field(True, description="-c: verify results (#wrong column).")
+    cycles: StrictInt | None = Field(
         None, ge=0, le=MAX_COUNT, description="-N: repeat cycles (0 = until stopped)."
     )
-    timestamps: bool = Field(True, description="-S 1: timestamp on every result line.")
-    per_iteration: bool = Field(True, description="-I 1: per-iteration times in the JSON.")
-    timeout_s: int | None = Field(
+    timestamps: StrictBool = Field(True, description="-S 1: timestamp on every result line.")
+    per_iteration: StrictBool = Field(True, description="-I 1: per-iteration times in the JSON.")
+    timeout_s: StrictInt | None = Field(
         None, ge=1, le=MAX_SECONDS, description="-T: nccl-tests' own per-test timeout."
     )
     datatype: Name = Field("float", description="-d")
@@ -184,12 +191,12 @@ class NcclTestsOptions(StrictModel):
 class VirtualTestbedSpec(StrictModel):
     """The virtual testbed `r2bench sweep` brings up for this experiment when no -t is given."""
 
-    nodes: int = Field(2, ge=1, le=8, description="Namespace nodes.")
-    nics: int = Field(4, ge=1, le=8, description="Data NICs per node.")
+    nodes: StrictInt = Field(2, ge=1, le=8, description="Namespace nodes.")
+    nics: StrictInt = Field(4, ge=1, le=8, description="Data NICs per node.")
     rate: FreeText | None = Field(
         "250mbit", description="tbf cap of every data NIC, both ways (tc rate); null: uncapped."
     )
-    gpus: int = Field(
+    gpus: StrictInt = Field(
         0, ge=0, le=16, description="GPUs per node from this host's (shared when it has too few)."
     )
     cuda_home: FreeText | None = Field(None, description="CUDA toolkit (default: detected).")
@@ -209,27 +216,43 @@ class Experiment(StrictModel):
     collectives: list[Name] = Field(["all_reduce"], min_length=1)
     sizes: SizeRange | list[Size] = SizeRange(begin=8, end=128 << 20)
     options: NcclTestsOptions = NcclTestsOptions()
-    nodes: list[Name] | Annotated[int, Field(ge=1, le=4096)] | None = Field(
+    nodes: list[Name] | Annotated[StrictInt, Field(ge=1, le=4096)] | None = Field(
         None, description="Node names, a count of the testbed's first nodes, or all."
     )
-    gpus_per_node: int | None = Field(
+    gpus_per_node: StrictInt | None = Field(
         None, ge=1, le=64, description="Ranks per node (default: GPUs)."
     )
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
     scenarios: list[Scenario] = Field(default_factory=list)
     sweep: Sweep = Sweep()
-    repeats: int = Field(1, ge=1, le=1000)
+    repeats: StrictInt = Field(1, ge=1, le=1000)
     virtual_testbed: VirtualTestbedSpec = Field(
         VirtualTestbedSpec(),
         description="The testbed a sweep with no -t brings up (default: 2 nodes x 4 NICs at 250mbit).",
     )
-    deadline_s: float = Field(
+    max_runs: StrictInt = Field(
+        DEFAULT_MAX_RUNS,
+        ge=1,
+        le=MAX_COUNT * 10,
+        description="Refuse a sweep that expands to more runs (counted before it is built).",
+    )
+    deadline_s: StrictFloat = Field(
         600,
         gt=0,
         le=MAX_SECONDS,
         allow_inf_nan=False,
         description="Harness kills a run after this long (seconds, finite, at most a week).",
     )
+
+    @field_validator("deadline_s")
+    @classmethod
+    def _deadline_long_enough(cls, deadline_s: float) -> float:
+        if deadline_s < MIN_DEADLINE_S:
+            raise ValueError(
+                f"deadline_s must be at least {MIN_DEADLINE_S:g} s (a run cannot launch in less),"
+                f" found {deadline_s:g}"
+            )
+        return deadline_s
 
     @field_validator("sizes")
     @classmethod

@@ -6,6 +6,7 @@ from field path to the position of the value (or key) in the file so every error
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,14 @@ from typing import Any
 import yaml
 
 from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
+from r2bench.safeio import CONFIG_LIMIT, InputRefused, read_bytes_bounded
 
 # Cap on file size: configs are small; a huge file is a mistake (or an attack on the parser).
-MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_CONFIG_BYTES = CONFIG_LIMIT
 # Cap on nesting (the top-level mapping counts as 1): real configs need about 6 levels; PyYAML's
 # composer recurses per level, so a 1 KB file of 500 `[` would otherwise end in RecursionError.
 MAX_DEPTH = 32
+_EMPTY = "file is empty; expected a mapping of settings"
 _STANDARD_COLLECTION_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
@@ -56,23 +59,14 @@ def load_yaml(path: Path) -> SourceDoc:
     """Read and parse `path`; YAML syntax errors become a located ConfigError."""
     name = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bytes_bounded(path, MAX_CONFIG_BYTES, "a config file")
     except OSError as exc:
         raise ConfigError(
             [ConfigIssue(name, None, None, (), f"cannot read file: {exc.strerror}")]
         ) from exc
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            [
-                ConfigIssue(
-                    name,
-                    None,
-                    None,
-                    (),
-                    f"file is {len(raw)} bytes; configs are limited to {MAX_CONFIG_BYTES}",
-                )
-            ]
-        )
+    except InputRefused as exc:
+        message = str(exc).removeprefix(f"{path}: ")
+        raise ConfigError([ConfigIssue(name, None, None, (), message)]) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -80,6 +74,18 @@ def load_yaml(path: Path) -> SourceDoc:
             [ConfigIssue(name, None, None, (), f"not UTF-8 text (byte {exc.start})")]
         ) from exc
     return parse_yaml(text, name)
+
+
+def load_data(path: Path) -> Any:
+    """Plain data of a YAML file that has no model of its own here (a compare reference or
+    policy), read with the same bounds as a config: size, depth and alias expansion. An empty
+    file is None. Raises ConfigError, located."""
+    try:
+        return load_yaml(path).data
+    except ConfigError as error:
+        if [issue.message for issue in error.issues] == [_EMPTY]:
+            return None
+        raise
 
 
 def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
@@ -98,9 +104,7 @@ def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
         raise ConfigError([ConfigIssue(name, None, None, (), f"YAML error: {exc}")]) from exc
     doc = SourceDoc(name, None)
     if root is None:
-        raise ConfigError(
-            [ConfigIssue(name, 1, 1, (), "file is empty; expected a mapping of settings")]
-        )
+        raise ConfigError([ConfigIssue(name, 1, 1, (), _EMPTY)])
     doc.data = _Converter(doc).convert(root, ())
     return doc
 
@@ -167,6 +171,48 @@ def _short_tag(tag: str) -> str:
     return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org") else tag
 
 
+_PLAIN_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+_PLAIN_FLOAT = re.compile(
+    r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)"
+)
+
+
+class WrittenFloat(float):
+    """A YAML float that remembers how it was written: `1.10` stays `1.10` as an env value."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> WrittenFloat:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _as_written(node: yaml.Node, value: Any) -> Any:
+    """YAML 1.1 reads `010` as 8, `0x10` as 16, `1:30` as 90 and `1_000` as 1000: a number in
+    any form but plain decimal stays the text the user wrote (a numeric field then refuses it,
+    located; an env value keeps it as written). Floats keep their text beside their value."""
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+        return value
+    if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str" and "." not in value:
+        # YAML 1.1 wants a dot in a float (`1e7` is text); read it as the number it looks like.
+        if _PLAIN_FLOAT.fullmatch(value) and not _PLAIN_INT.fullmatch(value):
+            return WrittenFloat(float(value), value)
+        return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not _PLAIN_INT.fullmatch(node.value):
+        return node.value
+    if isinstance(value, float):
+        if not _PLAIN_FLOAT.fullmatch(node.value):
+            return node.value
+        return WrittenFloat(value, node.value)
+    return value
+
+
 class _Converter:
     """Turns a composed YAML node tree into plain data, recording positions on the way."""
 
@@ -181,9 +227,11 @@ class _Converter:
     def convert(self, node: yaml.Node, path: FieldPath) -> Any:
         self.count += 1
         if self.count > self.MAX_NODES:
-            raise ConfigError(
-                [self.doc.issue(path, f"more than {self.MAX_NODES} values (alias expansion?)")]
-            )
+            # Name the innermost key (what a user can find), not the list indices under it.
+            named = [i for i, part in enumerate(path) if isinstance(part, str)]
+            where = path[: named[-1] + 1] if named else ()
+            message = f"more than {self.MAX_NODES} values (alias expansion: nested *aliases?)"
+            raise ConfigError([self.doc.issue(where, message, "write the values out")])
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.CollectionNode) and node.tag not in _STANDARD_COLLECTION_TAGS:
             raise ConfigError(
@@ -200,9 +248,10 @@ class _Converter:
         if isinstance(node, yaml.SequenceNode):
             return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
         try:
-            return self.loader.construct_object(node, deep=True)
+            value = self.loader.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise ConfigError([self.doc.issue(path, f"cannot read value: {exc}")]) from exc
+        return _as_written(node, value)
 
     def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[Any, Any]:
         result: dict[Any, Any] = {}

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
-from r2bench.config.types import EnvName, FreeText, HostAddress, IfName, Name, StrictModel
+from r2bench.config.types import (
+    EnvName,
+    FreeText,
+    HostAddress,
+    IfName,
+    Name,
+    StrictModel,
+    rate_problem,
+)
 
 
 def _reject_duplicates(names: list[str], what: str) -> None:
@@ -31,10 +39,10 @@ class Nic(StrictModel):
     name: Name = Field(description="How experiments refer to this NIC, e.g. mlx5_1 or nic1.")
     kind: NicKind = Field(NicKind.IB, description="ib, roce or eth.")
     rdma_device: Name | None = Field(None, description="RDMA device (mlx5_1); needed for ib.")
-    port: int = Field(1, ge=1, le=255, description="Port number on the RDMA device.")
+    port: StrictInt = Field(1, ge=1, le=255, description="Port number on the RDMA device.")
     netdev: IfName | None = Field(None, description="Kernel interface name (ib1, ens1f0, eth1).")
     address: HostAddress | None = Field(None, description="IP address on this NIC, if any.")
-    management: bool = Field(
+    management: StrictBool = Field(
         False, description="The interface the controller and MPI bootstrap use: never faulted."
     )
     rate: str | None = Field(
@@ -43,6 +51,14 @@ class Nic(StrictModel):
         description="Bandwidth cap the testbed itself keeps on this NIC, both directions "
         "(virtual testbed: tbf root qdisc with handle f2b0:), e.g. 400mbit; unset: none.",
     )
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_in_range(cls, rate: str | None) -> str | None:
+        problem = rate_problem(rate) if rate is not None else None
+        if problem:
+            raise ValueError(problem)
+        return rate
 
     @model_validator(mode="after")
     def _needs_identity(self) -> Nic:
@@ -57,12 +73,12 @@ class SshOptions(StrictModel):
     """How the controller reaches a node over ssh (unset fields fall back to ~/.ssh/config)."""
 
     user: Name | None = None
-    port: int = Field(22, ge=1, le=65535)
+    port: StrictInt = Field(22, ge=1, le=65535)
     key: FreeText | None = Field(None, description="Private key file.")
     jump_host: FreeText | None = Field(None, description="user@host[:port] of a bastion.")
     config_file: FreeText | None = Field(None, description="An ssh_config file to honor.")
     known_hosts: FreeText | None = Field(None, description="known_hosts file to verify against.")
-    strict_host_key_checking: bool = Field(
+    strict_host_key_checking: StrictBool = Field(
         True, description="Verify host keys. Turn off only for throwaway testbeds."
     )
 
@@ -73,8 +89,8 @@ class Node(StrictModel):
     name: Name
     address: HostAddress = Field(description="Hostname or IP the controller connects to.")
     ssh: SshOptions = SshOptions()
-    sudo: bool = Field(True, description="Prefix root-only commands with `sudo -n`.")
-    gpus: int = Field(0, ge=0, le=64, description="GPUs on this node.")
+    sudo: StrictBool = Field(True, description="Prefix root-only commands with `sudo -n`.")
+    gpus: StrictInt = Field(0, ge=0, le=64, description="GPUs on this node.")
     gpu_arch: str | None = Field(
         None, pattern=r"^[0-9]{2,3}a?$", description="CUDA compute capability, e.g. 90 for H100."
     )
@@ -84,7 +100,7 @@ class Node(StrictModel):
         description="Variables for this node's ranks only (the launcher sets them per node), e.g. "
         "NCCL_HOSTID and CUDA_VISIBLE_DEVICES where namespace nodes share one host's GPUs.",
     )
-    gpus_shared: bool = Field(
+    gpus_shared: StrictBool = Field(
         False,
         description="This node's GPUs are also another node's (namespace nodes on one GPU host): "
         "NCCL sees separate hosts, so only the network path is measured between them.",
@@ -124,7 +140,7 @@ class Launcher(StrictModel):
     bootstrap_interface: IfName | None = Field(
         None, description="Interface for MPI's own traffic (btl_tcp_if_include/oob_tcp_if_include)."
     )
-    allow_run_as_root: bool = Field(False, description="Pass --allow-run-as-root to mpirun.")
+    allow_run_as_root: StrictBool = Field(False, description="Pass --allow-run-as-root to mpirun.")
     bind_to: Name = Field("none", description="mpirun --bind-to value.")
 
 

@@ -80,6 +80,10 @@ def parse_size(value: Any) -> int:
         raise ValueError(f"expected a size such as 8, 64K or 8G, found {short_repr(value)}")
     if size <= 0:
         raise ValueError(f"size must be positive, found {short_repr(value)}")
+    if size.denominator != 1:
+        raise ValueError(
+            f"size must be a whole number of bytes, found {short_repr(value)} ({float(size):g} B)"
+        )
     if size > MAX_SIZE:
         raise ValueError(f"size must be at most 1T ({MAX_SIZE} B), found {short_repr(value)}")
     return int(size)
@@ -95,3 +99,24 @@ def format_size(size: int) -> str:
 
 
 Size = Annotated[int, BeforeValidator(parse_size)]
+
+
+_RATE_RE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,6})?)([kmgt]?)(bit|bps)")
+_RATE_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+MAX_RATE_BITS = 10 * 10**12
+"""Highest bandwidth cap r2bench passes to tc: 10 Tbit/s, beyond any NIC (tc's own bound on
+a tbf rate is far above; a value this large is a typo)."""
+
+
+def rate_problem(text: str) -> str | None:
+    """Why `text` is not a bandwidth tc takes (`10mbit`, `1gbit`, `125mbps` in bytes), or None."""
+    match = _RATE_RE.fullmatch(text)
+    if match is None:
+        return "invalid rate: use a number and a unit, like 10mbit or 1gbit"
+    bits = Fraction(match.group(1)) * _RATE_SCALE[match.group(2)]
+    bits *= 8 if match.group(3) == "bps" else 1
+    if bits <= 0:
+        return f"rate must be above 0, found {text} (a zero cap drops every packet: use link_down)"
+    if bits > MAX_RATE_BITS:
+        return f"rate {text} is beyond what tc should be given (at most 10tbit)"
+    return None

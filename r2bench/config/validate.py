@@ -71,7 +71,7 @@ def _issue(
         return doc.issue(
             path, f"needs {bound} {limit} item(s), found {err.get('ctx', {}).get('actual_length')}"
         )
-    if kind.startswith("float") and isinstance(err.get("input"), int):
+    if kind.startswith("float") and type(err.get("input")) is int:
         digits = len(str(abs(err["input"])))
         return doc.issue(path, f"number too large ({digits} digits)")
     if kind in _EXPECTED:

@@ -7,13 +7,14 @@ timer on the node that reverts after the lease, so a lost controller never leave
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from r2bench.config.testbed import Nic, NicKind
+from r2bench.config.types import rate_problem
+from r2bench.shellwords import seconds
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,6 @@ def _ovs_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
 
 _PARAM_RULES: Mapping[str, tuple[re.Pattern[str], str]] = MappingProxyType(
     {
-        "rate": (
-            re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?[kmgt]?(bit|bps)"),
-            "invalid rate: use a number and a unit, like 10mbit or 1gbit",
-        ),
         "peer": (
             re.compile(r"[0-9a-fA-F.:]{2,45}(/[0-9]{1,3})?"),
             "invalid peer: use an IPv4 or IPv6 address or prefix, like 198.18.1.11",
@@ -94,7 +91,9 @@ def check_params(params: Mapping[str, str]) -> list[tuple[str, str]]:
     problems = []
     for name, value in params.items():
         rule = _PARAM_RULES.get(name)
-        if rule is not None and not rule[0].fullmatch(value):
+        if name == "rate" and (problem := rate_problem(value)):
+            problems.append((name, problem))
+        elif rule is not None and not rule[0].fullmatch(value):
             problems.append((name, rule[1]))
         elif name == "port" and int(value) > 65535:
             problems.append((name, _PARAM_RULES["port"][1]))
@@ -175,13 +174,10 @@ def fault_tag(run_id: str, index: int) -> str:
     return f"r2b-{run_id[-10:]}-f{index}"
 
 
-def format_seconds(seconds: float) -> str:
+def format_seconds(value: float) -> str:
     """A duration as the injectors read it: a plain decimal with at most 3 decimals (never
-    `1e+06`, `inf` or `nan`), at least 0.001 s."""
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"a lease must be a finite, non-negative number of seconds: {seconds}")
-    text = f"{max(seconds, 0.001):.3f}".rstrip("0").rstrip(".")
-    return text
+    `1e+06`, `inf` or `nan`), at least 0.001 s (see :func:`r2bench.shellwords.seconds`)."""
+    return seconds(value)
 
 
 def injector_argv(

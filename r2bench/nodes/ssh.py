@@ -40,6 +40,8 @@ from r2bench.nodes.base import (
     Session,
     command_text,
 )
+from r2bench.safeio import check_bounded
+from r2bench.shellwords import seconds
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 10
 KILL_GRACE_S = 5
+KNOWN_HOSTS_LIMIT = 16 * 1024 * 1024
+"""A known_hosts file is a few KB; a larger one (or a device) is not read."""
 """Seconds between the node-side TERM at the deadline and KILL."""
 _READ_SIZE = 65536
 _TIMEOUT_EXIT = 124
@@ -72,6 +76,12 @@ _FATAL = (paramiko.AuthenticationException, paramiko.BadHostKeyException, Unknow
 _DROPPED = (paramiko.SSHException, EOFError, OSError)
 
 
+def timeout_line(argv: list[str], timeout: float) -> str:
+    """`argv` under the node-side `timeout` (a limit below a millisecond rounds up: `timeout 0`
+    would mean no limit at all)."""
+    return shlex.join(["timeout", "-k", str(KILL_GRACE_S), seconds(timeout), *argv])
+
+
 def _connection_config(options: SshOptions) -> Config:
     """Fabric config honoring the testbed's ssh_config file, or ~/.ssh/config by default."""
     if options.config_file:
@@ -85,6 +95,7 @@ def _secure(connection: Connection, options: SshOptions) -> None:
     if options.strict_host_key_checking:
         known = Path(options.known_hosts or "~/.ssh/known_hosts").expanduser()
         if known.exists():
+            check_bounded(known, KNOWN_HOSTS_LIMIT, "known_hosts")
             client.load_system_host_keys(str(known))
         client.set_missing_host_key_policy(_RejectUnknown())
     else:
@@ -208,7 +219,7 @@ class SshNode(Node):
     def _execute(
         self, argv: list[str], text: str, timeout: float, sink: OutputSink
     ) -> CommandResult:
-        line = shlex.join(["timeout", "-k", str(KILL_GRACE_S), f"{timeout:.3f}", *argv])
+        line = timeout_line(argv, timeout)
         started = time.time()
         channel = self._with_retry(text, lambda: self._open_channel(line, timeout))
         try:

@@ -90,6 +90,7 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
     issues += sweep_issues
     if not issues:
         issues += checks.check_modes(exp, points, inputs.recipes, doc)
+        issues += checks.check_run_interlocks(exp, testbed, points, doc)
     if issues:
         raise ConfigError(issues)
     renderer = _Renderer(inputs, nodes, ranks, jobs)

@@ -108,10 +108,19 @@ def select_nodes(
                 )
             ]
         return list(testbed.nodes[:wanted]), []
-    nodes, issues = [], []
+    nodes: list[Node] = []
+    issues = []
     for i, name in enumerate(wanted):
         node = testbed.node(name)
-        if node is None:
+        if node is not None and node in nodes:
+            issues.append(
+                doc.issue(
+                    ("nodes", i),
+                    f"node '{name}' appears twice: a run would place two nodes' ranks on one host",
+                    "list each node once",
+                )
+            )
+        elif node is None:
             known = [n.name for n in testbed.nodes]
             issues.append(
                 doc.issue(
@@ -154,7 +163,7 @@ def check_faults(
             issues += check_fault(
                 fault, base, testbed, names, doc, experiment.deadline_s, experiment.env
             )
-        issues += _check_overlaps(scenario.faults, ("scenarios", s, "faults"), doc)
+        issues += _check_overlaps(scenario.faults, ("scenarios", s, "faults"), testbed, doc)
     return issues
 
 
@@ -346,33 +355,85 @@ def _check_kind_fits(
     return issues
 
 
-def _check_overlaps(faults: list[FaultSpec], base: FieldPath, doc: SourceDoc) -> list[ConfigIssue]:
+def _check_overlaps(
+    faults: list[FaultSpec], base: FieldPath, testbed: Testbed, doc: SourceDoc
+) -> list[ConfigIssue]:
+    """Two faults on one interface at once are refused: one's revert would end the other's
+    window. Interfaces are compared as the node's netdevs and RDMA ports (two NIC entries may
+    name one netdev), and every cycle of a flap counts."""
     issues = []
+    targets = [_interfaces(fault, testbed) for fault in faults]
     for i, first in enumerate(faults):
         for j in range(i + 1, len(faults)):
-            second = faults[j]
-            same_target = (first.node, first.nic, first.params.get("rank")) == (
-                second.node,
-                second.nic,
-                second.params.get("rank"),
-            )
-            if same_target and _overlap(first, second):
+            shared = targets[i] & targets[j]
+            if shared and _overlap(first, faults[j]):
+                where = ", ".join(sorted(shared))
                 issues.append(
                     doc.issue(
                         (*base, j),
-                        f"overlaps fault {i} on the same NIC ({first.node}/{first.nic})",
-                        "one fault per NIC at a time: give the first a duration_s that ends before this trigger",
+                        f"overlaps fault {i} on the same interface ({first.node}: {where})",
+                        "one fault per interface at a time; every flap cycle counts",
                     )
                 )
     return issues
 
 
-def _overlap(a: FaultSpec, b: FaultSpec) -> bool:
-    def window(fault: FaultSpec) -> tuple[float, float]:
-        start = fault.trigger.after_s
-        return start, start + fault.duration_s if fault.duration_s is not None else float("inf")
+def _interfaces(fault: FaultSpec, testbed: Testbed) -> frozenset[str]:
+    """What a fault acts on, as comparable names: the NIC's netdev and RDMA port, or the rank."""
+    if fault.nic is None:
+        return frozenset({f"rank {fault.params.get('rank')}"})
+    node = testbed.node(fault.node)
+    nic = node.nic(fault.nic) if node is not None else None
+    if nic is None:
+        return frozenset({f"NIC {fault.nic}"})  # unknown: reported by check_fault
+    names = {f"interface {nic.netdev}"} if nic.netdev else set()
+    if nic.rdma_device:
+        names.add(f"port {nic.rdma_device}/{nic.port}")
+    return frozenset(names or {f"NIC {nic.name}"})
 
+
+def _windows(fault: FaultSpec) -> list[tuple[float, float]]:
+    """Every [inject, heal) window of a fault, one per flap cycle."""
+    start = fault.trigger.after_s
+    if fault.duration_s is None:
+        return [(start, float("inf"))]
+    period = fault.repeat.period_s if fault.repeat else 0.0
+    return [
+        (start + k * period, start + k * period + fault.duration_s) for k in range(fault.cycles)
+    ]
+
+
+def _overlap(a: FaultSpec, b: FaultSpec) -> bool:
     if a.trigger.since is not b.trigger.since:
         return True  # different clocks: cannot prove they are apart
-    (a0, a1), (b0, b1) = window(a), window(b)
-    return a0 < b1 and b0 < a1
+    return any(a0 < b1 and b0 < a1 for a0, a1 in _windows(a) for b0, b1 in _windows(b))
+
+
+def check_run_interlocks(
+    experiment: Experiment, testbed: Testbed, points: list[Point], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """The bootstrap interlock again for each run's own env: a swept NCCL_SOCKET_IFNAME (or a
+    library's env) can give NCCL's bootstrap the very interface a fault takes down. The
+    refusal points at the value that does it."""
+    issues: dict[FieldPath, ConfigIssue] = {}
+    for point in points:
+        scenario = experiment.scenario(point.values["scenario"])
+        if scenario is None:
+            continue
+        label = point.values["library"]
+        library_env = experiment.libraries[label].env
+        env = {**experiment.env, **library_env, **point.env()}
+        origins: dict[str, FieldPath] = {n: ("libraries", label, "env", n) for n in library_env}
+        origins |= {name: point.origins[name] for name in point.env()}
+        for fault in scenario.faults:
+            node = testbed.node(fault.node)
+            nic = node.nic(fault.nic) if node is not None and fault.nic else None
+            if node is None or nic is None:
+                continue
+            refusal = interface_refusal(testbed, node, nic, env=env)
+            name = refusal.source.removeprefix("env.") if refusal else ""
+            if refusal is None or name not in origins:
+                continue  # none, or one the experiment-wide check already reported
+            hint = f"scenario '{scenario.name}' faults {fault.node}/{fault.nic}; {refusal.hint}"
+            issues.setdefault(origins[name], doc.issue(origins[name], refusal.message, hint))
+    return list(issues.values())

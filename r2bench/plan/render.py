@@ -11,6 +11,7 @@ from rich.text import Text
 
 from r2bench.config.types import format_size
 from r2bench.plan.model import FaultStep, Plan, PlannedRun
+from r2bench.textsafe import markup_safe, printable
 
 
 def plan_json(plan: Plan) -> str:
@@ -32,10 +33,8 @@ def runs_table(plan: Plan, width: int | None = None) -> Table:
     for header in ("run id", "library", "collective", "sizes", *variables, "scenario", "faults"):
         wide.add_column(header, overflow="fold", no_wrap=header == "run id")
     for row in rows:
-        wide.add_row(
-            row.run_id, row.library, row.collective, row.sizes, *row.values.values(),
-            row.scenario, row.faults,
-        )  # fmt: skip
+        cells = (row.run_id, row.library, row.collective, row.sizes, *row.values.values())
+        wide.add_row(*(Text(cell) for cell in (*cells, row.scenario, row.faults)))
     if width is None or Console(width=100_000).measure(wide).maximum <= width:
         return wide
     stacked = Table(title=title, expand=False, show_lines=True)
@@ -70,7 +69,8 @@ class _RunCells:
         return cls(
             spec.run_id, spec.library_label, spec.collective,
             f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}",
-            {v: spec.env.get(v, "-") for v in variables}, spec.scenario, faults or "-",
+            {v: printable(spec.env.get(v, "-")) for v in variables}, spec.scenario,
+            printable(faults or "-"),
         )  # fmt: skip
 
 
@@ -87,16 +87,20 @@ def setup_panel(plan: Plan) -> Panel:
     parts = []
     for step in plan.setup:
         title = Text(
-            f"{step.recipe} @ {step.ref or 'local'} on {', '.join(step.nodes)}", style="bold"
+            printable(f"{step.recipe} @ {step.ref or 'local'} on {', '.join(step.nodes)}"),
+            style="bold",
         )
         parts.append(title)
-        parts.extend(Text("  $ " + command) for command in step.commands)
+        parts.extend(Text("  $ " + printable(command)) for command in step.commands)
     return Panel(Group(*parts) if parts else Text("nothing to build"), title="setup")
 
 
 def run_panel(run: PlannedRun) -> Panel:
     """Exact commands of one run: the launch line and each fault's inject/revert."""
-    parts = [Text(f"on {run.launch.node}:", style="bold"), Text("  $ " + run.launch.command)]
+    parts = [
+        Text(f"on {run.launch.node}:", style="bold"),
+        Text("  $ " + printable(run.launch.command)),
+    ]
     for fault in run.faults:
         since = "launch" if fault.since == "launch" else "first result"
         heal = (
@@ -115,9 +119,9 @@ def run_panel(run: PlannedRun) -> Panel:
                 f"  inject at {fault.inject_after_s:g} s after {since} (node reverts by itself after {fault.lease_s:g} s):"
             )
         )
-        parts.append(Text(f"  {fault.node}$ {_root(fault.inject.command)}"))
+        parts.append(Text(f"  {fault.node}$ {printable(_root(fault.inject.command))}"))
         parts.append(Text(f"  revert {heal}:"))
-        parts.append(Text(f"  {fault.node}$ {_root(fault.revert.command)}"))
+        parts.append(Text(f"  {fault.node}$ {printable(_root(fault.revert.command))}"))
     return Panel(Group(*parts), title=run.spec.run_id, title_align="left")
 
 
@@ -130,7 +134,7 @@ def print_plan(plan: Plan, console: Console, commands: bool) -> None:
     """The human view: runs table, and with `commands` the setup and every run's commands."""
     console.print(runs_table(plan, console.width))
     for note in plan.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {markup_safe(note)}")
     if commands:
         console.print(setup_panel(plan))
         for run in plan.runs:

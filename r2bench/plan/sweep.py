@@ -8,11 +8,12 @@ sweep does not name (library, collective, scenario, size) become axes over all d
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean
+from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean, format_path
 from r2bench.config.experiment import CORE_DIMENSIONS, NO_FAULT, Experiment, SizeRange
 from r2bench.config.source import SourceDoc
 from r2bench.config.types import parse_size
@@ -45,15 +46,38 @@ def expand(experiment: Experiment, doc: SourceDoc) -> tuple[list[Point], list[Co
         issues.append(
             doc.issue(("env", name), f"'{name}' is also a sweep dimension", hint, at_key=True)
         )
+    issues += _duplicate_issues(axes, doc)
     if issues:
         return [], issues
+    too_many = _count_issue(experiment, doc, axes)
+    if too_many is not None:
+        return [], [too_many]
     points = [_merge(combo) for combo in itertools.product(*axes)]
     rules = _exclude_rules(experiment, doc, axes, issues)
     kept = [point for point in points if not any(_matches(rule, point) for rule in rules)]
+    issues += _idle_rules(rules, axes, points, doc)
     if not kept and not issues:
         where = ("sweep", "exclude") if experiment.sweep.exclude else ("sweep",)
         issues.append(doc.issue(where, "the sweep expands to no runs", "loosen the exclude rules"))
     return kept, issues
+
+
+def _count_issue(experiment: Experiment, doc: SourceDoc, axes: list[Axis]) -> ConfigIssue | None:
+    """Refuse a sweep of more runs than `max_runs` before building any of it: the count is the
+    product of the axis sizes and the repeats (a few aliased lists make billions)."""
+    sizes = [len(axis) for axis in axes if len(axis) > 1]
+    count = math.prod(sizes) * experiment.repeats
+    if count <= experiment.max_runs:
+        return None
+    shape = " x ".join(map(str, sizes)) or "1"
+    if experiment.repeats > 1:
+        shape += f" x {experiment.repeats} repeats"
+    return doc.issue(
+        ("sweep",),
+        f"the sweep expands to {count} runs ({shape}); the limit is {experiment.max_runs}",
+        "narrow the sweep, or raise max_runs if you mean it",
+        at_key=True,
+    )
 
 
 def _declared_axes(experiment: Experiment, doc: SourceDoc, issues: list[ConfigIssue]) -> list[Axis]:
@@ -182,9 +206,17 @@ def _merge(combo: tuple[Point, ...]) -> Point:
     return Point(values, origins)
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """One exclude rule: its index in `sweep.exclude`, and the values it drops per dimension."""
+
+    index: int
+    values: dict[str, set[str]]
+
+
 def _exclude_rules(
     experiment: Experiment, doc: SourceDoc, axes: list[Axis], issues: list[ConfigIssue]
-) -> list[dict[str, set[str]]]:
+) -> list[_Rule]:
     dims = {dim for axis in axes for point in axis for dim in point.values}
     rules = []
     for r, rule in enumerate(experiment.sweep.exclude):
@@ -205,7 +237,7 @@ def _exclude_rules(
                 )
             )
         if not unknown:
-            rules.append({dim: _value_set(dim, value) for dim, value in rule.items()})
+            rules.append(_Rule(r, {dim: _value_set(dim, value) for dim, value in rule.items()}))
     return rules
 
 
@@ -214,8 +246,66 @@ def _value_set(dim: str, value: Any) -> set[str]:
     return {str(_normalize(dim, v)) for v in values}
 
 
-def _matches(rule: dict[str, set[str]], point: Point) -> bool:
-    return all(str(point.values.get(dim)) in allowed for dim, allowed in rule.items())
+def _matches(rule: _Rule, point: Point) -> bool:
+    return all(str(point.values.get(dim)) in allowed for dim, allowed in rule.values.items())
+
+
+def _idle_rules(
+    rules: list[_Rule], axes: list[Axis], points: list[Point], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """An exclude rule that drops nothing is a mistake (a typo in a value, or values that never
+    occur together): say which value, or which rule, matches no run."""
+    taken: dict[str, set[str]] = {}
+    for axis in axes:
+        for point in axis:
+            for dim, value in point.values.items():
+                taken.setdefault(dim, set()).add(str(value))
+    issues = []
+    for rule in rules:
+        base: FieldPath = ("sweep", "exclude", rule.index)
+        unused = {dim: sorted(values - taken[dim]) for dim, values in rule.values.items()}
+        for dim, values in unused.items():
+            if values:
+                known = ", ".join(sorted(taken[dim]))
+                issues.append(
+                    doc.issue(
+                        (*base, dim),
+                        f"exclude value {', '.join(values)} matches no run ({dim} takes {known})",
+                        "fix the value or remove it",
+                    )
+                )
+        if not any(unused.values()) and not any(_matches(rule, p) for p in points):
+            issues.append(
+                doc.issue(
+                    base,
+                    "this exclude rule matches no run (its values never occur together)",
+                    "remove it, or fix the values",
+                )
+            )
+    return issues
+
+
+def _duplicate_issues(axes: list[Axis], doc: SourceDoc) -> list[ConfigIssue]:
+    """A value given twice on one axis (`sizes: [1K, 1024]`, a collective listed twice) would
+    plan two runs with one id: refuse the later one."""
+    issues = []
+    for axis in axes:
+        seen: dict[tuple[tuple[str, str], ...], Point] = {}
+        for point in axis:
+            key = tuple(sorted((dim, str(value)) for dim, value in point.values.items()))
+            first = seen.setdefault(key, point)
+            if first is point:
+                continue
+            dim = next(iter(point.values))
+            issues.append(
+                doc.issue(
+                    point.origins[dim],
+                    f"{dim} {point.values[dim]} appears twice (first at "
+                    f"{format_path(first.origins[dim])}): both would plan runs with one id",
+                    "remove one",
+                )
+            )
+    return issues
 
 
 def size_arguments(experiment: Experiment, point: Point) -> tuple[int, int, int]:
