@@ -19,6 +19,7 @@ from r2bench.compare.verdict import (
     EXIT_CANNOT,
     EXIT_OK,
     Comparison,
+    Gate,
     compare_reference,
     compare_sweeps,
 )
@@ -34,8 +35,10 @@ def compare_command(
     write_reference: Path | None = None,
     show_all: bool = False,
     console: Console | None = None,
+    gate: Gate | None = None,
 ) -> int:
-    """Compare, print, write the requested files; returns the exit code."""
+    """Compare, print, write the requested files; returns the exit code. `gate` says what may
+    pass unjudged (by default nothing: incomplete, missing and undecided cells fail)."""
     out = console or Console()
     err = Console(stderr=True)
     try:
@@ -59,6 +62,7 @@ def compare_command(
             result = compare_reference(load_reference(baseline), cand, policy)
         else:
             result = compare_sweeps(load_sweep(baseline), cand, policy)
+        result.gate = gate or Gate()
     except (CompareInputError, ValueError) as exc:
         err.print(f"[red]cannot compare:[/] {exc}")
         return EXIT_CANNOT

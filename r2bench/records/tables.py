@@ -50,6 +50,8 @@ PARALLEL_MIN_RUNS = 64
 LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
 LINE_STAMP_RESOLUTION = 0.001  # a row stamped when its line was written ended just before
 INCOMPLETE = "incomplete"
+INVALID = "invalid"
+"""The outcome of a run whose record could not be read (a bad spec.json, result.json, ...)."""
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
 _RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
