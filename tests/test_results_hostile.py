@@ -155,3 +155,118 @@ def test_xfail_reason_reaches_markdown_and_junit_escaped(baseline: Path, tmp_pat
     root = ET.parse(xml).getroot()  # valid XML whatever the reason holds
     messages = [e.text or "" for e in root.iter("system-out")]
     assert any("]]> </testsuite>" in m and "\\x00" in m for m in messages)
+
+
+# ---- one bad record skips its run, named; the rest of the sweep reports ----------------------
+
+RESULT_CASES = sorted((Path(__file__).parent / "corpus" / "results").glob("*.case"))
+
+
+def _case(path: Path) -> tuple[dict[str, str], str]:
+    """A corpus case: `# key: value` header lines, then the file's body (if any)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    head = "".join(ln for ln in lines if ln.startswith("# "))
+    header = dict(re.findall(r"^# ([a-z-]+): (.*)$", head, re.MULTILINE))
+    body = "".join(ln for ln in lines if not ln.startswith("# "))
+    return header, body
+
+
+def _break(run: Path, header: dict[str, str], body: str) -> Path:
+    """Write the case's file into `run`: a patch of the good file, a nesting bomb, or the body."""
+    target = run / header["file"]
+    if "patch" in header:
+        good = json.loads(target.read_text()) if target.is_file() else {}
+        target.write_text(json.dumps({**good, **json.loads(header["patch"])}, allow_nan=True))
+    elif "nest" in header:
+        depth = int(header["nest"])
+        target.write_text("[" * depth + "]" * depth)
+    else:
+        target.write_text(body)
+    return target
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _sample(tmp_path_factory.mktemp("good"), "good", modes=(None,), repeats=3)
+
+
+def _broken_sweep(good: Path, tmp_path: Path, case: Path) -> tuple[Path, Path, str]:
+    sweep = _copy(good, tmp_path, "sweep")
+    run = sorted(sweep.iterdir())[0]
+    header, body = _case(case)
+    target = _break(run, header, body)
+    return sweep, target, header["expect"]
+
+
+def _assert_skipped(out: str, target: Path, expect: str) -> None:
+    assert "Traceback" not in out
+    lines = [ln for ln in out.splitlines() if str(target.parent) in ln and "skipped" in ln]
+    assert lines, out
+    assert any(f"{target.parent}/{expect}" in ln for ln in lines), (expect, lines)
+
+
+def test_results_corpus_is_large_enough() -> None:
+    assert len(RESULT_CASES) >= 25
+
+
+@pytest.mark.parametrize("case", RESULT_CASES, ids=lambda p: p.stem)
+def test_malformed_record_skips_its_run_and_the_sweep_reports(
+    good: Path, tmp_path: Path, case: Path
+) -> None:
+    sweep, target, expect = _broken_sweep(good, tmp_path, case)
+    code, out = _cli("report", str(sweep))
+    assert code == 0, out
+    _assert_skipped(out, target, expect)
+    page = (sweep / "report.html").read_text()
+    assert target.parent.name in page and "invalid" in page
+    runs = (sweep / "tables" / "runs.csv").read_text()
+    assert runs.count('"ok"') == 2, runs
+
+
+@pytest.mark.parametrize(
+    "case", ["spec-repeat-text", "provenance-offset-text", "result-deep-nesting"]
+)
+def test_compare_and_figures_go_on_past_a_malformed_record(
+    good: Path, tmp_path: Path, case: str
+) -> None:
+    sweep, target, expect = _broken_sweep(good, tmp_path, RESULT_CASES[0].with_stem(case))
+    code, out = _cli("compare", str(good), str(sweep), "--allow-undecided")
+    assert code == 1, out  # the skipped run is not judged
+    _assert_skipped(out, target, expect)
+    assert "invalid" in out
+    code, out = _cli("figures", str(sweep), "--out", str(tmp_path / "figs"), "--format", "svg")
+    assert code == 0, out
+    _assert_skipped(out, target, expect)
+
+
+def test_spec_that_is_a_folder_or_too_large_is_reported_not_blanked(
+    good: Path, tmp_path: Path
+) -> None:
+    sweep = _copy(good, tmp_path, "sweep")
+    first, second = sorted(sweep.iterdir())[:2]
+    (first / st.SPEC).unlink()
+    (first / st.SPEC).mkdir()
+    (second / st.SPEC).write_text(" " * (17 * 1024 * 1024) + "{}")
+    code, out = _cli("report", str(sweep))
+    assert code == 0, out
+    assert f"{first}/spec.json: not a regular file" in out
+    assert f"{second}/spec.json: larger than" in out
+
+
+def test_sweep_with_no_complete_run_is_reported(good: Path, tmp_path: Path) -> None:
+    sweep = _copy(good, tmp_path, "cut")
+    for run in sweep.iterdir():
+        (run / st.COMPLETE).unlink()
+    code, out = _cli("report", str(sweep))
+    assert code == 0, out
+    assert "3 runs" in out and (sweep / "report.html").is_file()
+
+
+def test_duplicated_run_folder_is_counted_once(good: Path, tmp_path: Path) -> None:
+    sweep = _copy(good, tmp_path, "dup")
+    run = sorted(sweep.iterdir())[0]
+    shutil.copytree(run, sweep / f"{run.name} copy")
+    code, out = _cli("report", str(sweep))
+    assert code == 0, out
+    assert f"{sweep / (run.name + ' copy')}: the same run id as {run.name}" in out
+    assert "3 runs" in out

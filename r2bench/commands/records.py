@@ -256,6 +256,8 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     except OSError as exc:  # e.g. a read-only copy of a sweep: report from memory
         errors.print(Text(f"warning: tables not written ({exc}); building them in memory"))
         tables = build_tables(sweep_dir)
+    for line in tables.warnings:
+        errors.print(Text(f"warning: {line}"), style="yellow")
     if len(tables.runs) == 0:
         errors.print(
             Text(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from r2bench.compare.output import junit, markdown, print_table
 from r2bench.compare.policy import load_policy
@@ -57,6 +58,8 @@ def compare_command(
         if candidate is None:
             raise CompareInputError("CANDIDATE is missing (a sweep folder)")
         cand = load_sweep(candidate)
+        for line in cand.tables.warnings:
+            err.print(Text(f"warning: {line}"), style="yellow", soft_wrap=True)
         result: Comparison
         if is_reference_file(baseline):
             result = compare_reference(load_reference(baseline), cand, policy)

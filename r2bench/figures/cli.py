@@ -54,7 +54,10 @@ def figures_command(
             )  # fmt: skip
             raise typer.Exit(EXIT_USAGE)
     out_dir = out or sweeps[0] / "figures"
-    outcomes, static_error = write_all(draw_all(load_sweeps(sweeps)), out_dir, fmt)
+    tables = load_sweeps(sweeps)
+    for line in tables.warnings:
+        err.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    outcomes, static_error = write_all(draw_all(tables), out_dir, fmt)
     (out_dir / "claims.json").write_text(summary_json(outcomes) + "\n")
     missing = [o for o in outcomes if o.drawn is None]
     for o in outcomes:

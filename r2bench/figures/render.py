@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
-from r2bench.records.tables import Tables, build_tables
+from r2bench.records.tables import TABLE_NAMES, Tables, build_tables
 from r2bench.report.export import FORMATS, ExportResult
 
 PAPER_DIR = "experiments/paper"
@@ -34,10 +34,10 @@ def load_sweeps(sweeps: list[Path]) -> Tables:
     """The tables of several sweep folders, concatenated."""
     parts = [build_tables(sweep) for sweep in sweeps]
     frames = {
-        f.name: pd.concat([getattr(p, f.name) for p in parts], ignore_index=True)
-        for f in fields(Tables)
+        name: pd.concat([getattr(p, name) for p in parts], ignore_index=True)
+        for name in TABLE_NAMES
     }
-    return Tables(**frames)
+    return Tables(**frames, warnings=[w for p in parts for w in p.warnings])
 
 
 def draw_all(tables: Tables) -> list[Outcome]:
