@@ -270,3 +270,91 @@ def test_duplicated_run_folder_is_counted_once(good: Path, tmp_path: Path) -> No
     assert code == 0, out
     assert f"{sweep / (run.name + ' copy')}: the same run id as {run.name}" in out
     assert "3 runs" in out
+
+
+# ---- nothing written or read outside the sweep folder ------------------------------------------
+
+OUTSIDE_MARK = "OUTSIDE-THE-SWEEP"
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _outside(tmp_path: Path, good: Path) -> Path:
+    """A folder beside the sweep that every link below points into: another sweep's tables, a
+    run folder, a log whose lines would parse as events, plain files to overwrite."""
+    out = tmp_path / "outside"
+    (out / "other" / "tables").mkdir(parents=True)
+    (out / "other" / "tables" / "runs.csv").write_text("another sweep's runs\n")
+    (out / "figs").mkdir()
+    (out / "nodes" / "vm").mkdir(parents=True)
+    (out / "nodes" / "vm" / "counters.tsv").write_text(OUTSIDE_MARK + "\n")
+    shutil.copytree(sorted(good.iterdir())[0], out / "run")
+    spec = json.loads((out / "run" / st.SPEC).read_text())
+    (out / "run" / st.SPEC).write_text(json.dumps({**spec, "run_id": OUTSIDE_MARK}))
+    (out / "stderr.txt").write_text(f"vm:1:1 [0] NCCL WARN {OUTSIDE_MARK} ibv_poll_cq error\n" * 3)
+    for name in ("victim.html", "victim.json", "victim.svg", "victim.parquet"):
+        (out / name).write_text(OUTSIDE_MARK + "\n")
+    return out
+
+
+def test_links_at_every_level_of_a_results_tree_lead_nowhere(good: Path, tmp_path: Path) -> None:
+    outside = _outside(tmp_path, good)
+    before = _tree(outside)
+    sweep = _copy(good, tmp_path / "results", "sweep")
+    first, second, third = sorted(sweep.iterdir())
+    (sweep / "tables").symlink_to(outside / "other" / "tables")  # the sweep folder's children
+    (sweep / "report.html").symlink_to(outside / "victim.html")  # the report file
+    (sweep / "figures").symlink_to(outside / "figs")
+    (sweep / "zz-linked-run").symlink_to(outside / "run")  # a run folder
+    (first / st.STDERR).unlink()
+    (first / st.STDERR).symlink_to(outside / "stderr.txt")  # files in a run folder
+    (first / st.EVENTS).unlink()
+    (second / "node").symlink_to(outside / "nodes")  # a folder in a run folder
+    (third / st.PROVENANCE).unlink()
+    (third / st.PROVENANCE).symlink_to(outside / "victim.json")
+
+    code, out = _cli("report", str(sweep), "--format", "svg")
+    assert code == 0, out
+    assert f"{sweep / 'tables'}: leads outside {sweep}" in out
+    assert f"{sweep / 'zz-linked-run'}: a link that leads outside the sweep folder" in out
+    for path in (first / st.STDERR, second / "node", third / st.PROVENANCE):
+        assert f"{path}: a link that leads outside the run folder; refusing to read it" in out
+    code, out = _cli("figures", str(sweep))
+    assert code == 2 and f"{sweep / 'figures'}: leads outside {sweep}" in out, out
+    code, out = _cli("compare", str(good), str(sweep), "--allow-undecided")
+    assert code == 1 and "invalid" in out, out
+
+    assert _tree(outside) == before  # nothing landed outside
+    page = (sweep / "report.html").read_text()
+    assert not (sweep / "report.html").is_symlink() and OUTSIDE_MARK not in page
+
+
+def test_links_inside_the_tables_folder_are_replaced_never_written_through(
+    good: Path, tmp_path: Path
+) -> None:
+    outside = _outside(tmp_path, good)
+    before = _tree(outside)
+    sweep = _copy(good, tmp_path / "results", "sweep")
+    tables = sweep / "tables"
+    tables.mkdir()
+    (tables / "runs.csv").symlink_to(outside / "victim.html")
+    (tables / ".runs.parquet.tmp").symlink_to(outside / "victim.parquet")
+    (tables / "runs.parquet").symlink_to(outside / "victim.json")
+    code, out = _cli("report", str(sweep))
+    assert code == 0, out
+    assert _tree(outside) == before
+    assert "run_id" in (tables / "runs.csv").read_text()
+
+
+def test_a_symlinked_sweep_folder_itself_is_the_user_s_choice(good: Path, tmp_path: Path) -> None:
+    real = _copy(good, tmp_path / "elsewhere", "sweep")
+    (tmp_path / "results").mkdir()
+    link = tmp_path / "results" / "sweep"
+    link.symlink_to(real)
+    code, out = _cli("report", str(link))
+    assert code == 0 and "warning" not in out, out
+    assert (real / "tables" / "runs.csv").is_file()

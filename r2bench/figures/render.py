@@ -12,6 +12,7 @@ import pandas as pd
 from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
 from r2bench.records.tables import TABLE_NAMES, Tables, build_tables
 from r2bench.report.export import FORMATS, ExportResult
+from r2bench.safeio import writable
 
 PAPER_DIR = "experiments/paper"
 
@@ -56,7 +57,9 @@ def write_html(drawn: Drawn, path: Path) -> None:
     import plotly.graph_objects as go
 
     fig = go.Figure(drawn.figure.spec)
-    fig.write_html(path, include_plotlyjs="directory", full_html=True)
+    # plotly writes both files by name: links left there are removed, never written through
+    writable(path.parent, path.parent / "plotly.min.js")
+    fig.write_html(writable(path.parent, path), include_plotlyjs="directory", full_html=True)
 
 
 def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
@@ -73,7 +76,11 @@ def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
     figs = [go.Figure(d.figure.spec) for d in drawn if d.figure.spec.get("data")]
     for fig in figs:
         _wrap_legend(fig)
-    paths = [out_dir / f"figure-{d.figure.id}.{fmt}" for d in drawn if d.figure.spec.get("data")]
+    paths = [
+        writable(out_dir, out_dir / f"figure-{d.figure.id}.{fmt}")
+        for d in drawn
+        if d.figure.spec.get("data")
+    ]
     sizes = {"width": [f.layout.width for f in figs], "height": [f.layout.height for f in figs]}
     try:
         if hasattr(pio, "write_images"):

@@ -41,7 +41,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from r2bench.plan.runspec import RunSpec
 from r2bench.records.models import Event, Outcome
 from r2bench.records.provenance import Provenance
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, OutsideFolder, inside, read_text_bounded
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    OutsideFolder,
+    inside,
+    read_text_bounded,
+    writable,
+)
 
 SPEC = "spec.json"
 PROVENANCE = "provenance.json"
@@ -104,8 +111,12 @@ class RunEnd(BaseModel):
     ended_at: float | None = Field(default=None, description="epoch seconds, job end")
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+def atomic_write(path: Path, data: str | bytes, root: Path | None = None) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename (which
+    replaces a link at `path`, never its target). With `root`, the folder must stay under it
+    once links are followed (OutsideFolder otherwise): results never land outside their sweep."""
+    if root is not None:
+        inside(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -154,48 +165,54 @@ class RunFolder:
         """The run id (the folder's name)."""
         return self.path.name
 
+    def _write(self, target: Path, data: str | bytes) -> None:
+        """Every file of the run goes here: atomically, and never through a link out."""
+        inside(self.path, target.parent)
+        atomic_write(target, data)
+
     def write_spec(self, spec: RunSpec) -> None:
         """spec.json: the RunSpec, with its run_id."""
-        atomic_write(self.path / SPEC, spec.model_dump_json(indent=2))
+        self._write(self.path / SPEC, spec.model_dump_json(indent=2))
 
     def write_provenance(self, provenance: Provenance) -> None:
         """provenance.json."""
-        atomic_write(self.path / PROVENANCE, provenance.model_dump_json(indent=2))
+        self._write(self.path / PROVENANCE, provenance.model_dump_json(indent=2))
 
     def write_stdout(self, data: str | bytes) -> None:
         """stdout.txt (for streaming, write to `stream_path(STDOUT)` and rename yourself)."""
-        atomic_write(self.path / STDOUT, data)
+        self._write(self.path / STDOUT, data)
 
     def write_stderr(self, data: str | bytes) -> None:
         """stderr.txt."""
-        atomic_write(self.path / STDERR, data)
+        self._write(self.path / STDERR, data)
 
     def write_result_json(self, data: str | bytes) -> None:
         """result.json: the nccl-tests -J output as it was written (bytes kept)."""
-        atomic_write(self.path / RESULT_JSON, data)
+        self._write(self.path / RESULT_JSON, data)
 
     def write_node_file(self, node: str, relpath: str, data: str | bytes) -> Path:
         """node/<node>/<relpath>: a file collected from a node."""
         parts = [_safe_part(p) for p in relpath.replace("\\", "/").split("/")]
         target = self.path.joinpath(NODE_DIR, _safe_part(node), *parts)
-        atomic_write(target, data)
+        self._write(target, data)
         return target
 
     def write_events(self, events: Iterable[Event]) -> None:
         """events.jsonl: one Event per line."""
-        atomic_write(self.path / EVENTS, _jsonl(events))
+        self._write(self.path / EVENTS, _jsonl(events))
 
     def write_faults(self, faults: Iterable[FaultEvent]) -> None:
         """faults.jsonl: one FaultEvent per line, in the order they happened."""
-        atomic_write(self.path / FAULTS, _jsonl(faults))
+        self._write(self.path / FAULTS, _jsonl(faults))
 
     def write_outcome(self, end: RunEnd) -> None:
         """outcome.json."""
-        atomic_write(self.path / OUTCOME, end.model_dump_json(indent=2))
+        self._write(self.path / OUTCOME, end.model_dump_json(indent=2))
 
     def stream_path(self, name: str) -> Path:
-        """A temporary path to stream a large file into; `commit_stream` renames it."""
-        return self.path / f".{_safe_part(name)}.partial"
+        """A temporary path to stream a large file into (a link left there is removed, never
+        written through); `commit_stream` renames it."""
+        return writable(self.path, self.path / f".{_safe_part(name)}.partial")
 
     def commit_stream(self, name: str) -> None:
         """Rename a streamed `stream_path(name)` file to `name`."""
@@ -209,7 +226,7 @@ class RunFolder:
     def mark_complete(self) -> None:
         """Write COMPLETE (last): from now on the run counts as done and is skipped on resume."""
         stamp = datetime.now(timezone.utc).isoformat()
-        atomic_write(self.path / COMPLETE, stamp + "\n")
+        self._write(self.path / COMPLETE, stamp + "\n")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_text_bounded
 
 # Tables need the `report` extra (pandas, pyarrow); parsing a run (parse_outputs, log_events,
 # parse_run) does not, so the sweep imports this module on a node without them.
@@ -635,27 +635,30 @@ def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return kept, warnings
 
 
-def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
-    """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths."""
+def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> list[Path]:
+    """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths.
+    With `root` (the sweep folder), `out_dir` must stay under it once links are followed
+    (OutsideFolder otherwise); a link at a table's path is replaced, never written through."""
     require_report_extra("tables")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if root is not None:
+        inside(root, out_dir)
     written = []
     for name, frame in tables.items():
         arrow = pa.Table.from_pandas(frame, preserve_index=False)
-        written.append(_write_atomic(out_dir / f"{name}.parquet", arrow, "parquet"))
-        written.append(_write_atomic(out_dir / f"{name}.csv", arrow, "csv"))
+        written.append(_write_atomic(out_dir / f"{name}.parquet", arrow, "parquet", root))
+        written.append(_write_atomic(out_dir / f"{name}.csv", arrow, "csv", root))
     return written
 
 
-def _write_atomic(path: Path, table: pa.Table, fmt: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
+def _write_atomic(path: Path, table: pa.Table, fmt: str, root: Path | None) -> Path:
+    buffer = pa.BufferOutputStream()
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        pq.write_table(table, tmp)
+        pq.write_table(table, buffer)
     else:
-        pa_csv.write_csv(table, tmp)
-    os.replace(tmp, path)
+        pa_csv.write_csv(table, buffer)
+    st.atomic_write(path, buffer.getvalue().to_pybytes(), root)
     return path
 
 
@@ -673,5 +676,5 @@ def read_tables(out_dir: Path) -> Tables:
 def rebuild(sweep_dir: Path) -> Tables:
     """Build the tables of a sweep and write them under `<sweep>/tables/`."""
     tables = build_tables(sweep_dir)
-    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR)
+    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR, Path(sweep_dir))
     return tables
