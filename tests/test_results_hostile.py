@@ -5,6 +5,7 @@ stays text in compare's markdown and JUnit XML."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -358,3 +359,33 @@ def test_a_symlinked_sweep_folder_itself_is_the_user_s_choice(good: Path, tmp_pa
     code, out = _cli("report", str(link))
     assert code == 0 and "warning" not in out, out
     assert (real / "tables" / "runs.csv").is_file()
+
+
+# ---- values no measurement can have are flagged, never averaged -------------------------------
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-5.0", "1e999"])
+def test_non_finite_or_negative_result_values_are_left_out_and_named(
+    good: Path, tmp_path: Path, value: str
+) -> None:
+    from r2bench.records.tables import build_tables
+
+    sweep = _copy(good, tmp_path, "values")
+    run = sorted(sweep.iterdir())[0]
+    (run / st.STDOUT).unlink()  # the -J file alone holds the numbers
+    doc = json.loads((run / st.RESULT_JSON).read_text())
+    doc["results"][0]["out_of_place"]["bus_bw"] = "__VALUE__"
+    doc["results"][0]["out_of_place"]["nwrong"] = "__VALUE__"
+    text = json.dumps(doc).replace('"__VALUE__"', value)
+    (run / st.RESULT_JSON).write_text(text)
+    tables = build_tables(sweep)
+    mine = tables.results[tables.results["run_id"] == run.name]
+    busbw, wrong = mine["busbw_gbps"].dropna(), mine["wrong"].dropna()
+    assert (busbw >= 0).all() and busbw.map(math.isfinite).all() and (wrong >= 0).all()
+    warned = [w for w in tables.warnings if run.name in w]
+    if any(f"{run / st.RESULT_JSON}: a value it cannot hold" in w for w in warned):
+        assert mine.empty  # the parser refused the file: the run is skipped, named
+    else:
+        assert len(mine) and any("result values not finite or negative" in w for w in warned), (
+            tables.warnings
+        )

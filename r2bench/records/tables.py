@@ -92,6 +92,9 @@ def _parse_json_file(path: Path) -> ParsedNcclTests:
         return parse_json(text)
     except RecursionError:
         raise st.RecordError(f"{path}: nested too deeply to read") from None
+    except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
+        # a value of a type or size the file cannot mean: this run only, never the sweep
+        raise st.RecordError(f"{path}: a value it cannot hold ({exc})") from None
 
 
 def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
