@@ -417,13 +417,31 @@ def compare(
         ),
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also list `same` rows.")] = False,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete",
+            help="Let candidate runs that did not finish (or could not be read) and cells "
+            "missing from the candidate pass the gate.",
+        ),
+    ] = False,
+    allow_undecided: Annotated[
+        bool,
+        typer.Option(
+            "--allow-undecided",
+            help="Let `undecided` cells (too few samples, or a change the data cannot tell "
+            "from noise) pass the gate.",
+        ),
+    ] = False,
 ) -> None:
     """Noise-aware regression verdicts, per collective x size x library/mode x scenario: a
     seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
-    outcome changes (ok -> crashed/timeout/wrong_results) always a regression. Too few samples
-    is `undecided`, never a pass.
+    outcome changes (ok -> crashed/timeout/wrong_results) always a regression. The gate counts
+    every cell: candidate runs that did not finish, missing cells and `undecided` ones (too few
+    samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass.
 
-    Exit codes: 0 no regression, 1 regression, 2 could not compare (nothing matched, bad input).
+    Exit codes: 0 passed, 1 regression or cells not judged, 2 could not compare (nothing
+    matched, bad input).
 
     Example: [bold]r2bench compare results/baselines/ci-virtual.yaml results/ci/ci-virtual[/]
     """
@@ -435,9 +453,13 @@ def compare(
         _stderr().print(f"cannot compare: {exc}")
         raise typer.Exit(2) from None
     from r2bench.compare.command import compare_command
+    from r2bench.compare.verdict import Gate
 
+    gate = Gate(allow_incomplete=allow_incomplete, allow_undecided=allow_undecided)
     raise typer.Exit(
-        compare_command(baseline, candidate, policy, markdown, junit, write_reference, show_all)
+        compare_command(
+            baseline, candidate, policy, markdown, junit, write_reference, show_all, gate=gate
+        )
     )
 
 

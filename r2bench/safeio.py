@@ -78,3 +78,13 @@ def inside(root: Path, path: Path) -> Path:
             f"{path}: leads outside {root} (through a symlink?); refusing to follow it"
         )
     return real
+
+
+def writable(root: Path, path: Path) -> Path:
+    """`path` made safe to write in place under `root`: its folder must stay under `root` once
+    every link is followed (OutsideFolder otherwise), and a link at `path` itself is removed
+    first, so the write replaces the link and never touches what it pointed at."""
+    inside(root, path.parent)
+    if path.is_symlink():
+        path.unlink()
+    return path

@@ -58,7 +58,7 @@ def test_ci_sweep_twice_no_false_regression(tmp_path: Path) -> None:
     counters = a.tables.counters
     assert set(counters["node"]) == {"node0", "node1"} and counters["nic"].nunique() == 4
     proc = subprocess.run(
-        [*CLI, "compare", str(first), str(second), "--policy", str(POLICY)],
+        [*CLI, "compare", str(first), str(second), "--policy", str(POLICY), "--allow-undecided"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]

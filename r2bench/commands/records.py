@@ -22,6 +22,7 @@ from r2bench.records.nccltests import parse_json, parse_text, parse_text_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.store import RunStore
+from r2bench.safeio import OutsideFolder
 
 EXIT_OK = 0
 EXIT_NOT_NCCL_TESTS = 1
@@ -253,9 +254,11 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
         return EXIT_USAGE
     try:
         tables = rebuild(sweep_dir)
-    except OSError as exc:  # e.g. a read-only copy of a sweep: report from memory
+    except (OSError, OutsideFolder) as exc:  # a read-only copy, a tables/ link: from memory
         errors.print(Text(f"warning: tables not written ({exc}); building them in memory"))
         tables = build_tables(sweep_dir)
+    for line in tables.warnings:
+        errors.print(Text(f"warning: {line}"), style="yellow")
     if len(tables.runs) == 0:
         errors.print(
             Text(

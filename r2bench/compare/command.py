@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from r2bench.compare.output import junit, markdown, print_table
 from r2bench.compare.policy import load_policy
@@ -19,6 +20,7 @@ from r2bench.compare.verdict import (
     EXIT_CANNOT,
     EXIT_OK,
     Comparison,
+    Gate,
     compare_reference,
     compare_sweeps,
 )
@@ -34,8 +36,10 @@ def compare_command(
     write_reference: Path | None = None,
     show_all: bool = False,
     console: Console | None = None,
+    gate: Gate | None = None,
 ) -> int:
-    """Compare, print, write the requested files; returns the exit code."""
+    """Compare, print, write the requested files; returns the exit code. `gate` says what may
+    pass unjudged (by default nothing: incomplete, missing and undecided cells fail)."""
     out = console or Console()
     err = Console(stderr=True)
     try:
@@ -54,11 +58,14 @@ def compare_command(
         if candidate is None:
             raise CompareInputError("CANDIDATE is missing (a sweep folder)")
         cand = load_sweep(candidate)
+        for line in cand.tables.warnings:
+            err.print(Text(f"warning: {line}"), style="yellow", soft_wrap=True)
         result: Comparison
         if is_reference_file(baseline):
             result = compare_reference(load_reference(baseline), cand, policy)
         else:
             result = compare_sweeps(load_sweep(baseline), cand, policy)
+        result.gate = gate or Gate()
     except (CompareInputError, ValueError) as exc:
         err.print(f"[red]cannot compare:[/] {exc}")
         return EXIT_CANNOT

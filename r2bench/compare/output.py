@@ -11,10 +11,11 @@ from rich.table import Table
 
 from r2bench.compare.stats import Verdict
 from r2bench.compare.verdict import OUTCOME, Comparison, Row
+from r2bench.markup import markdown_text, xml_text
 
 ORDER = (
-    Verdict.REGRESSION, Verdict.UNDECIDED, Verdict.XFAIL, Verdict.MISSING, Verdict.NEW,
-    Verdict.IMPROVEMENT, Verdict.SAME,
+    Verdict.REGRESSION, Verdict.INCOMPLETE, Verdict.MISSING, Verdict.UNDECIDED, Verdict.XFAIL,
+    Verdict.NEW, Verdict.IMPROVEMENT, Verdict.SAME,
 )  # fmt: skip
 STYLE = {
     Verdict.REGRESSION: "bold red",
@@ -22,10 +23,13 @@ STYLE = {
     Verdict.UNDECIDED: "yellow",
     Verdict.XFAIL: "magenta",
     Verdict.MISSING: "yellow",
+    Verdict.INCOMPLETE: "yellow",
     Verdict.NEW: "cyan",
     Verdict.SAME: "",
 }
 MAX_ROWS = 200
+NAMED = 10  # cells named in the summary line when they fail the gate unjudged
+GATE_FLAGS = "--allow-incomplete / --allow-undecided"
 SIZE_UNITS = ("B", "K", "M", "G", "T")
 
 
@@ -99,14 +103,29 @@ def sorted_rows(cmp: Comparison) -> list[Row]:
 
 
 def summary(cmp: Comparison) -> str:
-    """One line: counts per verdict and the exit code's meaning."""
+    """One line: the gate's verdict, counts per verdict, and the cells it could not judge."""
     counts = cmp.count()
     parts = [f"{counts[v.value]} {v.value}" for v in ORDER if counts[v.value]]
-    head = {0: "no regression", 1: "REGRESSION", 2: "could not compare (nothing matched)"}
-    return (
-        f"{head[cmp.exit_code]}: {cmp.matched_cells} cells and {cmp.matched_series} series "
+    code = cmp.exit_code
+    head = {0: "no regression", 2: "could not compare (nothing matched)"}.get(code, "")
+    if code == 1:
+        head = "REGRESSION" if cmp.regressions else "NOT PASSED (cells not judged)"
+    line = (
+        f"{head}: {cmp.matched_cells} cells and {cmp.matched_series} series "
         f"matched; " + ", ".join(parts or ["no verdicts"])
     )
+    unjudged = cmp.unjudged
+    if unjudged and code != 2:
+        shared = shared_fields(cmp)
+        names = [f"{cell_label(r, cmp.series_columns, shared) or r.metric} ({r.verdict.value})"
+                 for r in unjudged[:NAMED]]  # fmt: skip
+        more = f" and {len(unjudged) - NAMED} more" if len(unjudged) > NAMED else ""
+        line += (
+            f"; {len(unjudged)} not judged fail the gate ({GATE_FLAGS} lets them pass): "
+            + ", ".join(names)
+            + more
+        )
+    return line
 
 
 def print_table(cmp: Comparison, console: Console, everything: bool = False) -> None:
@@ -135,22 +154,19 @@ def print_table(cmp: Comparison, console: Console, everything: bool = False) -> 
     console.print(summary(cmp))
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown(cmp: Comparison) -> str:
     """A pull-request comment: the summary, the rows that need a look, everything folded."""
     icon = {0: "✅", 1: "❌", 2: "⚠️"}[cmp.exit_code]
     p = cmp.policy
     lines = [
-        f"### {icon} r2bench compare: `{_md_escape(cmp.baseline)}` → `{_md_escape(cmp.candidate)}`",
+        f"### {icon} r2bench compare: {markdown_text(cmp.baseline)} → "
+        f"{markdown_text(cmp.candidate)}",
         "",
-        summary(cmp) + ".",
+        markdown_text(summary(cmp) + "."),
         "",
         f"Bootstrap {p.confidence:.0%} intervals ({p.resamples} resamples, seed {p.seed}), "
         f"at least {p.min_samples} samples a side; series told apart by "
-        + ", ".join(f"`{c}`" for c in cmp.series_columns)
+        + ", ".join(markdown_text(c) for c in cmp.series_columns)
         + ".",
         "",
     ]
@@ -161,17 +177,18 @@ def markdown(cmp: Comparison) -> str:
 
     shared = shared_fields(cmp)
 
+    def fails(row: Row) -> bool:
+        return row.verdict is Verdict.REGRESSION or cmp.gate.blocks(row.verdict)
+
     def table(rows: list[Row]) -> list[str]:
         return [head, rule] + [
             "| " + " | ".join(
-                _md_escape(x)
-                for x in (
+                [*(markdown_text(x) for x in (
                     cell_label(r, cmp.series_columns, shared), r.metric, _value(r.baseline),
                     _value(r.candidate), _pct(r.change), _interval(r),
-                    f"{r.n_baseline}/{r.n_candidate}", r.threshold,
-                    f"**{r.verdict.value}**" if r.verdict is Verdict.REGRESSION else r.verdict.value,
-                    r.note,
-                )
+                    f"{r.n_baseline}/{r.n_candidate}", r.threshold)),
+                 f"**{r.verdict.value}**" if fails(r) else r.verdict.value,
+                 markdown_text(r.note)]
             ) + " |"
             for r in rows[:MAX_ROWS]
         ]  # fmt: skip
@@ -186,7 +203,9 @@ def markdown(cmp: Comparison) -> str:
 
 def junit(cmp: Comparison) -> str:
     """JUnit XML: one test case per cell x metric and per series outcome; a regression is a
-    failure, undecided/xfail/missing/new are skipped with the reason."""
+    failure, and so is a row the gate could not judge (incomplete, missing, undecided) unless
+    allowed; the others (xfail, new, allowed ones) are skipped with the reason. Every text goes
+    through `xml_text`, so the file stays valid whatever the records hold."""
     shared = shared_fields(cmp)
     suite = ET.Element("testsuite", name="r2bench-compare")
     counts = {"tests": 0, "failures": 0, "skipped": 0}
@@ -194,12 +213,12 @@ def junit(cmp: Comparison) -> str:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=f"r2bench.compare.{row.metric if row.metric != '-' else 'cell'}",
-            name=cell_label(row, cmp.series_columns, shared) or OUTCOME,
+            classname=xml_text(f"r2bench.compare.{row.metric if row.metric != '-' else 'cell'}"),
+            name=xml_text(cell_label(row, cmp.series_columns, shared) or OUTCOME),
             time="0",
         )
         counts["tests"] += 1
-        text = (
+        text = xml_text(
             f"{row.metric}: baseline {_value(row.baseline)}, candidate {_value(row.candidate)}, "
             f"change {_pct(row.change)} {_interval(row)}, n {row.n_baseline}/{row.n_candidate}, "
             f"bound {row.threshold}. {row.note}".strip()
@@ -210,7 +229,14 @@ def junit(cmp: Comparison) -> str:
                 case, "failure", message=f"regression: {text}", type="regression"
             )
             failure.text = text
-        elif row.verdict in (Verdict.UNDECIDED, Verdict.XFAIL, Verdict.MISSING, Verdict.NEW):
+        elif cmp.gate.blocks(row.verdict):
+            counts["failures"] += 1
+            failure = ET.SubElement(
+                case, "failure", message=f"not judged ({row.verdict.value}): {text}",
+                type="not-judged",
+            )  # fmt: skip
+            failure.text = text
+        elif row.verdict not in (Verdict.IMPROVEMENT, Verdict.SAME):
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=f"{row.verdict.value}: {text}")
         else:

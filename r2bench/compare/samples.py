@@ -81,9 +81,12 @@ def series_columns(*sides: Tables) -> list[str]:
 
 
 def _varies(runs: pd.DataFrame, column: str) -> bool:
+    """Whether `column` takes several values over the complete runs (a run that did not finish
+    lacks what its output would have told, such as its ranks: that is no other series)."""
     if column not in runs.columns or runs.empty:
         return False
-    return len({norm(v) for v in runs[column]}) > 1
+    done = runs[runs["complete"].astype(bool)] if "complete" in runs.columns else runs
+    return len({norm(v) for v in done[column]}) > 1
 
 
 def norm(value: Any) -> Any:
@@ -197,9 +200,12 @@ def cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
 
 
 def series_outcomes(tables: Tables, names: list[str]) -> dict[Key, Series]:
-    """The outcome of every run (complete or not) per series."""
+    """The outcome of every run (complete or not) per series; the attempts a resumed sweep
+    moved aside (`<run-id>.incomplete-<n>`) are left out."""
     out: dict[Key, Series] = {}
     for row in tables.runs.to_dict("records"):
+        if st.is_moved_aside(str(row["run_id"])):
+            continue  # an earlier attempt of a run the sweep redid: the redone one counts
         key = make_key(row, names)
         out.setdefault(key, Series(key)).outcomes.append(str(row["outcome"]))
     return out

@@ -33,6 +33,7 @@ class Verdict(str, Enum):
     XFAIL = "xfail"
     MISSING = "missing"
     NEW = "new"
+    INCOMPLETE = "incomplete"  # candidate runs of the series that did not finish
 
 
 def rng_for(seed: int, *parts: str) -> np.random.Generator:

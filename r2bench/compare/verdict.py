@@ -15,6 +15,7 @@ from r2bench.compare.samples import (
     CELL_FIELDS,
     Cell,
     Key,
+    Series,
     SweepData,
     cells,
     recovery_cells,
@@ -31,11 +32,31 @@ from r2bench.compare.stats import (
     relative_change,
     rng_for,
 )
+from r2bench.records.tables import INCOMPLETE, INVALID
 
 OUTCOME = "outcome"
-NOT_JUDGED = frozenset({"incomplete", "interrupted"})
-"""Outcomes that say nothing about the code under test (the sweep was cut)."""
+RUNS = "runs"
+NOT_JUDGED = frozenset({INCOMPLETE, "interrupted", INVALID})
+"""Outcomes that say nothing about the code under test (the sweep was cut, a record is bad)."""
 EXIT_OK, EXIT_REGRESSION, EXIT_CANNOT = 0, 1, 2
+NOT_DATA = frozenset({Verdict.INCOMPLETE, Verdict.MISSING})
+"""Verdicts of data that is not there: runs that did not finish, cells the candidate lacks."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What may pass the CI gate without being judged. By default nothing: a candidate whose
+    runs were cut off, whose cells are missing or whose data cannot decide fails, so a gate
+    never passes on what it did not see."""
+
+    allow_incomplete: bool = False
+    allow_undecided: bool = False
+
+    def blocks(self, verdict: Verdict) -> bool:
+        """Whether a row with this verdict fails the gate although nothing regressed."""
+        if verdict in NOT_DATA:
+            return not self.allow_incomplete
+        return verdict is Verdict.UNDECIDED and not self.allow_undecided
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,7 @@ class Comparison:
     rows: list[Row] = field(default_factory=list)
     matched_cells: int = 0
     matched_series: int = 0
+    gate: Gate = field(default_factory=Gate)
 
     def count(self) -> Counter[str]:
         """Rows per verdict."""
@@ -81,10 +103,15 @@ class Comparison:
         return [r for r in self.rows if r.verdict is Verdict.REGRESSION]
 
     @property
+    def unjudged(self) -> list[Row]:
+        """Rows that fail the gate for want of a verdict (incomplete, missing, undecided)."""
+        return [r for r in self.rows if self.gate.blocks(r.verdict)]
+
+    @property
     def exit_code(self) -> int:
         if not self.matched_cells and not self.matched_series:
             return EXIT_CANNOT
-        return EXIT_REGRESSION if self.regressions else EXIT_OK
+        return EXIT_REGRESSION if self.regressions or self.unjudged else EXIT_OK
 
 
 def _xfail(row: Row, reason: str | None) -> Row:
@@ -197,6 +224,22 @@ def _outcome_row(key: Key, base: Counter[str], cand: Counter[str]) -> Row:
     return Row(key, OUTCOME, verdict, text_b, text_c, n_baseline=nb, n_candidate=nc, note=note)
 
 
+def _unfinished_rows(cand_series: Mapping[Key, Series]) -> list[Row]:
+    """One row per candidate series with runs that did not finish or could not be read: the
+    runs that finished may look fine, but the gate has not seen the rest."""
+    rows = []
+    for key in sorted(cand_series, key=_sort):
+        outcomes = Counter(cand_series[key].outcomes)
+        cut = Counter({k: v for k, v in outcomes.items() if k in NOT_JUDGED})
+        if not cut:
+            continue
+        total, n_cut = sum(outcomes.values()), sum(cut.values())
+        note = f"{n_cut} of {total} candidate runs did not finish ({_outcome_text(cut)})"
+        rows.append(Row(key, RUNS, Verdict.INCOMPLETE, candidate=_outcome_text(outcomes),
+                        n_candidate=total, note=note))  # fmt: skip
+    return rows
+
+
 def _sort(key: Key) -> tuple[str, ...]:
     return tuple(f"{v:020d}" if isinstance(v, int) else str(v) for _, v in key)
 
@@ -237,6 +280,7 @@ def compare_sweeps(base: SweepData, cand: SweepData, policy: Policy) -> Comparis
     rows += _recovery_rows(
         recovery_cells(base.tables, names), recovery_cells(cand.tables, names), policy
     )
+    rows += _unfinished_rows(cand_series)
     out.rows = [_xfail(r, policy.expected_failure(r.fields)) for r in rows]
     return out
 
@@ -287,6 +331,7 @@ def compare_reference(ref: Reference, cand: SweepData, policy: Policy) -> Compar
         rows.append(
             _outcome_row(key, Counter(ref_series[key].outcomes), Counter(cand_series[key].outcomes))
         )
+    rows += _unfinished_rows(cand_series)
     xfails = [*ref.xfail, *policy.xfail]
     out.rows = [_xfail(r, _expected(xfails, r.fields)) for r in rows]
     return out

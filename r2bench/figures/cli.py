@@ -39,7 +39,8 @@ def figures_command(
 
     require_report_extra("r2bench figures")
     from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
-    from r2bench.records.store import RunStore
+    from r2bench.records.store import RunStore, atomic_write
+    from r2bench.safeio import OutsideFolder, inside
 
     console = Console(soft_wrap=True)
     err = Console(stderr=True)
@@ -54,8 +55,16 @@ def figures_command(
             )  # fmt: skip
             raise typer.Exit(EXIT_USAGE)
     out_dir = out or sweeps[0] / "figures"
-    outcomes, static_error = write_all(draw_all(load_sweeps(sweeps)), out_dir, fmt)
-    (out_dir / "claims.json").write_text(summary_json(outcomes) + "\n")
+    try:  # the default folder is the sweep's own: a link there must not lead elsewhere
+        inside(out_dir if out else sweeps[0], out_dir)
+    except OutsideFolder as exc:
+        err.print(f"figures: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    tables = load_sweeps(sweeps)
+    for line in tables.warnings:
+        err.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    outcomes, static_error = write_all(draw_all(tables), out_dir, fmt)
+    atomic_write(out_dir / "claims.json", summary_json(outcomes) + "\n", out_dir)
     missing = [o for o in outcomes if o.drawn is None]
     for o in outcomes:
         if o.drawn is None:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
-from r2bench.records.tables import Tables, build_tables
+from r2bench.records.tables import TABLE_NAMES, Tables, build_tables
 from r2bench.report.export import FORMATS, ExportResult
+from r2bench.safeio import writable
 
 PAPER_DIR = "experiments/paper"
 
@@ -34,10 +35,10 @@ def load_sweeps(sweeps: list[Path]) -> Tables:
     """The tables of several sweep folders, concatenated."""
     parts = [build_tables(sweep) for sweep in sweeps]
     frames = {
-        f.name: pd.concat([getattr(p, f.name) for p in parts], ignore_index=True)
-        for f in fields(Tables)
+        name: pd.concat([getattr(p, name) for p in parts], ignore_index=True)
+        for name in TABLE_NAMES
     }
-    return Tables(**frames)
+    return Tables(**frames, warnings=[w for p in parts for w in p.warnings])
 
 
 def draw_all(tables: Tables) -> list[Outcome]:
@@ -56,7 +57,9 @@ def write_html(drawn: Drawn, path: Path) -> None:
     import plotly.graph_objects as go
 
     fig = go.Figure(drawn.figure.spec)
-    fig.write_html(path, include_plotlyjs="directory", full_html=True)
+    # plotly writes both files by name: links left there are removed, never written through
+    writable(path.parent, path.parent / "plotly.min.js")
+    fig.write_html(writable(path.parent, path), include_plotlyjs="directory", full_html=True)
 
 
 def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
@@ -73,7 +76,11 @@ def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:
     figs = [go.Figure(d.figure.spec) for d in drawn if d.figure.spec.get("data")]
     for fig in figs:
         _wrap_legend(fig)
-    paths = [out_dir / f"figure-{d.figure.id}.{fmt}" for d in drawn if d.figure.spec.get("data")]
+    paths = [
+        writable(out_dir, out_dir / f"figure-{d.figure.id}.{fmt}")
+        for d in drawn
+        if d.figure.spec.get("data")
+    ]
     sizes = {"width": [f.layout.width for f in figs], "height": [f.layout.height for f in figs]}
     try:
         if hasattr(pio, "write_images"):

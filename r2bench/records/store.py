@@ -36,11 +36,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from r2bench.plan.runspec import RunSpec
 from r2bench.records.models import Event, Outcome
 from r2bench.records.provenance import Provenance
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    OutsideFolder,
+    inside,
+    read_text_bounded,
+    writable,
+)
 
 SPEC = "spec.json"
 PROVENANCE = "provenance.json"
@@ -103,8 +111,12 @@ class RunEnd(BaseModel):
     ended_at: float | None = Field(default=None, description="epoch seconds, job end")
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+def atomic_write(path: Path, data: str | bytes, root: Path | None = None) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename (which
+    replaces a link at `path`, never its target). With `root`, the folder must stay under it
+    once links are followed (OutsideFolder otherwise): results never land outside their sweep."""
+    if root is not None:
+        inside(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -153,48 +165,54 @@ class RunFolder:
         """The run id (the folder's name)."""
         return self.path.name
 
+    def _write(self, target: Path, data: str | bytes) -> None:
+        """Every file of the run goes here: atomically, and never through a link out."""
+        inside(self.path, target.parent)
+        atomic_write(target, data)
+
     def write_spec(self, spec: RunSpec) -> None:
         """spec.json: the RunSpec, with its run_id."""
-        atomic_write(self.path / SPEC, spec.model_dump_json(indent=2))
+        self._write(self.path / SPEC, spec.model_dump_json(indent=2))
 
     def write_provenance(self, provenance: Provenance) -> None:
         """provenance.json."""
-        atomic_write(self.path / PROVENANCE, provenance.model_dump_json(indent=2))
+        self._write(self.path / PROVENANCE, provenance.model_dump_json(indent=2))
 
     def write_stdout(self, data: str | bytes) -> None:
         """stdout.txt (for streaming, write to `stream_path(STDOUT)` and rename yourself)."""
-        atomic_write(self.path / STDOUT, data)
+        self._write(self.path / STDOUT, data)
 
     def write_stderr(self, data: str | bytes) -> None:
         """stderr.txt."""
-        atomic_write(self.path / STDERR, data)
+        self._write(self.path / STDERR, data)
 
     def write_result_json(self, data: str | bytes) -> None:
         """result.json: the nccl-tests -J output as it was written (bytes kept)."""
-        atomic_write(self.path / RESULT_JSON, data)
+        self._write(self.path / RESULT_JSON, data)
 
     def write_node_file(self, node: str, relpath: str, data: str | bytes) -> Path:
         """node/<node>/<relpath>: a file collected from a node."""
         parts = [_safe_part(p) for p in relpath.replace("\\", "/").split("/")]
         target = self.path.joinpath(NODE_DIR, _safe_part(node), *parts)
-        atomic_write(target, data)
+        self._write(target, data)
         return target
 
     def write_events(self, events: Iterable[Event]) -> None:
         """events.jsonl: one Event per line."""
-        atomic_write(self.path / EVENTS, _jsonl(events))
+        self._write(self.path / EVENTS, _jsonl(events))
 
     def write_faults(self, faults: Iterable[FaultEvent]) -> None:
         """faults.jsonl: one FaultEvent per line, in the order they happened."""
-        atomic_write(self.path / FAULTS, _jsonl(faults))
+        self._write(self.path / FAULTS, _jsonl(faults))
 
     def write_outcome(self, end: RunEnd) -> None:
         """outcome.json."""
-        atomic_write(self.path / OUTCOME, end.model_dump_json(indent=2))
+        self._write(self.path / OUTCOME, end.model_dump_json(indent=2))
 
     def stream_path(self, name: str) -> Path:
-        """A temporary path to stream a large file into; `commit_stream` renames it."""
-        return self.path / f".{_safe_part(name)}.partial"
+        """A temporary path to stream a large file into (a link left there is removed, never
+        written through); `commit_stream` renames it."""
+        return writable(self.path, self.path / f".{_safe_part(name)}.partial")
 
     def commit_stream(self, name: str) -> None:
         """Rename a streamed `stream_path(name)` file to `name`."""
@@ -208,7 +226,7 @@ class RunFolder:
     def mark_complete(self) -> None:
         """Write COMPLETE (last): from now on the run counts as done and is skipped on resume."""
         stamp = datetime.now(timezone.utc).isoformat()
-        atomic_write(self.path / COMPLETE, stamp + "\n")
+        self._write(self.path / COMPLETE, stamp + "\n")
 
 
 @dataclass(frozen=True)
@@ -222,28 +240,158 @@ class RunRecord:
     provenance: dict[str, Any]
     end: RunEnd | None
     faults: list[FaultEvent]
+    problems: tuple[str, ...] = ()
+    """Why the record cannot be used, each naming its file and field (the run is skipped)."""
 
     def file(self, name: str) -> Path | None:
-        """Path of a part of the run folder, or None when it was not written."""
-        path = self.path / name
-        return path if path.is_file() else None
+        """Path of a part of the run folder, or None when it was not written or is a link that
+        leads out of the run folder (never read: `load_run` lists it as a problem)."""
+        return _part(self.path, name)
 
     def events(self) -> list[Event]:
         """events.jsonl, skipping lines that do not validate (a record is never fatal)."""
-        return _read_jsonl(self.path / EVENTS, Event)
+        path = self.file(EVENTS)
+        return _read_jsonl(path, Event) if path else []
 
     def node_files(self) -> list[Path]:
-        """Every file collected from the nodes, sorted."""
-        root = self.path / NODE_DIR
-        return sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+        """Every file collected from the nodes, sorted (links that lead out of the run folder
+        left out)."""
+        return [p for p in _node_files(self.path) if _stays_in(self.path, p)]
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _stays_in(run_dir: Path, path: Path) -> bool:
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        inside(run_dir, path)
+    except OutsideFolder:
+        return False
+    return True
+
+
+def _part(run_dir: Path, name: str) -> Path | None:
+    """`run_dir/name` when it is a file inside the run folder (links followed), else None."""
+    path = run_dir / name
+    return path if path.is_file() and _stays_in(run_dir, path) else None
+
+
+def _node_files(run_dir: Path) -> list[Path]:
+    root = run_dir / NODE_DIR
+    if not root.is_dir() or not _stays_in(run_dir, root):
+        return []
+    out = []
+    for folder, dirs, files in os.walk(root):  # links to folders are not walked into
+        out += [Path(folder, f) for f in files]
+        out += [Path(folder, d) for d in dirs if Path(folder, d).is_symlink()]
+    return sorted(p for p in out if p.is_file())
+
+
+def _links_out(run_dir: Path) -> list[str]:
+    """The run folder's entries (and collected node files) that are links leading out of it."""
+    try:
+        entries = [*sorted(run_dir.iterdir()), *_node_files(run_dir)]
+    except OSError:
+        return []
+    return [
+        f"{p}: a link that leads outside the run folder; refusing to read it"
+        for p in entries
+        if p.is_symlink() and not _stays_in(run_dir, p)
+    ]
+
+
+class RecordError(ValueError):
+    """A part of a run record that cannot be used; the message names the file and field."""
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"not valid JSON ({name} is no JSON number)")
+
+
+def load_json_record(path: Path) -> Any:
+    """A JSON record file read strictly: a regular file within JSON_RECORD_LIMIT, valid JSON
+    without NaN or Infinity, nested no deeper than the parser can go. RecordError names the
+    file otherwise."""
+    try:
+        text = read_text_bounded(path, JSON_RECORD_LIMIT, path.name)
+    except InputRefused as exc:
+        raise RecordError(f"{path}: {str(exc).removeprefix(f'{path}: {path.name} is ')}") from None
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise RecordError(f"{path}: nested too deeply to read") from None
+    except ValueError as exc:
+        message = str(exc) if str(exc).startswith("not valid JSON") else f"not valid JSON ({exc})"
+        raise RecordError(f"{path}: {message}") from None
+
+
+def validation_problems(path: Path, error: ValidationError) -> str:
+    """A pydantic error as `<path>: <field.path>: <message> (got <value>)`, one per field."""
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        got = repr(item.get("input"))[:60]
+        parts.append(f"{path}: {where}: {item['msg']} (got {got})")
+    return "; ".join(parts)
+
+
+class _Lenient(BaseModel):
+    """The fields of a record that r2bench reads back, strictly typed; other fields pass."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+class _ComponentFields(_Lenient):
+    ref: str | None = None
+    recipe: str | None = None
+
+
+class _OptionFields(_Lenient):
+    iterations: int | None = None
+    check: bool | None = None
+
+
+class SpecFields(_Lenient):
+    """spec.json as the tables, report and compare read it."""
+
+    run_id: str | None = None
+    experiment: str | None = None
+    library_label: str | None = None
+    library: _ComponentFields | None = None
+    collective: str | None = None
+    scenario: str | None = None
+    repeat: int | None = None
+    nodes: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    options: _OptionFields | None = None
+
+
+class ProvenanceFields(_Lenient):
+    """provenance.json as the tables and report read it."""
+
+    node_utc_offset_s: float | None = None
+    imported_from: str | None = None
+    library_basis: str | None = None
+    hostnames: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+def _read_json(path: Path | None, fields: type[BaseModel], problems: list[str]) -> dict[str, Any]:
+    """A JSON object record checked against `fields`; {} (and a problem) when it is bad,
+    {} alone when it was not written or is a link out of its folder (listed already)."""
+    if path is None or (not path.exists() and not path.is_symlink()):
         return {}
-    return data if isinstance(data, dict) else {}
+    try:
+        data = load_json_record(path)
+        if not isinstance(data, dict):
+            raise RecordError(f"{path}: not a JSON object")
+        fields.model_validate(data)
+    except RecordError as exc:
+        problems.append(str(exc))
+        return {}
+    except ValidationError as exc:
+        problems.append(validation_problems(path, exc))
+        return {}
+    return data
 
 
 def _read_jsonl(path: Path, model: type[Any]) -> list[Any]:
@@ -260,23 +408,35 @@ def _read_jsonl(path: Path, model: type[Any]) -> list[Any]:
     return out
 
 
-def _read_end(path: Path) -> RunEnd | None:
+def _read_end(path: Path | None, problems: list[str]) -> RunEnd | None:
+    data = _read_json(path, _Lenient, problems)
+    if not data or path is None:
+        return None
     try:
-        return RunEnd.model_validate_json(path.read_bytes())
-    except (OSError, ValueError):
+        return RunEnd.model_validate(data)
+    except ValidationError as exc:
+        problems.append(validation_problems(path, exc))
         return None
 
 
 def load_run(path: Path) -> RunRecord:
-    """Read one run folder (complete or not); unreadable parts come back empty, never raise."""
+    """Read one run folder (complete or not); never raises. Parts that cannot be used (a bad
+    spec.json, provenance.json or outcome.json, a link leading out of the folder) come back
+    empty and are listed in `problems`, each naming its file and field."""
+    problems = _links_out(path)
+    safe = {
+        name: path / name if _stays_in(path, path / name) else None
+        for name in (SPEC, PROVENANCE, OUTCOME, FAULTS)
+    }
     return RunRecord(
         run_id=path.name,
         path=path,
-        complete=(path / COMPLETE).is_file(),
-        spec=_read_json(path / SPEC),
-        provenance=_read_json(path / PROVENANCE),
-        end=_read_end(path / OUTCOME),
-        faults=_read_jsonl(path / FAULTS, FaultEvent),
+        complete=_part(path, COMPLETE) is not None,
+        spec=_read_json(safe[SPEC], SpecFields, problems),
+        provenance=_read_json(safe[PROVENANCE], ProvenanceFields, problems),
+        end=_read_end(safe[OUTCOME], problems),
+        faults=_read_jsonl(faults, FaultEvent) if (faults := safe[FAULTS]) else [],
+        problems=tuple(problems),
     )
 
 
@@ -308,8 +468,10 @@ class RunStore:
         return self.sweep_dir / _safe_part(run_id)
 
     def is_complete(self, run_id: str) -> bool:
-        """True when the run has its COMPLETE marker: a resumed sweep skips it."""
-        return (self.run_dir(run_id) / COMPLETE).is_file()
+        """True when the run has its COMPLETE marker: a resumed sweep skips it (never one that
+        a link out of the sweep folder points at)."""
+        path = self.run_dir(run_id)
+        return _stays_in(self.sweep_dir, path) and _part(path, COMPLETE) is not None
 
     def create(self, run_id: str) -> RunFolder:
         """A fresh, empty folder for a run. A complete run is refused (FileExistsError); an
@@ -341,12 +503,26 @@ class RunStore:
         """Every run folder (complete or not, moved-aside ones too), sorted by name."""
         yield from self._run_dirs()
 
-    def _run_dirs(self) -> Iterator[Path]:
+    def _children(self) -> Iterator[Path]:
         if not self.sweep_dir.is_dir():
             return
         for path in sorted(self.sweep_dir.iterdir()):
             if path.is_dir() and path.name != TABLES_DIR and not path.name.startswith("."):
                 yield path
+
+    def _run_dirs(self) -> Iterator[Path]:
+        """Run folders, leaving out links that lead outside the sweep folder (`links_out`)."""
+        for path in self._children():
+            if _stays_in(self.sweep_dir, path):
+                yield path
+
+    def links_out(self) -> list[str]:
+        """A line for each would-be run folder that is a link leading outside the sweep."""
+        return [
+            f"{path}: a link that leads outside the sweep folder; refusing to read it"
+            for path in self._children()
+            if not _stays_in(self.sweep_dir, path)
+        ]
 
     def complete_runs(self) -> Iterator[str]:
         """Run ids with a COMPLETE marker, sorted."""
@@ -368,6 +544,19 @@ class RunStore:
             complete = (path / COMPLETE).is_file()
             if complete or include_incomplete:
                 yield load_run(path)
+
+
+def spec_run_id(run_dir: Path) -> str | None:
+    """The run id a run folder's spec.json names (None when it names none or is unreadable)."""
+    path = run_dir / SPEC
+    if not _stays_in(run_dir, path) or not path.is_file():
+        return None
+    try:
+        data = load_json_record(path)
+    except RecordError:
+        return None
+    run_id = data.get("run_id") if isinstance(data, dict) else None
+    return run_id if isinstance(run_id, str) and run_id else None
 
 
 def is_moved_aside(name: str) -> bool:

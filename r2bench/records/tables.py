@@ -16,6 +16,7 @@ R2CC_MODE, scenario, repeat, outcome) are joined onto `results` from `runs` in o
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -29,10 +30,11 @@ from r2bench.extras import require_report_extra
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, run_counters
 from r2bench.records.events import parse_events
-from r2bench.records.models import Event, Outcome, ParsedNcclTests
+from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_text_bounded
 
 # Tables need the `report` extra (pandas, pyarrow); parsing a run (parse_outputs, log_events,
 # parse_run) does not, so the sweep imports this module on a node without them.
@@ -50,6 +52,8 @@ PARALLEL_MIN_RUNS = 64
 LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
 LINE_STAMP_RESOLUTION = 0.001  # a row stamped when its line was written ended just before
 INCOMPLETE = "incomplete"
+INVALID = "invalid"
+"""The outcome of a run whose record could not be read (a bad spec.json, result.json, ...)."""
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
 _RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
@@ -71,10 +75,26 @@ def parse_outputs(
 ) -> ParsedNcclTests:
     """nccl-tests results of a run from its text output and/or -J JSON (either may be None)."""
     text = _parse_text_file(text_path, collective) if text_path else None
-    js = parse_json(json_path.read_bytes()) if json_path else None
+    js = _parse_json_file(json_path) if json_path else None
     if text is not None and js is not None:
         return combine(text, js)
     return text or js or ParsedNcclTests()
+
+
+def _parse_json_file(path: Path) -> ParsedNcclTests:
+    """A `-J` file, size-capped; too deep a nesting is a RecordError naming the file (a file
+    cut short is no error: its complete results are salvaged)."""
+    try:
+        text = read_text_bounded(path, JSON_RECORD_LIMIT, path.name)
+    except InputRefused as exc:
+        raise st.RecordError(str(exc)) from None
+    try:
+        return parse_json(text)
+    except RecursionError:
+        raise st.RecordError(f"{path}: nested too deeply to read") from None
+    except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
+        # a value of a type or size the file cannot mean: this run only, never the sweep
+        raise st.RecordError(f"{path}: a value it cannot hold ({exc})") from None
 
 
 def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
@@ -243,6 +263,18 @@ def line_times(record: st.RunRecord) -> list[float] | None:
         return None
 
 
+def _checked_row(row: ResultRow) -> tuple[ResultRow, int]:
+    """The row with values no measurement can have (NaN, infinite, negative) emptied, and how
+    many there were: a figure or a comparison must not average them."""
+    bad = {
+        name: None
+        for name in (*_RESULT_VALUES, "iter_min_us", "iter_max_us", "iter_p99_us")
+        if (value := getattr(row, name, None)) is not None
+        and not (math.isfinite(value) and value >= 0)
+    }
+    return (row.model_copy(update=bad), len(bad)) if bad else (row, 0)
+
+
 def _epoch(row_ts: Any, offset_s: float) -> float:
     if row_ts is None:
         return float("nan")
@@ -260,6 +292,7 @@ class _Builder:
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
         self.counters: list[pd.DataFrame] = []
+        self.warnings: list[str] = []
 
     def merge(self, other: _Builder) -> None:
         """Append another builder's rows (built over other run folders)."""
@@ -271,14 +304,31 @@ class _Builder:
         self.runs.extend(other.runs)
         self.env_names |= other.env_names
         self.counters.extend(other.counters)
+        self.warnings.extend(other.warnings)
 
     def add_folder(self, path: Path) -> None:
-        """Parse and add one run folder (an incomplete one only gets its `runs` row)."""
+        """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
+        record an `invalid` one: the rest of the sweep goes on)."""
         record = st.load_run(path)
-        if record.complete:
-            self.add(parse_run(record))
+        if record.problems:
+            self.add_invalid(record, record.problems)
+        elif record.complete:
+            try:
+                run = parse_run(record)
+            except st.RecordError as exc:
+                self.add_invalid(record, (str(exc),))
+                return
+            self.add(run)
         else:
             self.add_incomplete(record)
+
+    def add_invalid(self, rec: st.RunRecord, problems: Iterable[str]) -> None:
+        """A run whose record cannot be used: an `invalid` row in `runs` saying why, a warning
+        per problem, and nothing in the other tables."""
+        problems = list(problems)
+        self.warnings += [f"{problem}; run skipped" for problem in problems]
+        self.add_incomplete(rec)
+        self.runs[-1].update(complete=False, outcome=INVALID, reason="; ".join(problems))
 
     def add(self, run: ParsedRun) -> None:
         rec = run.record
@@ -308,7 +358,10 @@ class _Builder:
         stamp."""
         row_times: dict[tuple[int, str, int], tuple[float, float]] = {}
         add = self.results.add
+        refused = 0
         for r in parsed.rows:
+            r, bad = _checked_row(r)
+            refused += bad
             if stamps and r.line and r.line <= len(stamps):
                 ts = stamps[r.line - 1]
             else:
@@ -317,6 +370,11 @@ class _Builder:
             add(r.time_us, r.algbw_gbps, r.busbw_gbps, r.wrong, ts)
             factor = (r.busbw_gbps / r.algbw_gbps) if r.busbw_gbps and r.algbw_gbps else 1.0
             row_times[(r.size_bytes, r.placement, r.cycle)] = (ts, factor)
+        if refused:
+            self.warnings.append(
+                f"{self.sweep_dir / run_id}: {refused} result values not finite or negative "
+                "(time, algbw, busbw or #wrong): left empty, never averaged"
+            )
         return row_times
 
     def _add_iterations(
@@ -367,6 +425,7 @@ class _Builder:
             counters=pd.concat(self.counters, ignore_index=True)
             if self.counters
             else empty_counters(),
+            warnings=list(self.warnings),
         )
 
 
@@ -520,10 +579,12 @@ class Tables:
     events: pd.DataFrame
     runs: pd.DataFrame
     counters: pd.DataFrame = field(default_factory=empty_counters)
+    warnings: list[str] = field(default_factory=list)
+    """Runs skipped or counted once, values left out: one line each, naming file and field."""
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
         """(name, frame) pairs in TABLE_NAMES order."""
-        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+        return [(name, getattr(self, name)) for name in TABLE_NAMES]
 
 
 def _build_chunk(sweep_dir: Path, paths: list[Path]) -> _Builder:
@@ -541,40 +602,66 @@ def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
     """
     require_report_extra("tables")
     sweep_dir = Path(sweep_dir)
-    paths = list(st.RunStore.at(sweep_dir).run_dirs())
+    store = st.RunStore.at(sweep_dir)
+    paths, warnings = distinct_runs(list(store.run_dirs()))
+    warnings = [*store.links_out(), *warnings]
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
     if workers < 2 or len(paths) < PARALLEL_MIN_RUNS:
-        return _build_chunk(sweep_dir, paths).tables()
+        builder = _build_chunk(sweep_dir, paths)
+        builder.warnings[:0] = warnings
+        return builder.tables()
     size = max(1, len(paths) // (workers * 4))
     chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
     builder = _Builder(sweep_dir)
+    builder.warnings += warnings
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for part in pool.map(_build_chunk, [sweep_dir] * len(chunks), chunks):
             builder.merge(part)
     return builder.tables()
 
 
-def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
-    """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths."""
+def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The run folders with each run id once (a copied folder holds the same spec.json run id
+    under another name), and a warning per folder left out. The attempts a resumed sweep moved
+    aside share their run's id by design and are kept."""
+    seen: dict[str, Path] = {}
+    kept, warnings = [], []
+    for path in paths:
+        run_id = None if st.is_moved_aside(path.name) else st.spec_run_id(path)
+        first = seen.setdefault(run_id, path) if run_id else path
+        if first is path:
+            kept.append(path)
+        else:
+            warnings.append(
+                f"{path}: the same run id as {first.name} (spec.json run_id {run_id}); counted once"
+            )
+    return kept, warnings
+
+
+def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> list[Path]:
+    """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths.
+    With `root` (the sweep folder), `out_dir` must stay under it once links are followed
+    (OutsideFolder otherwise); a link at a table's path is replaced, never written through."""
     require_report_extra("tables")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if root is not None:
+        inside(root, out_dir)
     written = []
     for name, frame in tables.items():
         arrow = pa.Table.from_pandas(frame, preserve_index=False)
-        written.append(_write_atomic(out_dir / f"{name}.parquet", arrow, "parquet"))
-        written.append(_write_atomic(out_dir / f"{name}.csv", arrow, "csv"))
+        written.append(_write_atomic(out_dir / f"{name}.parquet", arrow, "parquet", root))
+        written.append(_write_atomic(out_dir / f"{name}.csv", arrow, "csv", root))
     return written
 
 
-def _write_atomic(path: Path, table: pa.Table, fmt: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
+def _write_atomic(path: Path, table: pa.Table, fmt: str, root: Path | None) -> Path:
+    buffer = pa.BufferOutputStream()
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        pq.write_table(table, tmp)
+        pq.write_table(table, buffer)
     else:
-        pa_csv.write_csv(table, tmp)
-    os.replace(tmp, path)
+        pa_csv.write_csv(table, buffer)
+    st.atomic_write(path, buffer.getvalue().to_pybytes(), root)
     return path
 
 
@@ -592,5 +679,5 @@ def read_tables(out_dir: Path) -> Tables:
 def rebuild(sweep_dir: Path) -> Tables:
     """Build the tables of a sweep and write them under `<sweep>/tables/`."""
     tables = build_tables(sweep_dir)
-    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR)
+    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR, Path(sweep_dir))
     return tables

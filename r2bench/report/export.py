@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r2bench.report.figures import Figure
+from r2bench.safeio import writable
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -33,8 +34,9 @@ def export_figures(figures: list[Figure], out_dir: Path, fmt: str, stem: str) ->
     except ImportError as exc:
         return ExportResult(error=f"static export needs the kaleido package ({exc})")
     todo = [f for f in figures if f.spec.get("data")]
-    paths = [out_dir / f"{stem}-{f.id}.{fmt}" for f in todo]
     out_dir.mkdir(parents=True, exist_ok=True)
+    # kaleido writes by name: a link left at a figure's name is removed, never written through
+    paths = [writable(out_dir, out_dir / f"{stem}-{f.id}.{fmt}") for f in todo]
     try:
         figs = [go.Figure(f.spec) for f in todo]
         if hasattr(pio, "write_images"):

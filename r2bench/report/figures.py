@@ -126,7 +126,10 @@ def series_rows(tables: Tables, info: SeriesInfo | None = None) -> pd.DataFrame:
     """Result rows of runs that ended ok, with their series label (`series`)."""
     info = info or series_info(tables.runs)
     ok = info.ok_runs()[["run_id", "series"]]
-    return tables.results.merge(ok, on="run_id", how="inner", sort=False)
+    # with no run ok the frame is empty and its run_id not text: merge on one type
+    ok = ok.astype({"run_id": object})
+    results = tables.results.astype({"run_id": object})
+    return results.merge(ok, on="run_id", how="inner", sort=False)
 
 
 def size_stats(rows: pd.DataFrame, value: str, placement: str = "out_of_place") -> pd.DataFrame:

@@ -309,6 +309,12 @@ def _figure_block(fig: Figure) -> str:
     )
 
 
+def warnings_html(warnings: list[str]) -> str:
+    """Runs skipped (a bad record, a link out of the sweep), counted once, or values left out."""
+    items = "".join(f"<li>{esc(w)}</li>" for w in warnings)
+    return f"<p>Left out of every table and figure below:</p><ul>{items}</ul>"
+
+
 def _section(title: str, body: str) -> str:
     return f"<section><h2>{esc(title)}</h2>\n{body}\n</section>"
 
@@ -326,6 +332,7 @@ def render_report(
         by_kind.setdefault(fig.id.split("-")[0], []).append(fig)
     timelines = "".join(_figure_block(f) for f in by_kind.get("timeline", []))
     sections = [
+        *([_section("Warnings", warnings_html(tables.warnings))] if tables.warnings else []),
         _section("Runs", runs_html(sweep_dir, tables, Path(page_dir or sweep_dir))),
         _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw"))),
         _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead"))),

@@ -15,6 +15,7 @@ from r2bench.config.testbed import Testbed
 from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.model import PlannedRun
 from r2bench.records import store as st
+from r2bench.safeio import writable
 from r2bench.sweep.agent import NodeAgent
 
 COUNTERS_FILE = "counters.tsv"
@@ -83,7 +84,7 @@ def fetch(run: PlannedRun, pool: NodePool, folder: st.RunFolder) -> list[str]:
         return done
     for name in run.spec.nodes:
         remote, _ = remote_paths(run, name)
-        local = folder.path / f".counters.{name}.tmp"
+        local = writable(folder.path, folder.path / f".counters.{name}.tmp")
         try:
             pool[name].get(remote, local)
             data = local.read_bytes()
