@@ -46,6 +46,8 @@ _TEST_RE = re.compile(r"^(?P<host>\S+)" + _TEST_TAIL)
 # The same message glued to the end of a half-printed result row ("...  4.36  0vm: Test timeout"):
 # only a host name that starts with a letter can be told apart from the row's last number.
 _TEST_GLUED_RE = re.compile(r"(?<![A-Za-z_-])(?P<host>[A-Za-z_][\w.-]*)" + _TEST_TAIL)
+# Releases before 2.x: `NCCL failure all_reduce.cu:95 'unhandled cuda error'`, no host.
+_OLD_FAILURE_RE = re.compile(r"^NCCL failure (?P<where>\S+:\d+)\s*(?P<rest>.*)$")
 _TEST_STACK_RE = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure (?P<where>\S+)")
 _SIGNAL_RE = re.compile(
     r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) "
@@ -247,6 +249,9 @@ class _Scanner:
             return _test_event(lineno, line, body, m)
         if ": Test " in body and (m := _TEST_GLUED_RE.search(body)) is not None:
             return _test_event(lineno, line, body[m.start() :], m)
+        if body.startswith("NCCL failure") and (m := _OLD_FAILURE_RE.match(body)) is not None:
+            details = {"where": m.group("where"), "error": m.group("rest").strip(" '.")}
+            return _event(EventKind.TEST_NCCL_FAILURE, lineno, line, message=body, details=details)
         if (m := _TEST_STACK_RE.match(body)) is not None:
             return _event(
                 EventKind.TEST_FAILURE,
