@@ -63,7 +63,12 @@ _OMPI_FRAME_RE = re.compile(
     r"(?:\((?P<symbol>[^)+]*)(?:\+0x[0-9a-f]+)?\))?"
 )
 _IMPROPER_RE = re.compile(r"due to process rank (?P<rank>\d+) with PID (?P<pid>\d+) on\s*$")
-_PROCNAME_RE = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
+# Open MPI 4 `[[26230,1],0]`, Open MPI 5 / PRRTE `[prterun-vm-1234@1,0]`.
+_PROCNAME_RE = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\]|[^\]\s]*@\d+),(?P<rank>\d+)\]")
+_SLURM_EXIT_RE = re.compile(
+    r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<rank>\d+)(?:[-,]\S*)?: "
+    r"Exited with exit code (?P<code>\d+)"
+)
 _EXITCODE_RE = re.compile(r"Exit code:\s*(?P<code>-?\d+)")
 _NODE_RE = re.compile(r"^\s*(?:node\s+(?P<host>\S+)\s+exiting improperly|Node:\s*(?P<h2>\S+))")
 _IB_RE = re.compile(
@@ -86,14 +91,15 @@ _LAUNCH_PATTERNS = (
     "ORTE was unable to reliably start",
     "ORTE does not know how to route",
     "total processes failed to start",
-    "command not found",
-    "No such file or directory",
-    "cannot open shared object file",
     "Host key verification failed",
     "Permission denied (publickey",
     "Could not resolve hostname",
     "execvp error",
 )
+# Words of a failed start that prose and help texts use too: taken only in a program's own
+# message (`bash: mpirun: command not found`, `all_reduce_perf: error while loading ...`).
+_LAUNCH_WORDS = ("command not found", "No such file or directory", "cannot open shared object file")
+_PROGRAM_SAYS_RE = re.compile(r"^[\w./~+-]+: ")
 _R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
     (
         EventKind.R2CC_HOT_REPAIR_BROADCAST,
@@ -184,10 +190,16 @@ class _Scanner:
     include_info: bool
     tz: tzinfo
     pending: _Pending | None = None
+    ib_pending: tuple[int, str, re.Match[str]] | None = None
 
     def feed(self, lineno: int, line: str) -> Iterator[Event]:
         if self.pending is not None:
             yield from self._continue_pending(line)
+        if self.ib_pending is not None:
+            ib = self._continue_ib(line)
+            yield ib
+            if ib.message.endswith(line.strip()) and "vendor" in ib.details:
+                return  # the line was the message's continuation
         if "NCCL " in line and (m := _NCCL_RE.match(line)) is not None:
             event = self._nccl(lineno, line, m)
             if event is not None:
@@ -197,7 +209,34 @@ class _Scanner:
         if event is not None:
             yield event
 
+    def _continue_ib(self, line: str) -> Event:
+        """The IB completion error held back, completed by `line` when it continues it."""
+        assert self.ib_pending is not None
+        lineno, first, m = self.ib_pending
+        self.ib_pending = None
+        msg = m.group("msg").strip()
+        continued = "NCCL " not in line and not _NCCL_RE.match(line)
+        joined = f"{msg} {line.strip()}" if continued else msg
+        found = _IB_RE.search(joined)
+        details = found.groupdict() if found else _ib_partial(msg)
+        if m.group("src"):
+            details["source"] = m.group("src")
+        return _event(
+            EventKind.NET_IB_COMPLETION_ERROR,
+            lineno,
+            first,
+            message=joined,
+            time=_parse_time(m.group("ts"), self.tz),
+            host=m.group("host"),
+            pid=int(m.group("pid")),
+            tid=int(m.group("tid")),
+            rank=int(m.group("dev")) if m.group("dev") is not None else None,
+            details=details,
+        )
+
     def flush(self) -> Iterator[Event]:
+        if self.ib_pending is not None:
+            yield self._continue_ib("NCCL ")
         if self.pending is not None:
             p, self.pending = self.pending, None
             yield _event(p.kind, p.line, p.text, details=p.details, **p.fields)
@@ -217,13 +256,18 @@ class _Scanner:
         if m:
             p.fields["host"] = m.group("host") or m.group("h2")
         p.ttl -= 1
-        if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields) or "host" in p.fields:
+        # The node line may come before the exit code (PRRTE): only both rank and code end it.
+        if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields):
             yield from self.flush()
 
     def _nccl(self, lineno: int, line: str, m: re.Match[str]) -> Event | None:
         msg = m.group("msg").strip()
         level = m.group("level")
         kind, details = _classify_nccl(level, msg)
+        if kind is EventKind.NET_IB_COMPLETION_ERROR and "vendor" not in details:
+            # NCCL's message may go on on the next line: complete it there (see _continue_ib).
+            self.ib_pending = (lineno, line, m)
+            return None
         if kind is EventKind.NCCL_INFO and not self.include_info:
             return None
         if m.group("src"):
@@ -282,6 +326,16 @@ class _Scanner:
             )
         if re.match(r"Primary job\s+terminated normally", body):
             return _event(EventKind.MPI_JOB_ABORTED, lineno, line, message=body)
+        if body.startswith("srun: error") and (m := _SLURM_EXIT_RE.match(body)) is not None:
+            return _event(
+                EventKind.MPI_PROCESS_EXIT,
+                lineno,
+                line,
+                message=body,
+                rank=int(m.group("rank")),
+                host=m.group("host"),
+                details={"exit_code": m.group("code")},
+            )
         improper = _IMPROPER_RE.search(body)
         if improper is not None or "exited with non-zero status" in body:
             fields: dict[str, Any] = {"message": body}
@@ -292,7 +346,9 @@ class _Scanner:
         if (m := _BARE_VERSION_RE.match(body)) is not None:
             details = {"version": m.group(1)}
             return _event(EventKind.NCCL_VERSION, lineno, line, message=body, details=details)
-        if any(p in body for p in _LAUNCH_PATTERNS):
+        if any(p in body for p in _LAUNCH_PATTERNS) or (
+            _PROGRAM_SAYS_RE.match(body) and any(p in body for p in _LAUNCH_WORDS)
+        ):
             return _event(EventKind.LAUNCH_ERROR, lineno, line, message=body)
         return None
 
@@ -324,6 +380,17 @@ def _crash_line(lineno: int, line: str, body: str) -> Event | None:
             details=details,
         )
     return None
+
+
+_IB_PEER_RE = re.compile(
+    r"Got completion from peer (?P<peer>\S+) with (?:error |status=)(?P<status>\d+)"
+)
+
+
+def _ib_partial(msg: str) -> dict[str, str]:
+    """Peer and status of an IB completion error whose vendor error was never printed."""
+    m = _IB_PEER_RE.search(msg)
+    return {k: v for k, v in m.groupdict().items() if v is not None} if m else {}
 
 
 def _classify_nccl(level: str, msg: str) -> tuple[EventKind, dict[str, str]]:
