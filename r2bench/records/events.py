@@ -150,6 +150,32 @@ def clean(text: str, limit: int = MAX_TEXT) -> str:
     return out.replace("\x7f", "\ufffd")
 
 
+MAX_EVENTS_PER_KIND = 2000
+"""Events of one kind kept by `bounded_events`: R-2CCL at INFO repeats one WARN millions of
+times, and the first ones are the evidence; the rest are counted."""
+
+
+def bounded_events(events: Iterable[Event], per_kind: int = MAX_EVENTS_PER_KIND) -> list[Event]:
+    """The first `per_kind` events of each kind, in line order; for a kind that had more, its
+    last event carries `details["more"]`, the number left out (memory stays bounded on logs
+    of any size)."""
+    kept: list[Event] = []
+    seen: dict[EventKind, int] = {}
+    for event in events:
+        n = seen.get(event.kind, 0)
+        seen[event.kind] = n + 1
+        if n < per_kind:
+            kept.append(event)
+    over = {kind: n - per_kind for kind, n in seen.items() if n > per_kind}
+    if not over:
+        return kept
+    last = {e.kind: i for i, e in enumerate(kept)}
+    for kind, more in over.items():
+        i = last[kind]
+        kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, "more": str(more)}})
+    return kept
+
+
 def parse_events(
     source: str | bytes | Iterable[str] | Iterable[bytes],
     include_info: bool = False,
