@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from r2bench.records.events import bounded_events, iter_events
+from r2bench.records.events import read_events
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
 from r2bench.records.nccltests import iter_runs, parse_json
@@ -66,7 +66,7 @@ def _parse_runs(
     runs = iter_runs(source, file_name=name)
     _close(source)
     source = reopen()
-    all_events = bounded_events(iter_events(source))
+    all_events = read_events(source)
     _close(source)
     out = []
     for parsed in runs:

@@ -17,6 +17,7 @@ classifier prefers the nccl-tests `# Rank` table (pid -> rank) when it has one.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +34,11 @@ _NCCL_RE = re.compile(
     r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+)\s+"
     r"(?:\[(?P<dev>\d+)\]\s+)?(?:(?:[\d.]+\s+)?(?P<src>[^\s:]+:\d+)\s+)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL|ABORT)\b ?(?P<msg>.*)$"
+)
+# INFO lines worth classifying (R2CC events, the version, IB errors); the rest are skipped.
+_INFO_WORTH_RE = re.compile(
+    r"HOT_REPAIR|STEP_SYNC|hot-repair|gather complete|R2CC_MODE=|type=BACKUP|OOB: Socket"
+    r"|NCCL version|Got completion"
 )
 _TS_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?")
 _EPOCH_RE = re.compile(r"^\d{9,11}(?:\.\d+)?$")
@@ -144,33 +150,34 @@ _R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
 )
 
 
+_CONTROL = {c: "\ufffd" for c in [*range(0x20), 0x7F] if c != 0x09}
+
+
 def clean(text: str, limit: int = MAX_TEXT) -> str:
     """A log line made safe to store and show: control characters replaced, length capped."""
-    out = "".join(c if c >= " " or c == "\t" else "\ufffd" for c in text[:limit])
-    return out.replace("\x7f", "\ufffd")
+    text = text[:limit]
+    return text if text.isprintable() else text.translate(_CONTROL)
 
 
 MAX_EVENTS_PER_KIND = 2000
-"""Events of one kind kept by `bounded_events`: R-2CCL at INFO repeats one WARN millions of
+"""Events of one kind kept by `read_events`: R-2CCL at INFO repeats one WARN millions of
 times, and the first ones are the evidence; the rest are counted."""
 
 
-def bounded_events(events: Iterable[Event], per_kind: int = MAX_EVENTS_PER_KIND) -> list[Event]:
-    """The first `per_kind` events of each kind, in line order; for a kind that had more, its
-    last event carries `details["more"]`, the number left out (memory stays bounded on logs
-    of any size)."""
-    kept: list[Event] = []
-    seen: dict[EventKind, int] = {}
-    for event in events:
-        n = seen.get(event.kind, 0)
-        seen[event.kind] = n + 1
-        if n < per_kind:
-            kept.append(event)
-    over = {kind: n - per_kind for kind, n in seen.items() if n > per_kind}
-    if not over:
+def read_events(
+    source: str | bytes | Iterable[str] | Iterable[bytes],
+    per_kind: int = MAX_EVENTS_PER_KIND,
+    tz: tzinfo = timezone.utc,
+) -> list[Event]:
+    """The first `per_kind` events of each kind of a log, in line order, in bounded memory
+    whatever the log's size: the events beyond are counted, not built, and the last event kept
+    of such a kind carries `details["more"]`, the number left out."""
+    scanner = _Scanner(include_info=False, tz=tz, per_kind=per_kind)
+    kept = list(_scan(scanner, source))
+    if not scanner.left_out:
         return kept
     last = {e.kind: i for i, e in enumerate(kept)}
-    for kind, more in over.items():
+    for kind, more in scanner.left_out.items():
         i = last[kind]
         kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, "more": str(more)}})
     return kept
@@ -191,7 +198,12 @@ def iter_events(
     tz: tzinfo = timezone.utc,
 ) -> Iterator[Event]:
     """Stream typed events from a log. Never raises on bad input; unknown lines are skipped."""
-    scanner = _Scanner(include_info=include_info, tz=tz)
+    return _scan(_Scanner(include_info=include_info, tz=tz), source)
+
+
+def _scan(
+    scanner: _Scanner, source: str | bytes | Iterable[str] | Iterable[bytes]
+) -> Iterator[Event]:
     for lineno, line in enumerate(iter_lines(source), start=1):
         if len(line) > MAX_LINE:
             continue
@@ -215,6 +227,9 @@ class _Pending:
 class _Scanner:
     include_info: bool
     tz: tzinfo
+    per_kind: int | None = None  # NCCL events of one kind built at most (see read_events)
+    seen: dict[EventKind, int] = field(default_factory=dict)
+    left_out: dict[EventKind, int] = field(default_factory=dict)
     pending: _Pending | None = None
     ib_pending: tuple[int, str, re.Match[str]] | None = None
 
@@ -289,7 +304,15 @@ class _Scanner:
     def _nccl(self, lineno: int, line: str, m: re.Match[str]) -> Event | None:
         msg = m.group("msg").strip()
         level = m.group("level")
+        if level == "INFO" and not self.include_info and _INFO_WORTH_RE.search(msg) is None:
+            return None  # most INFO lines: nothing to classify
         kind, details = _classify_nccl(level, msg)
+        if self.per_kind is not None:
+            n = self.seen.get(kind, 0)
+            self.seen[kind] = n + 1
+            if n >= self.per_kind:
+                self.left_out[kind] = self.left_out.get(kind, 0) + 1
+                return None
         if kind is EventKind.NET_IB_COMPLETION_ERROR and "vendor" not in details:
             # NCCL's message may go on on the next line: complete it there (see _continue_ib).
             self.ib_pending = (lineno, line, m)
@@ -462,9 +485,18 @@ def _parse_time(ts: str | None, tz: tzinfo) -> float | None:
     m = _TS_RE.match(ts)
     if not m:
         return None
-    try:
-        base = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S")
-    except ValueError:
+    base = _epoch_of_second(m.group(1), m.group(2), tz)
+    if base is None:
         return None
     frac = float("0." + m.group(3)) if m.group(3) else 0.0
-    return base.replace(tzinfo=tz).timestamp() + frac
+    return base + frac
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch_of_second(day: str, clock: str, tz: tzinfo) -> float | None:
+    """Epoch seconds of a local time stamp (cached: a log's lines share their seconds)."""
+    try:
+        base = datetime.strptime(f"{day} {clock}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    return base.replace(tzinfo=tz).timestamp()

@@ -26,7 +26,7 @@ from typing import Any
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
-from r2bench.records.events import bounded_events, iter_events
+from r2bench.records.events import read_events
 from r2bench.records.models import Event, EventKind, ParsedNcclTests
 from r2bench.records.nccltests import (
     collective_from_file_name,
@@ -309,7 +309,7 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
     with logs.text.open("rb") as handle:
         runs = iter_runs(handle, file_name=logs.text.name)
     with logs.text.open("rb") as handle:
-        all_events = bounded_events(iter_events(handle))
+        all_events = read_events(handle)
     several = len(runs) > 1
     out = []
     for index, parsed in enumerate(runs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DETECT_LINES = 40
 """Lines looked at to decide whether `0: ` / `host: ` prefixes are the launcher's."""
@@ -35,11 +35,12 @@ _BARE_HEADER_RE = re.compile(
     r"|Avg bus bandwidth|Collective test (?:starting|concluded)|[nr]ccl-tests version"
     r"|Blocking Enabled|Writing JSON output)"
 )
+_MAY_PREFIX = frozenset("[0123456789MTWFS <\t")  # first characters of a prefixed line
+_MAY_BARE = frozenset("nUROsbAoCBWr(")  # first characters of a header line without its `#`
 _NCCL_TESTS_TEXT_RE = re.compile(r"^\s*(?:#|\d+\s+\d+\s+[A-Za-z])")
 
 
-@dataclass(frozen=True)
-class CleanLine:
+class CleanLine(NamedTuple):
     """A line without its launcher prefix; `origin` is the rank or host the prefix named."""
 
     text: str
@@ -61,6 +62,8 @@ class LineCleaner:
 
     def clean(self, line: str) -> CleanLine:
         """One line, prefix stripped (call `decide` first for the ambiguous forms)."""
+        if not self._mode and line[:1] not in _MAY_PREFIX:
+            return CleanLine(restore_comment(line) if line[:1] in _MAY_BARE else line)
         origin = None
         if "<std" in line and (m := _OMPI_RE.match(line)) is not None:
             origin, line = m.group("rank"), line[m.end() :]

@@ -344,9 +344,11 @@ def collectives_from_columns(rows: list[ResultRow], ranks: int) -> tuple[str, ..
     if reduces:
         if per_rank:
             return ("reduce_scatter",)
-        if bus is not None:
-            return ("all_reduce",) if bus > 1.05 else ("sendrecv",) if ranks > 2 else ()
-        return ("all_reduce", "sendrecv")
+        if bus is not None and bus > 1.05:
+            return ("all_reduce",)
+        if bus is not None and ranks > 2:
+            return ("sendrecv",)
+        return ("all_reduce", "sendrecv")  # at 2 ranks both have busbw = algbw
     return ("all_gather", "alltoall") if per_rank else ()
 
 
@@ -448,6 +450,9 @@ class _Parser:
         self.runs.append(_State())
 
     def _line(self, lineno: int, line: str, origin: str | None) -> None:
+        if (" NCCL INFO " in line or " NCCL WARN " in line) and not line.lstrip()[:1].isdigit():
+            self._touch(lineno)  # a library log line (most of an INFO log): events.py reads it
+            return
         if len(line) > MAX_LINE:
             self.st.warn(f"line {lineno}: overlong line ({len(line)} chars) skipped")
             return
@@ -467,6 +472,20 @@ class _Parser:
         kind = _line_kind(stripped)
         if self.split:
             self._maybe_split(lineno, stripped, kind, origin)
+        st = self._touch(lineno)
+        if st.pending is not None and kind != "other":
+            _short_row(st)
+        if kind in ("comment", "header"):
+            if origin is not None and st.origin is None and kind == "header":
+                st.origin = origin
+            _parse_comment(st, lineno, stripped)
+        elif kind == "row":
+            _parse_row(st, lineno, stripped.split())
+        else:
+            _parse_other(st, lineno, stripped, self.carry if st.ended else None)
+
+    def _touch(self, lineno: int) -> _State:
+        """The current run, which now holds line `lineno`."""
         st = self.st
         if st.first_line is None:
             st.first_line = lineno
@@ -474,15 +493,7 @@ class _Parser:
                 st.named.setdefault(source, name)
             self.carry = []
         st.last_line = lineno
-        if kind in ("comment", "header"):
-            if origin is not None and st.origin is None and kind == "header":
-                st.origin = origin
-            _parse_comment(st, lineno, stripped)
-        elif kind == "row":
-            _flush_pending(st)
-            _parse_row(st, lineno, stripped.split())
-        else:
-            _parse_other(st, lineno, stripped, self.carry if st.ended else None)
+        return st
 
     def _maybe_split(self, lineno: int, stripped: str, kind: str, origin: str | None) -> None:
         st = self.st
@@ -566,10 +577,21 @@ def _continue_row(st: _State, lineno: int, tokens: list[str]) -> None:
     st.pending = None
     combined = ptoks + tokens
     layout = st.layout or _DEFAULT_LAYOUT
-    if len(combined) < layout.width:
+    if len(combined) < layout.width and _timestamp(combined[-2:]) is None:
         st.pending = (lineno, combined)
     else:
         _parse_row(st, lineno, combined)
+
+
+def _short_row(st: _State) -> None:
+    """A row with fewer columns than its table, and the table goes on (another row, the
+    footer): nccl-tests prints every row whole, so a column is missing somewhere in it (a
+    blank column, a paste that lost one) and which one cannot be told: not read."""
+    assert st.pending is not None
+    line, tokens = st.pending
+    st.pending = None
+    width = (st.layout or _DEFAULT_LAYOUT).width
+    _unreadable(st, line, f"{len(tokens)} columns where the header has {width}, and more follow")
 
 
 def _flush_pending(st: _State) -> None:
@@ -687,8 +709,9 @@ def _parse_row(st: _State, lineno: int, tokens: list[str], *, final: bool = Fals
     if why is not None:
         _unreadable(st, lineno, why)
         return
-    timestamp = _timestamp(tokens[-2:]) if len(tokens) >= layout.width + 2 else None
+    timestamp = _timestamp(tokens[-2:]) if len(tokens) >= head_n + 2 else None
     rest = tokens[head_n : len(tokens) - 2] if timestamp is not None else tokens[head_n:]
+    final = final or timestamp is not None  # `-S` prints the stamp where the row ends
     if len(rest) > 2 * len(layout.group):
         _unreadable(st, lineno, f"{len(tokens)} columns where the header has {layout.width}")
         return
@@ -768,7 +791,37 @@ def _placement_row(
         else:
             key = {"time": "time_us", "algbw": "algbw_gbps", "busbw": "busbw_gbps"}.get(name, name)
             values[key] = _measure(st, lineno, name, tok) if tok != "N/A" else None
+            if tok != "N/A" and values[key] is None:
+                return None
+    why = _inconsistent(base["size_bytes"], group[names.index("time")], values)
+    if why is not None:
+        st.warn(f"line {lineno}: {placement} columns do not fit each other ({why}): not read")
+        return None
     return ResultRow(placement=placement, **values)
+
+
+def _half_ulp(tok: str) -> float:
+    """Half the last printed digit of a number (`4366.46` -> 0.005, `10094` -> 0.5)."""
+    decimals = len(tok.partition(".")[2]) if "." in tok and "e" not in tok.lower() else 0
+    return 0.5 * 10.0**-decimals
+
+
+def _inconsistent(size: int, time_tok: str, values: dict[str, Any]) -> str | None:
+    """Why a placement's numbers cannot be one measurement, or None: nccl-tests prints
+    algbw = size / time at most, and busbw = algbw x a factor of 2 at most (by collective and
+    rank count; old all_gather printed algbw per rank, below size/time). A column shifted into
+    another's place breaks one of the two."""
+    time, algbw, busbw = values.get("time_us"), values.get("algbw_gbps"), values.get("busbw_gbps")
+    if time is None or algbw is None:
+        return None
+    slack = _half_ulp(time_tok)
+    if time - slack > 0:
+        high = size / ((time - slack) * 1e3)
+        if algbw > high + 0.0051 + 1e-3 * high:
+            return f"algbw {algbw:g} is more than size/time ({high:.3g})"
+    if busbw is not None and busbw > 2 * algbw + 0.0151:
+        return f"busbw {busbw:g} is more than twice algbw {algbw:g}"
+    return None
 
 
 def _timestamp(tokens: list[str]) -> datetime | None:
