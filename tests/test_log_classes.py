@@ -147,12 +147,11 @@ def test_a_library_nothing_names_is_a_guess() -> None:
 def test_non_measurements_are_flagged_and_json_stays_strict(
     bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    row = "     1048576        262144     float     sum      -1    18.66    1.76    3.07       0"
-    text = SOCKET.replace(" 2.09 ", f" {bad} ", 1).replace(
-        "Avg bus bandwidth    : 1.04482", f"Avg bus bandwidth    : {bad}"
-    )
+    text = SOCKET.replace("   786.82    2.67    2.67", f"   786.82    2.67 {bad:>7}", 1)
+    text = text.replace("Avg bus bandwidth    : 1.04482", f"Avg bus bandwidth    : {bad}")
+    assert text.count(bad) == 2
     path = tmp_path / "out.txt"
-    path.write_text(text + row + "  17.95  1.83  -1  0\n")
+    path.write_text(text)
     assert parse_command([path], as_json=True) == 0
     out = capsys.readouterr().out
 

@@ -92,6 +92,7 @@ _COLUMN_NAMES = {
     "i_cv%": "iter_cv_pct", "i_cv": "iter_cv_pct",
 }  # fmt: skip
 _HEAD_COLUMNS = ("size", "count", "type", "redop", "root")
+_MEASURES = ("time", "algbw", "busbw")
 _REDOPS = frozenset({"sum", "prod", "min", "max", "avg", "mulsum", "premulsum", "none"})
 
 
@@ -219,6 +220,7 @@ class _State:
     cycle: dict[tuple[str, str, int], int] = field(default_factory=dict)
     named: dict[str, str] = field(default_factory=dict)  # source -> collective it names
     origin: str | None = None  # the rank/host prefix the header lines carried
+    bus_ratio: tuple[float, float] | None = None  # busbw/algbw of the rows read so far
     first_line: int | None = None
     last_line: int | None = None
 
@@ -560,8 +562,11 @@ def _parse_other(st: _State, lineno: int, line: str, carry: list[tuple[str, str]
         if name in NCCL_TESTS_COLLECTIVES:
             st.named.setdefault("failure_line", name)
         return
-    if st.in_table and tokens and _INT_RE.match(tokens[0]) and len(tokens) < 4:
-        st.warn(f"line {lineno}: result row cut short (no measurements)")
+    if st.in_table and tokens and _INT_RE.match(tokens[0]):
+        if len(tokens) < 4:
+            st.warn(f"line {lineno}: result row cut short (no measurements)")
+        else:  # a row's start with a column missing or doubled before its type
+            _unreadable(st, lineno, "size, count and type are not where the header has them")
     # anything else (NCCL logs, mpirun text, garbage) is not ours: events.py reads it
 
 
@@ -735,6 +740,10 @@ def _add_row(
     layout = st.layout or _DEFAULT_LAYOUT
     named = dict(zip(layout.head, head, strict=True))
     size, count = int(named["size"]), int(named["count"])
+    why = _partial_group_differs(layout, size, rest)
+    if why is not None:
+        _unreadable(st, lineno, why)
+        return
     root = int(named.get("root", "-1"))
     redop = named.get("redop", "")
     key = (named["type"], redop, root)
@@ -768,6 +777,22 @@ def _add_row(
         _unreadable(st, lineno, "no placement's columns fit")
 
 
+def _partial_group_differs(layout: _Layout, size: int, rest: list[str]) -> str | None:
+    """A row cut short ends inside a placement: the part there is must still read as that
+    placement's first columns (time, then algbw = size/time). When it does not, a column
+    went missing earlier in the row and every value after it sits one place off."""
+    width = len(layout.group)
+    part = rest[(len(rest) // width) * width :]
+    if len(part) < 2 or "root" not in layout.head or layout.group[:2] != ("time", "algbw"):
+        return None
+    time, algbw = _to_float(part[0]), _to_float(part[1])
+    if time is None or algbw is None or time <= 0:
+        return "the columns after the last full placement are not a time and an algbw"
+    values = {"time_us": time, "algbw_gbps": algbw}
+    why = _inconsistent(size, part[0], values, exact=True, ranks=0)
+    return f"a column is missing before the cut ({why})" if why else None
+
+
 def _placement_row(
     st: _State,
     lineno: int,
@@ -778,10 +803,21 @@ def _placement_row(
 ) -> ResultRow | None:
     if len(group) < len(names) or not all(_is_number(t) for t in group):
         return None
+    measured = [tok for name, tok in zip(names, group, strict=True) if name in _MEASURES]
+    if "N/A" in measured and set(measured) != {"N/A"}:
+        # nccl-tests prints N/A for all of a placement it did not run, or for #wrong alone
+        st.warn(f"line {lineno}: {placement} has N/A beside numbers in {'/'.join(_MEASURES)}")
+        return None
+    if any("e" in tok.lower() and tok != "N/A" for tok in measured):
+        # times and bandwidths print in fixed point; `0e+00` is an error or #wrong column
+        st.warn(f"line {lineno}: {placement} has an exponent in {'/'.join(_MEASURES)}")
+        return None
     values: dict[str, Any] = dict(base)
     for name, tok in zip(names, group, strict=True):
         if name == "wrong":
-            wrong = _to_int(tok) if tok != "N/A" else None
+            # a count prints as `0`, `12` or, large, `4.1943e+06`; never as `144.00`
+            fixed = "." in tok and "e" not in tok.lower()
+            wrong = _to_int(tok) if tok != "N/A" and not fixed else None
             if tok != "N/A" and (wrong is None or wrong < 0):
                 st.warn(f"line {lineno}: #wrong {tok!r} is not a count")
                 return None
@@ -793,11 +829,36 @@ def _placement_row(
             values[key] = _measure(st, lineno, name, tok) if tok != "N/A" else None
             if tok != "N/A" and values[key] is None:
                 return None
-    why = _inconsistent(base["size_bytes"], group[names.index("time")], values)
+    exact = "root" in (st.layout or _DEFAULT_LAYOUT).head
+    ranks = len({d.rank for d in st.devices})
+    why = _inconsistent(
+        base["size_bytes"], group[names.index("time")], values, exact=exact, ranks=ranks
+    )
+    if why is None:
+        why = _bus_ratio_differs(st, group, names)
     if why is not None:
         st.warn(f"line {lineno}: {placement} columns do not fit each other ({why}): not read")
         return None
     return ResultRow(placement=placement, **values)
+
+
+def _bus_ratio_differs(st: _State, group: list[str], names: tuple[str, ...]) -> str | None:
+    """busbw / algbw is one factor for a whole run (set by collective and rank count): the
+    range the printed digits allow must overlap the run's so far (which it then narrows)."""
+    alg_tok, bus_tok = group[names.index("algbw")], group[names.index("busbw")]
+    alg, bus = _to_float(alg_tok), _to_float(bus_tok)
+    if alg is None or bus is None or alg < 0.05:
+        return None  # too few digits to tell
+    da, db = _half_ulp(alg_tok), _half_ulp(bus_tok)
+    low, high = max(bus - db, 0.0) / (alg + da), (bus + db) / (alg - da)
+    if st.bus_ratio is None:
+        st.bus_ratio = (low, high)
+        return None
+    known_low, known_high = st.bus_ratio
+    if high < known_low or low > known_high:
+        return f"busbw/algbw {bus / alg:.3g} where the run's other rows have {known_low:.3g}"
+    st.bus_ratio = (max(low, known_low), min(high, known_high))
+    return None
 
 
 def _half_ulp(tok: str) -> float:
@@ -806,21 +867,30 @@ def _half_ulp(tok: str) -> float:
     return 0.5 * 10.0**-decimals
 
 
-def _inconsistent(size: int, time_tok: str, values: dict[str, Any]) -> str | None:
+def _inconsistent(
+    size: int, time_tok: str, values: dict[str, Any], *, exact: bool, ranks: int
+) -> str | None:
     """Why a placement's numbers cannot be one measurement, or None: nccl-tests prints
-    algbw = size / time at most, and busbw = algbw x a factor of 2 at most (by collective and
-    rank count; old all_gather printed algbw per rank, below size/time). A column shifted into
-    another's place breaks one of the two."""
+    algbw = size / time at most, and busbw = algbw x a factor of 2 at most, and of 1/2 at
+    least from 2 ranks on (by collective and rank count). Tables with a root column (every release since 2.x added it) print algbw =
+    size / time exactly; older all_gather printed it per rank, below. A column shifted into
+    another's place breaks one of these."""
     time, algbw, busbw = values.get("time_us"), values.get("algbw_gbps"), values.get("busbw_gbps")
     if time is None or algbw is None:
         return None
     slack = _half_ulp(time_tok)
+    if time == 0 and size > 0:
+        return "no time for a non-empty message"
     if time - slack > 0:
-        high = size / ((time - slack) * 1e3)
+        low, high = size / ((time + slack) * 1e3), size / ((time - slack) * 1e3)
         if algbw > high + 0.0051 + 1e-3 * high:
             return f"algbw {algbw:g} is more than size/time ({high:.3g})"
+        if exact and algbw < low - 0.0051 - 1e-3 * low:
+            return f"algbw {algbw:g} is less than size/time ({low:.3g})"
     if busbw is not None and busbw > 2 * algbw + 0.0151:
         return f"busbw {busbw:g} is more than twice algbw {algbw:g}"
+    if busbw is not None and ranks >= 2 and algbw >= 0.05 and busbw < algbw / 2 - 0.0151:
+        return f"busbw {busbw:g} is less than half algbw {algbw:g} at {ranks} ranks"
     return None
 
 
