@@ -260,13 +260,27 @@ class _Scanner:
         joined = f"{msg} {line.strip()}" if continued else msg
         found = _IB_RE.search(joined)
         details = found.groupdict() if found else _ib_partial(msg)
+        return self._nccl_event(
+            EventKind.NET_IB_COMPLETION_ERROR, lineno, first, m, joined, details
+        )
+
+    def _nccl_event(
+        self,
+        kind: EventKind,
+        lineno: int,
+        line: str,
+        m: re.Match[str],
+        message: str,
+        details: dict[str, str],
+    ) -> Event:
+        """The event of an NCCL log line (`host:pid:tid [dev] src NCCL LEVEL message`)."""
         if m.group("src"):
             details["source"] = m.group("src")
         return _event(
-            EventKind.NET_IB_COMPLETION_ERROR,
+            kind,
             lineno,
-            first,
-            message=joined,
+            line,
+            message=message,
             time=_parse_time(m.group("ts"), self.tz),
             host=m.group("host"),
             pid=int(m.group("pid")),
@@ -319,20 +333,7 @@ class _Scanner:
             return None
         if kind is EventKind.NCCL_INFO and not self.include_info:
             return None
-        if m.group("src"):
-            details["source"] = m.group("src")
-        return _event(
-            kind,
-            lineno,
-            line,
-            message=msg,
-            time=_parse_time(m.group("ts"), self.tz),
-            host=m.group("host"),
-            pid=int(m.group("pid")),
-            tid=int(m.group("tid")),
-            rank=int(m.group("dev")) if m.group("dev") is not None else None,
-            details=details,
-        )
+        return self._nccl_event(kind, lineno, line, m, msg, details)
 
     def _other(self, lineno: int, line: str) -> Event | None:
         body = _ROW_PREFIX_RE.sub("", line, count=1).strip()

@@ -122,27 +122,27 @@ class SeriesInfo:
         return f"{len(bad)} run{'s' if len(bad) != 1 else ''} left out (did not end ok): {parts}"
 
 
+# How a key's value reads in a label.
+_LABEL_FORMATS = {
+    "mode": "mode {}",
+    "gpus_per_rank": "{} GPU/rank",
+    "nccl_tests_version": "nccl-tests {}",
+    "library_family": "{} family",
+    "hosts": "on {}",
+    "source": "from {}",
+}
+
+
 def _part(key: str, value: str) -> str:
-    if key == "mode":
-        return f"mode {value}"
-    if key == "ranks":
-        return f"{value} rank{'s' if value != '1' else ''}"
-    if key == "gpus_per_rank":
-        return f"{value} GPU/rank"
-    if key == "n_nodes":
-        return f"{value} node{'s' if value != '1' else ''}"
+    if key in _LABEL_FORMATS:
+        return _LABEL_FORMATS[key].format(value)
+    if key in ("ranks", "n_nodes"):
+        noun = "rank" if key == "ranks" else "node"
+        return f"{value} {noun}{'s' if value != '1' else ''}"
     if key == "transport":
         return value or "transport not logged"
-    if key == "nccl_tests_version":
-        return f"nccl-tests {value}"
     if key == "library_version":
         return value if value.startswith(UNKNOWN_VERSION) else f"v{value}"
-    if key == "library_family":
-        return f"{value} family"
-    if key == "hosts":
-        return f"on {value}"
-    if key == "source":
-        return f"from {value}"
     if key.startswith(("env:", "NCCL_", "R2CC_")):
         return f"{_env_name(key)}={value}"
     return value
