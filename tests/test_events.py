@@ -223,3 +223,61 @@ def test_pathological_lines_are_fast() -> None:
     for line in evil:
         assert parse_events((line + "\n") * 50, include_info=True) == []
     assert time.perf_counter() - start < 5
+
+
+def test_ib_completion_error_continued_on_the_next_line() -> None:
+    text = (
+        "node1:10:20 [0] transport/net_ib.cc:1695 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.0.2<5000> with error 12, opcode 0, len\n"
+        "0, vendor err 129 (Send) localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2\n"
+        "node1:10:20 [0] NCCL INFO transport/net_ib.cc:1 -> 6\n"
+    )
+    (ev,) = parse_events(text)
+    assert ev.kind is EventKind.NET_IB_COMPLETION_ERROR and ev.line == 1
+    assert (ev.details["status"], ev.details["vendor"], ev.details["peer"]) == (
+        "12",
+        "129",
+        "10.0.0.2<5000>",
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If mpirun says `No such file or directory`, check the path of the binary.\n",
+        "Errors such as command not found mean the PATH is wrong (see below).\n",
+        "  --prefix <dir>   Prefix where Open MPI is installed on remote nodes\n",
+    ],
+)
+def test_help_and_prose_are_not_launch_errors(text: str) -> None:
+    assert parse_events(text) == []
+
+
+def test_mpirun_exit_code_after_the_node_line() -> None:
+    text = (
+        "prterun detected that one or more processes exited with non-zero status,\n"
+        "thus causing the job to be terminated. The first process to do so was:\n\n"
+        "   Process name: [prterun-vm-1234@1,1]\n"
+        "   Node: vm\n"
+        "   Exit code:    3\n"
+    )
+    (ev,) = parse_events(text)
+    assert ev.kind is EventKind.MPI_PROCESS_EXIT
+    assert (ev.rank, ev.host, ev.details["exit_code"]) == (1, "vm", "3")
+
+
+def test_slurm_task_exit_code() -> None:
+    (ev,) = parse_events("srun: error: gpu-07: task 3: Exited with exit code 2\n")
+    assert ev.kind is EventKind.MPI_PROCESS_EXIT
+    assert (ev.rank, ev.host, ev.details["exit_code"]) == (3, "gpu-07", "2")
+
+
+def test_ib_completion_error_without_its_continuation_keeps_the_next_line() -> None:
+    text = (
+        "node1:10:20 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<5000> "
+        "with error 12, opcode 0, len\n"
+        "mpirun noticed that process rank 1 with PID 7 on node node2 exited on signal 9 (Killed).\n"
+    )
+    ib, signaled = parse_events(text)
+    assert ib.kind is EventKind.NET_IB_COMPLETION_ERROR and ib.details["status"] == "12"
+    assert signaled.kind is EventKind.MPI_PROCESS_SIGNALED and signaled.line == 2

@@ -131,11 +131,19 @@ def test_interrupted_wins_over_exit_code() -> None:
     assert out.status is OutcomeStatus.INTERRUPTED and "16 result rows" in out.reason
 
 
-def test_truncated_output_without_exit_code_is_crashed() -> None:
+def test_truncated_output_without_exit_code_is_incomplete() -> None:
+    # A paste cut short, or a log still being written: nothing says the run failed.
     text = (CAPTURES / "all_reduce_perf.socket.c1.txt").read_text()
     out = classify_text(text[: text.index("2097152")], None)
-    assert out.status is OutcomeStatus.CRASHED
-    assert "before the test concluded" in out.reason and "18 result rows" in out.reason
+    assert out.status is OutcomeStatus.INCOMPLETE
+    assert "without any sign of failure" in out.reason and "18 result rows" in out.reason
+    assert "Collective test concluded" in out.reason
+
+
+def test_truncated_output_with_a_failure_exit_is_crashed() -> None:
+    text = (CAPTURES / "all_reduce_perf.socket.c1.txt").read_text()
+    out = classify_text(text[: text.index("2097152")], 1)
+    assert out.status is OutcomeStatus.CRASHED and "exited with code 1" in out.reason
 
 
 def test_signal_exit_without_logs() -> None:

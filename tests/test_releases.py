@@ -44,12 +44,13 @@ def test_old_release_without_file_name_is_known_by_its_columns_when_they_tell() 
     assert any("all_reduce or sendrecv" in w for w in ambiguous.warnings)
 
 
-def test_old_release_cut_before_its_footer_is_crashed() -> None:
+def test_old_release_cut_before_its_footer_is_incomplete() -> None:
     text = (DATA / "v2.13.13" / "all_reduce_perf.g2.c1.txt").read_text()
     cut = text[: text.index("# Out of bounds")]
     parsed = parse_text(cut, file_name="all_reduce_perf.txt")
     assert not parsed.complete
-    assert classify(None, parsed=parsed).status is OutcomeStatus.CRASHED
+    # cut short, and nothing says it failed: not a crash nobody saw
+    assert classify(None, parsed=parsed).status is OutcomeStatus.INCOMPLETE
     # a versioned release needs its concluded line, the footer alone is not enough
     new = (DATA / "v2.18.5" / "all_reduce_perf.g2.c1.txt").read_text()
     parsed = parse_text(new[: new.index("# Collective test concluded")])

@@ -314,3 +314,49 @@ def test_new_fault_fields_reach_the_events_table(tmp_path: Path) -> None:
     assert row["kind"] == "fault_inject"
     figs = all_figures(tables)
     assert any(f.id.startswith("timeline") and f.spec["layout"]["shapes"] for f in figs)
+
+
+def test_library_family_gpu_and_hosts_split_series() -> None:
+    # RCCL on MI300X, NCCL on A100 and NCCL on H100 are three configurations, not repeats.
+    runs = _runs(
+        {"library": "rccl", "library_recipe": "rccl", "gpu": "AMD Instinct MI300X"},
+        {"library_recipe": "nccl", "gpu": "NVIDIA A100-SXM4-80GB"},
+        {"library_recipe": "nccl", "gpu": "NVIDIA H100 80GB HBM3"},
+        {"library_recipe": "nccl", "gpu": "NVIDIA H100 80GB HBM3", "nodes": "h100-2,h100-4"},
+    )
+    info = series_info(runs)
+    assert info.runs["series"].nunique() == 4
+    assert any("MI300X" in s for s in info.runs["series"])
+
+
+def test_unknown_versions_of_two_files_are_not_one_library() -> None:
+    unknown = {"library_version": None, "library_basis": "guess: no version"}
+    runs = _runs(
+        {**unknown, "imported_from": "/logs/a.txt"},
+        {**unknown, "imported_from": "/logs/b.txt"},
+        {**unknown, "imported_from": "/logs/b.txt", "repeat": 1},
+    )
+    info = series_info(runs)
+    label = dict(zip(info.runs["run_id"], info.runs["series"], strict=True))
+    assert label["r0"] != label["r1"] and label["r1"] == label["r2"]
+    assert "unknown (/logs/a.txt)" in label["r0"]
+
+
+def test_runs_of_different_files_that_nothing_tells_apart_are_not_averaged() -> None:
+    # The same system with and without a network hook: the logs print the same facts.
+    runs = _runs({"imported_from": "/logs/plain.txt"}, {"imported_from": "/logs/hooked.txt"})
+    info = series_info(runs)
+    assert info.runs["series"].nunique() == 2
+    assert "nothing in the logs tells apart" in info.shared and "not averaged" in info.shared
+    # runs r2bench ran itself are repeats as before
+    assert series_info(_runs({}, {"repeat": 1})).runs["series"].nunique() == 1
+
+
+def test_one_process_driving_eight_gpus_is_one_rank(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "public" / "nccl-1530.txt", logs / "g8.txt")
+    import_dir(logs, tmp_path, "g8")
+    runs = rebuild(tmp_path / "g8").runs
+    assert (runs["ranks"].iloc[0], runs["gpus_per_rank"].iloc[0]) == (1, 8)
+    assert runs["gpu"].iloc[0] == "NVIDIA GeForce RTX 4090"

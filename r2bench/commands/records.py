@@ -7,7 +7,9 @@ output, 2 a path that cannot be read (or a bad option).
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +17,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from r2bench.records.events import parse_events
+from r2bench.records.events import read_events
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
-from r2bench.records.nccltests import parse_json, parse_text, parse_text_runs
+from r2bench.records.nccltests import iter_runs, parse_json
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.store import RunStore
-from r2bench.safeio import OutsideFolder
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    OutsideFolder,
+    check_regular,
+    read_text_bounded,
+)
 
 EXIT_OK = 0
 EXIT_NOT_NCCL_TESTS = 1
@@ -37,17 +45,47 @@ def _is_json(name: str, data: bytes) -> bool:
 
 def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
     """Parse one nccl-tests text/JSON output or NCCL log (`-` reads stdin); one entry per run
-    (a text file holding several runs is split at each new header). Raises OSError only."""
-    name = "stdin" if str(path) == "-" else path.name
-    data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-    if _is_json(name, data):
+    (a text file holding several runs is split at each new header, footer or device list).
+    A file is streamed line by line (twice: results, then events), never read whole, so
+    logs of gigabytes parse in bounded memory. Raises OSError, or InputRefused for a device,
+    fifo or folder, or a JSON file over its size cap."""
+    if str(path) == "-":
+        data = sys.stdin.buffer.read()
+        return _parse_runs("stdin", data, lambda: [data])
+    check_regular(path, "log")
+    with path.open("rb") as handle:
+        head = handle.read(_SNIFF_BYTES)
+    if _is_json(path.name, head):
+        data = read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON").encode()
         parsed = parse_json(data)
+        return [(parsed, [], classify(None, parsed=parsed, events=[], source=path.name))]
+    return _parse_runs(path.name, head, lambda: path.open("rb"))
+
+
+def _parse_runs(
+    name: str, head: bytes, reopen: Callable[[], Iterable[bytes]]
+) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
+    if _is_json(name, head):
+        parsed = parse_json(b"".join(reopen()))
         return [(parsed, [], classify(None, parsed=parsed, events=[], source=name))]
+    source = reopen()
+    runs = iter_runs(source, file_name=name)
+    _close(source)
+    source = reopen()
+    all_events = read_events(source)
+    _close(source)
     out = []
-    for start, text, parsed in parse_text_runs(data, file_name=name) or [(1, "", parse_text(b""))]:
-        events = [e.model_copy(update={"line": e.line + start - 1}) for e in parse_events(text)]
+    for parsed in runs:
+        first, last = parsed.first_line or 1, parsed.last_line or 1 << 62
+        events = [e for e in all_events if first <= e.line <= last] if len(runs) > 1 else all_events
         out.append((parsed, events, classify(None, parsed=parsed, events=events, source=name)))
     return out
+
+
+def _close(source: Iterable[bytes]) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
 
 
 def file_summary(
@@ -98,6 +136,17 @@ _ROW_KEYS = {
     "wrong",
     "timestamp",
 }
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _num(value: float | int | None) -> str:
@@ -159,10 +208,9 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     for path in files:
         try:
             runs = parse_file(path)
-        except OSError as exc:
-            errors.print(
-                Text(f"r2bench parse: cannot read {path}: {exc.strerror or exc}"), style="red"
-            )
+        except (OSError, InputRefused) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            errors.print(Text(f"r2bench parse: cannot read {path}: {why}"), style="red")
             status = EXIT_USAGE
             continue
         for index, run in enumerate(runs):
@@ -172,7 +220,8 @@ def parse_command(files: list[Path], as_json: bool) -> int:
             if run[2].status is OutcomeStatus.NOT_NCCL_TESTS and status == EXIT_OK:
                 status = EXIT_NOT_NCCL_TESTS
             if as_json:
-                sys.stdout.write(json.dumps(doc) + "\n")
+                # Strict JSON: a value that is not a number (NaN, inf) is written as null.
+                sys.stdout.write(json.dumps(_finite(doc), allow_nan=False) + "\n")
             else:
                 _print_human(console, doc)
     sys.stdout.flush()
@@ -208,6 +257,15 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
         console.print(Text(f"imported {source} -> {run_id}"))
     for source, reason in report.skipped:
         errors.print(Text(f"skipped {source}: {reason}"), style="yellow")
+    if report.scenarios:
+        named = ", ".join(f"{src} -> {sc}" for src, sc in sorted(report.scenarios.items())[:5])
+        more = f" and {len(report.scenarios) - 5} more" if len(report.scenarios) > 5 else ""
+        console.print(
+            Text(
+                f"note: {len(report.scenarios)} file name(s) with a dot became scenarios (what "
+                f"follows the first dot): {named}{more}; rename the files to change that"
+            )
+        )
     console.print(
         Text(
             f"{len(report.imported)} imported, {len(report.already)} already there, "

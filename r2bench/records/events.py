@@ -17,6 +17,7 @@ classifier prefers the nccl-tests `# Rank` table (pid -> rank) when it has one.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,11 @@ _NCCL_RE = re.compile(
     r"(?:\[(?P<dev>\d+)\]\s+)?(?:(?:[\d.]+\s+)?(?P<src>[^\s:]+:\d+)\s+)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL|ABORT)\b ?(?P<msg>.*)$"
 )
+# INFO lines worth classifying (R2CC events, the version, IB errors); the rest are skipped.
+_INFO_WORTH_RE = re.compile(
+    r"HOT_REPAIR|STEP_SYNC|hot-repair|gather complete|R2CC_MODE=|type=BACKUP|OOB: Socket"
+    r"|NCCL version|Got completion"
+)
 _TS_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?")
 _EPOCH_RE = re.compile(r"^\d{9,11}(?:\.\d+)?$")
 _BARE_VERSION_RE = re.compile(r"^NCCL version (\S+)")
@@ -46,6 +52,8 @@ _TEST_RE = re.compile(r"^(?P<host>\S+)" + _TEST_TAIL)
 # The same message glued to the end of a half-printed result row ("...  4.36  0vm: Test timeout"):
 # only a host name that starts with a letter can be told apart from the row's last number.
 _TEST_GLUED_RE = re.compile(r"(?<![A-Za-z_-])(?P<host>[A-Za-z_][\w.-]*)" + _TEST_TAIL)
+# Releases before 2.x: `NCCL failure all_reduce.cu:95 'unhandled cuda error'`, no host.
+_OLD_FAILURE_RE = re.compile(r"^NCCL failure (?P<where>\S+:\d+)\s*(?P<rest>.*)$")
 _TEST_STACK_RE = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure (?P<where>\S+)")
 _SIGNAL_RE = re.compile(
     r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) "
@@ -61,7 +69,12 @@ _OMPI_FRAME_RE = re.compile(
     r"(?:\((?P<symbol>[^)+]*)(?:\+0x[0-9a-f]+)?\))?"
 )
 _IMPROPER_RE = re.compile(r"due to process rank (?P<rank>\d+) with PID (?P<pid>\d+) on\s*$")
-_PROCNAME_RE = re.compile(r"Process name:\s*\[\[\d+,\d+\],(?P<rank>\d+)\]")
+# Open MPI 4 `[[26230,1],0]`, Open MPI 5 / PRRTE `[prterun-vm-1234@1,0]`.
+_PROCNAME_RE = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\]|[^\]\s]*@\d+),(?P<rank>\d+)\]")
+_SLURM_EXIT_RE = re.compile(
+    r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<rank>\d+)(?:[-,]\S*)?: "
+    r"Exited with exit code (?P<code>\d+)"
+)
 _EXITCODE_RE = re.compile(r"Exit code:\s*(?P<code>-?\d+)")
 _NODE_RE = re.compile(r"^\s*(?:node\s+(?P<host>\S+)\s+exiting improperly|Node:\s*(?P<h2>\S+))")
 _IB_RE = re.compile(
@@ -84,14 +97,15 @@ _LAUNCH_PATTERNS = (
     "ORTE was unable to reliably start",
     "ORTE does not know how to route",
     "total processes failed to start",
-    "command not found",
-    "No such file or directory",
-    "cannot open shared object file",
     "Host key verification failed",
     "Permission denied (publickey",
     "Could not resolve hostname",
     "execvp error",
 )
+# Words of a failed start that prose and help texts use too: taken only in a program's own
+# message (`bash: mpirun: command not found`, `all_reduce_perf: error while loading ...`).
+_LAUNCH_WORDS = ("command not found", "No such file or directory", "cannot open shared object file")
+_PROGRAM_SAYS_RE = re.compile(r"^[\w./~+-]+: ")
 _R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
     (
         EventKind.R2CC_HOT_REPAIR_BROADCAST,
@@ -136,10 +150,37 @@ _R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
 )
 
 
+_CONTROL = {c: "\ufffd" for c in [*range(0x20), 0x7F] if c != 0x09}
+
+
 def clean(text: str, limit: int = MAX_TEXT) -> str:
     """A log line made safe to store and show: control characters replaced, length capped."""
-    out = "".join(c if c >= " " or c == "\t" else "\ufffd" for c in text[:limit])
-    return out.replace("\x7f", "\ufffd")
+    text = text[:limit]
+    return text if text.isprintable() else text.translate(_CONTROL)
+
+
+MAX_EVENTS_PER_KIND = 2000
+"""Events of one kind kept by `read_events`: R-2CCL at INFO repeats one WARN millions of
+times, and the first ones are the evidence; the rest are counted."""
+
+
+def read_events(
+    source: str | bytes | Iterable[str] | Iterable[bytes],
+    per_kind: int = MAX_EVENTS_PER_KIND,
+    tz: tzinfo = timezone.utc,
+) -> list[Event]:
+    """The first `per_kind` events of each kind of a log, in line order, in bounded memory
+    whatever the log's size: the events beyond are counted, not built, and the last event kept
+    of such a kind carries `details["more"]`, the number left out."""
+    scanner = _Scanner(include_info=False, tz=tz, per_kind=per_kind)
+    kept = list(_scan(scanner, source))
+    if not scanner.left_out:
+        return kept
+    last = {e.kind: i for i, e in enumerate(kept)}
+    for kind, more in scanner.left_out.items():
+        i = last[kind]
+        kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, "more": str(more)}})
+    return kept
 
 
 def parse_events(
@@ -157,7 +198,12 @@ def iter_events(
     tz: tzinfo = timezone.utc,
 ) -> Iterator[Event]:
     """Stream typed events from a log. Never raises on bad input; unknown lines are skipped."""
-    scanner = _Scanner(include_info=include_info, tz=tz)
+    return _scan(_Scanner(include_info=include_info, tz=tz), source)
+
+
+def _scan(
+    scanner: _Scanner, source: str | bytes | Iterable[str] | Iterable[bytes]
+) -> Iterator[Event]:
     for lineno, line in enumerate(iter_lines(source), start=1):
         if len(line) > MAX_LINE:
             continue
@@ -181,11 +227,20 @@ class _Pending:
 class _Scanner:
     include_info: bool
     tz: tzinfo
+    per_kind: int | None = None  # NCCL events of one kind built at most (see read_events)
+    seen: dict[EventKind, int] = field(default_factory=dict)
+    left_out: dict[EventKind, int] = field(default_factory=dict)
     pending: _Pending | None = None
+    ib_pending: tuple[int, str, re.Match[str]] | None = None
 
     def feed(self, lineno: int, line: str) -> Iterator[Event]:
         if self.pending is not None:
             yield from self._continue_pending(line)
+        if self.ib_pending is not None:
+            ib = self._continue_ib(line)
+            yield ib
+            if ib.message.endswith(line.strip()) and "vendor" in ib.details:
+                return  # the line was the message's continuation
         if "NCCL " in line and (m := _NCCL_RE.match(line)) is not None:
             event = self._nccl(lineno, line, m)
             if event is not None:
@@ -195,7 +250,48 @@ class _Scanner:
         if event is not None:
             yield event
 
+    def _continue_ib(self, line: str) -> Event:
+        """The IB completion error held back, completed by `line` when it continues it."""
+        assert self.ib_pending is not None
+        lineno, first, m = self.ib_pending
+        self.ib_pending = None
+        msg = m.group("msg").strip()
+        continued = "NCCL " not in line and not _NCCL_RE.match(line)
+        joined = f"{msg} {line.strip()}" if continued else msg
+        found = _IB_RE.search(joined)
+        details = found.groupdict() if found else _ib_partial(msg)
+        return self._nccl_event(
+            EventKind.NET_IB_COMPLETION_ERROR, lineno, first, m, joined, details
+        )
+
+    def _nccl_event(
+        self,
+        kind: EventKind,
+        lineno: int,
+        line: str,
+        m: re.Match[str],
+        message: str,
+        details: dict[str, str],
+    ) -> Event:
+        """The event of an NCCL log line (`host:pid:tid [dev] src NCCL LEVEL message`)."""
+        if m.group("src"):
+            details["source"] = m.group("src")
+        return _event(
+            kind,
+            lineno,
+            line,
+            message=message,
+            time=_parse_time(m.group("ts"), self.tz),
+            host=m.group("host"),
+            pid=int(m.group("pid")),
+            tid=int(m.group("tid")),
+            rank=int(m.group("dev")) if m.group("dev") is not None else None,
+            details=details,
+        )
+
     def flush(self) -> Iterator[Event]:
+        if self.ib_pending is not None:
+            yield self._continue_ib("NCCL ")
         if self.pending is not None:
             p, self.pending = self.pending, None
             yield _event(p.kind, p.line, p.text, details=p.details, **p.fields)
@@ -215,29 +311,29 @@ class _Scanner:
         if m:
             p.fields["host"] = m.group("host") or m.group("h2")
         p.ttl -= 1
-        if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields) or "host" in p.fields:
+        # The node line may come before the exit code (PRRTE): only both rank and code end it.
+        if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields):
             yield from self.flush()
 
     def _nccl(self, lineno: int, line: str, m: re.Match[str]) -> Event | None:
         msg = m.group("msg").strip()
         level = m.group("level")
+        if level == "INFO" and not self.include_info and _INFO_WORTH_RE.search(msg) is None:
+            return None  # most INFO lines: nothing to classify
         kind, details = _classify_nccl(level, msg)
+        if self.per_kind is not None:
+            n = self.seen.get(kind, 0)
+            self.seen[kind] = n + 1
+            if n >= self.per_kind:
+                self.left_out[kind] = self.left_out.get(kind, 0) + 1
+                return None
+        if kind is EventKind.NET_IB_COMPLETION_ERROR and "vendor" not in details:
+            # NCCL's message may go on on the next line: complete it there (see _continue_ib).
+            self.ib_pending = (lineno, line, m)
+            return None
         if kind is EventKind.NCCL_INFO and not self.include_info:
             return None
-        if m.group("src"):
-            details["source"] = m.group("src")
-        return _event(
-            kind,
-            lineno,
-            line,
-            message=msg,
-            time=_parse_time(m.group("ts"), self.tz),
-            host=m.group("host"),
-            pid=int(m.group("pid")),
-            tid=int(m.group("tid")),
-            rank=int(m.group("dev")) if m.group("dev") is not None else None,
-            details=details,
-        )
+        return self._nccl_event(kind, lineno, line, m, msg, details)
 
     def _other(self, lineno: int, line: str) -> Event | None:
         body = _ROW_PREFIX_RE.sub("", line, count=1).strip()
@@ -247,6 +343,9 @@ class _Scanner:
             return _test_event(lineno, line, body, m)
         if ": Test " in body and (m := _TEST_GLUED_RE.search(body)) is not None:
             return _test_event(lineno, line, body[m.start() :], m)
+        if body.startswith("NCCL failure") and (m := _OLD_FAILURE_RE.match(body)) is not None:
+            details = {"where": m.group("where"), "error": m.group("rest").strip(" '.")}
+            return _event(EventKind.TEST_NCCL_FAILURE, lineno, line, message=body, details=details)
         if (m := _TEST_STACK_RE.match(body)) is not None:
             return _event(
                 EventKind.TEST_FAILURE,
@@ -277,6 +376,16 @@ class _Scanner:
             )
         if re.match(r"Primary job\s+terminated normally", body):
             return _event(EventKind.MPI_JOB_ABORTED, lineno, line, message=body)
+        if body.startswith("srun: error") and (m := _SLURM_EXIT_RE.match(body)) is not None:
+            return _event(
+                EventKind.MPI_PROCESS_EXIT,
+                lineno,
+                line,
+                message=body,
+                rank=int(m.group("rank")),
+                host=m.group("host"),
+                details={"exit_code": m.group("code")},
+            )
         improper = _IMPROPER_RE.search(body)
         if improper is not None or "exited with non-zero status" in body:
             fields: dict[str, Any] = {"message": body}
@@ -287,7 +396,9 @@ class _Scanner:
         if (m := _BARE_VERSION_RE.match(body)) is not None:
             details = {"version": m.group(1)}
             return _event(EventKind.NCCL_VERSION, lineno, line, message=body, details=details)
-        if any(p in body for p in _LAUNCH_PATTERNS):
+        if any(p in body for p in _LAUNCH_PATTERNS) or (
+            _PROGRAM_SAYS_RE.match(body) and any(p in body for p in _LAUNCH_WORDS)
+        ):
             return _event(EventKind.LAUNCH_ERROR, lineno, line, message=body)
         return None
 
@@ -319,6 +430,17 @@ def _crash_line(lineno: int, line: str, body: str) -> Event | None:
             details=details,
         )
     return None
+
+
+_IB_PEER_RE = re.compile(
+    r"Got completion from peer (?P<peer>\S+) with (?:error |status=)(?P<status>\d+)"
+)
+
+
+def _ib_partial(msg: str) -> dict[str, str]:
+    """Peer and status of an IB completion error whose vendor error was never printed."""
+    m = _IB_PEER_RE.search(msg)
+    return {k: v for k, v in m.groupdict().items() if v is not None} if m else {}
 
 
 def _classify_nccl(level: str, msg: str) -> tuple[EventKind, dict[str, str]]:
@@ -364,9 +486,18 @@ def _parse_time(ts: str | None, tz: tzinfo) -> float | None:
     m = _TS_RE.match(ts)
     if not m:
         return None
-    try:
-        base = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S")
-    except ValueError:
+    base = _epoch_of_second(m.group(1), m.group(2), tz)
+    if base is None:
         return None
     frac = float("0." + m.group(3)) if m.group(3) else 0.0
-    return base.replace(tzinfo=tz).timestamp() + frac
+    return base + frac
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch_of_second(day: str, clock: str, tz: tzinfo) -> float | None:
+    """Epoch seconds of a local time stamp (cached: a log's lines share their seconds)."""
+    try:
+        base = datetime.strptime(f"{day} {clock}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    return base.replace(tzinfo=tz).timestamp()

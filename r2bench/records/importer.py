@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,13 +26,13 @@ from typing import Any
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
-from r2bench.records.events import parse_events
+from r2bench.records.events import read_events
 from r2bench.records.models import Event, EventKind, ParsedNcclTests
 from r2bench.records.nccltests import (
     collective_from_file_name,
     combine,
+    iter_runs,
     parse_json,
-    parse_text_runs,
 )
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import Provenance, nccl_version_text, redact_env
@@ -68,6 +70,22 @@ class ImportReport:
     imported: list[tuple[str, str]] = field(default_factory=list)  # (run id, source)
     already: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+    scenarios: dict[str, str] = field(default_factory=dict)  # source -> scenario of its name
+
+
+def _input_files(directory: Path) -> list[Path]:
+    """Files under `directory`, leaving out r2bench's own results (run folders, which hold a
+    spec.json, and the tables beside them): importing a sweep folder, or a folder that holds
+    the results of an earlier import, must not import them again."""
+    out: list[Path] = []
+    for root, dirs, files in os.walk(directory):
+        here = Path(root)
+        if st.SPEC in files and here != directory:
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != st.TABLES_DIR)
+        out += [here / f for f in files if not f.startswith(".")]
+    return sorted(out)
 
 
 def find_logs(directory: Path) -> list[LogSet]:
@@ -75,8 +93,8 @@ def find_logs(directory: Path) -> list[LogSet]:
     says it wrote (`# Writing JSON output to`), else with the JSON of the same stem."""
     texts: list[Path] = []
     jsons: dict[str, Path] = {}
-    for path in sorted(directory.rglob("*")):
-        if not path.is_file() or path.name.startswith("."):
+    for path in _input_files(directory):
+        if not path.is_file():
             continue
         suffix = path.suffix.lower()
         if suffix in JSON_SUFFIXES:
@@ -157,23 +175,37 @@ def library_of(
 ) -> tuple[str, ComponentRef, str]:
     """(label, library, basis): what the output proves about the library that ran.
 
-    R2CC log lines prove R-2CCL; otherwise the version the output prints (nccl-tests'
-    `nccl-library=`, NCCL's `NCCL version` line) names an NCCL build; R2CC_* variables
-    without any R2CC line are only a guess, and the basis says so.
+    R2CC log lines prove R-2CCL; rccl-tests' and RCCL's own lines (`rccl-tests: Version`,
+    `# rccl-tests version`, `RCCL version : 2.28.3-...`) prove RCCL; otherwise the version the
+    output prints (NCCL's `NCCL version 2.19.3+cuda12.2` line, nccl-tests' `nccl-library=`)
+    names an NCCL build; R2CC_* variables without any R2CC line are only a guess, and the
+    basis says so.
     """
-    printed = next(
+    printed = parsed.library_version or next(
         (e.details.get("version") for e in events if e.kind is EventKind.NCCL_VERSION), None
     )
-    version = nccl_version_text(parsed.nccl_library or parsed.nccl_headers) or printed
+    version = printed or nccl_version_text(parsed.nccl_library or parsed.nccl_headers)
     if any(e.kind.value.startswith(_R2CC_EVENT_PREFIX) for e in events):
         recipe, basis = "r2ccl", "R2CC log lines"
+    elif parsed.library_family == "rccl":
+        said = f"RCCL version {version} printed" if version else "rccl-tests lines, no version"
+        recipe, basis = "rccl", f"{said}, no R2CC log line"
     elif any(name.startswith("R2CC_") for name in env):
         recipe, basis = "r2ccl", "guess: R2CC_* variables set, no R2CC log line"
     elif version:
         recipe, basis = "nccl", f"NCCL version {version} printed, no R2CC log line"
     else:
         recipe, basis = "nccl", "guess: no library version or R2CC line in the output"
-    return recipe, ComponentRef(recipe=recipe, ref=version), basis
+    return recipe, ComponentRef(recipe=recipe, ref=_version_number(version)), basis
+
+
+def _version_number(printed: str | None) -> str | None:
+    """`2.19.3+cuda12.2` -> `2.19.3`, `2.28.3-gfx1151-rccl:a188cf2` -> `2.28.3`: the release a
+    series is keyed by (the build suffix stays in the provenance)."""
+    if not printed:
+        return None
+    m = re.match(r"\d+(?:\.\d+)+", printed)
+    return m.group(0) if m else printed
 
 
 def _options(parsed: ParsedNcclTests, doc: dict[str, Any]) -> NcclTestsOptions:
@@ -236,7 +268,8 @@ def _provenance(
     return Provenance(
         imported_from=", ".join(str(p.resolve()) for p in logs.sources) + run_note,
         library_basis=library_of(parsed, spec_env, events)[2],
-        nccl_version=nccl_version_text(parsed.nccl_library or parsed.nccl_headers),
+        nccl_version=parsed.library_version
+        or nccl_version_text(parsed.nccl_library or parsed.nccl_headers),
         nccl_tests_version=parsed.nccl_tests_version,
         cuda_version=env.get("CUDA_VERSION"),
         hostnames=sorted({d.host for d in parsed.devices}),
@@ -267,24 +300,46 @@ def _content_hash(paths: list[Path]) -> str:
 
 def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple[str, str]]:
     """Import one log set, one run folder per run in it; returns (run id, "imported" |
-    "already imported" | skip reason) per run."""
+    "already imported" | skip reason) per run. The text is streamed (read twice: once to
+    parse, once to copy each run's lines), never held whole."""
     source = f"{logs.stem}@{_content_hash(logs.sources)}"
     if logs.text is None:
         parsed = parse_outputs(None, logs.json)
         return [_import_run(logs, store, repeat, parsed, [], None, source)]
-    runs = parse_text_runs(logs.text.read_bytes(), file_name=logs.text.name)
+    with logs.text.open("rb") as handle:
+        runs = iter_runs(handle, file_name=logs.text.name)
+    with logs.text.open("rb") as handle:
+        all_events = read_events(handle)
+    several = len(runs) > 1
     out = []
-    for index, (start, text, parsed) in enumerate(runs):
-        events = [e.model_copy(update={"line": e.line + start - 1}) for e in parse_events(text)]
-        several = len(runs) > 1
-        json_doc = logs.json if not several or _WRITING_JSON_RE.search(text) else None
+    for index, parsed in enumerate(runs):
+        first, last = parsed.first_line or 1, parsed.last_line or 1 << 62
+        events = [e for e in all_events if first <= e.line <= last] if several else all_events
+        json_doc = logs.json if not several or _names_json(logs.text, first, last) else None
         if json_doc is not None:
             parsed = combine(parsed, parse_json(json_doc.read_bytes()))
         part = LogSet(logs.stem, logs.text, json_doc)
         run_source = f"{source}#run{index + 1}" if several else source
-        body = text.encode() if several else None
-        out.append(_import_run(part, store, repeat, parsed, events, body, run_source))
+        lines = (first, last) if several else None
+        out.append(_import_run(part, store, repeat, parsed, events, lines, run_source))
     return out
+
+
+def _run_lines(path: Path, first: int, last: int) -> Iterator[bytes]:
+    """Lines `first`..`last` (1-based) of a file, streamed."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number > last:
+                return
+            if number >= first:
+                yield line
+
+
+def _names_json(path: Path, first: int, last: int) -> bool:
+    return any(
+        _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
+        for line in _run_lines(path, first, last)
+    )
 
 
 def _import_run(
@@ -293,7 +348,7 @@ def _import_run(
     repeat: int,
     parsed: ParsedNcclTests,
     events: list[Event],
-    body: bytes | None,
+    lines: tuple[int, int] | None,
     source: str,
 ) -> tuple[str, str]:
     if not parsed.is_nccl_tests and not events:
@@ -303,8 +358,8 @@ def _import_run(
         return spec.run_id, "already imported"
     note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
     folder = store.start(spec, _provenance(logs, parsed, events, note))
-    if body is not None:
-        folder.write_stdout(body)
+    if lines is not None and logs.text is not None:
+        folder.write_stdout(b"".join(_run_lines(logs.text, *lines)))
     elif logs.text is not None:
         folder.copy_in(logs.text, st.STDOUT)
     if logs.json is not None:
@@ -333,6 +388,8 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
                 raise  # the results folder cannot be written: not the input's fault
             report.skipped.append((source, f"unreadable: {exc}"))
             continue
+        if variant(logs.stem) != BASELINE_VARIANT:
+            report.scenarios[source] = variant(logs.stem)
         for run_id, status in results_of:
             if status == "imported":
                 report.imported.append((run_id, source))
@@ -343,8 +400,11 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
     return report
 
 
+BASELINE_VARIANT = "none"
+
+
 def variant(stem: str) -> str:
     """The scenario of an imported run: what its file name adds to the test's name
     (`all_reduce_perf.socket.c1` -> `socket.c1`), or `none`."""
     parts = Path(stem).name.split(".", 1)
-    return parts[1] if len(parts) == 2 and parts[1] else "none"
+    return parts[1] if len(parts) == 2 and parts[1] else BASELINE_VARIANT

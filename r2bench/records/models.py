@@ -14,7 +14,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Placement = Literal["out_of_place", "in_place"]
-CollectiveSource = Literal["program_line", "json_args", "run_spec", "columns", "file_name"]
+CollectiveSource = Literal[
+    "program_line",  # `# Collective test starting/concluded: <test>_perf`
+    "json_args",  # the -J JSON's args[0]
+    "run_spec",  # the binary r2bench ran
+    "command_line",  # a shell/mpirun/srun line in the log that runs `<test>_perf`
+    "failure_line",  # `Test failure all_reduce.cu:90`, `NCCL failure all_reduce.cu:95`
+    "columns",  # redop/root/count columns and the busbw/algbw ratio
+    "file_name",  # `old_all_reduce.txt`, `all_reduce_perf.socket.txt`
+]
+LibraryFamily = Literal["nccl", "rccl"]
 
 
 class _Frozen(BaseModel):
@@ -90,7 +99,29 @@ class ParsedNcclTests(_Frozen):
     collective_from: CollectiveSource | None = Field(
         default=None, description="how the collective was known"
     )
+    library_family: LibraryFamily | None = Field(
+        default=None, description="rccl when rccl-tests or RCCL said so; nccl when NCCL did"
+    )
+    library_version: str | None = Field(
+        default=None,
+        description="as printed: `RCCL version : 2.28.3-...`, `NCCL version 2.19.3+cuda12.2`",
+    )
+    error_column: bool = Field(
+        default=False,
+        description="the table's last column is old releases' `error` (a maximum error, not #wrong)",
+    )
+    unreadable_rows: int = Field(
+        default=0, description="table rows that did not fit the header's columns (not read)"
+    )
+    first_line: int | None = Field(default=None, description="first line of this run in its file")
+    last_line: int | None = Field(default=None, description="last line of this run in its file")
     warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def processes(self) -> int | None:
+        """Processes that drove the ranks (one with `-g 8` drives 8 ranks)."""
+        procs = {(d.host, d.pid) for d in self.devices if d.pid is not None}
+        return len(procs) or None
 
     @property
     def is_nccl_tests(self) -> bool:
@@ -179,6 +210,7 @@ class OutcomeStatus(str, Enum):
     LAUNCH_FAILED = "launch_failed"
     BUILD_FAILED = "build_failed"
     INTERRUPTED = "interrupted"
+    INCOMPLETE = "incomplete"  # output ends without its footer and nothing says it failed
     NOT_NCCL_TESTS = "not_nccl_tests"
 
 

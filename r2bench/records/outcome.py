@@ -10,9 +10,10 @@ Public API: `classify(...) -> Outcome`. Rules, first match wins:
 5. a process got a signal (its handler's signal line and backtrace), a rank died by a signal, a network/socket error, `Test NCCL failure`, a non-zero rank exit
    -> crashed, naming the rank and host that failed first
 6. `#wrong` > 0 or `Out of bounds values : N FAILED` -> wrong_results
-7. any other non-zero exit, or output that stops before the end markers of its nccl-tests
-   version (`ParsedNcclTests.complete`) -> crashed
-8. otherwise -> ok
+7. any other non-zero exit -> crashed
+8. output that stops before the end markers of its nccl-tests version
+   (`ParsedNcclTests.complete`) with no sign of failure -> incomplete (cut short, still running)
+9. otherwise -> ok
 """
 
 from __future__ import annotations
@@ -289,9 +290,13 @@ def _fallback(
             if ctx.parsed.nccl_tests_version
             else "the '# Avg bus bandwidth' footer"
         )
+        # Nothing says it failed: a paste cut short, a log still being written, a hang that
+        # was never killed. Calling it crashed would assert a failure nobody saw.
+        exited = "exited 0 but its " if exit_code == 0 else ""
         return Outcome(
-            status=OutcomeStatus.CRASHED,
-            reason=f"output ends after {ctx.n_rows} result rows, before the test concluded ({ends})",
+            status=OutcomeStatus.INCOMPLETE,
+            reason=f"{exited}output ends after {ctx.n_rows} result rows without the end of the "
+            f"test ({ends}) and without any sign of failure (cut short or still running?)",
             evidence=ctx.last_row_evidence(),
         )
     avg = ctx.parsed.avg_busbw_gbps if ctx.parsed else None

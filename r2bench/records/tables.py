@@ -456,8 +456,10 @@ def _run_row(
         "scenario": spec.get("scenario"),
         "repeat": spec.get("repeat"),
         "nodes": ",".join(spec.get("nodes") or []),
-        "ranks": run.parsed.ranks,
+        # MPI ranks (processes): one process driving 8 GPUs (`-g 8`) is 1 rank x 8 GPUs.
+        "ranks": run.parsed.processes or run.parsed.ranks,
         "gpus_per_rank": _gpus_per_process(run.parsed),
+        "gpu": "+".join(sorted({d.name for d in run.parsed.devices if d.name})) or None,
         "n_nodes": len({d.host for d in run.parsed.devices})
         or len(spec.get("nodes") or [])
         or None,

@@ -1,9 +1,12 @@
 """Which runs may share a line in a figure, and which series is another's baseline.
 
-A series holds the runs that differ only by repeat: same collective, library and its version
-(and whether the library is proven or guessed), R2CC_MODE, scenario, nccl-tests version, ranks,
-GPUs per rank, nodes, transport (from NCCL's `via ...` lines) and every NCCL_*/R2CC_* variable
-whose value differs between the runs of the sweep. Only runs that ended `ok` go into busbw and
+A series holds the runs that differ only by repeat: same collective, library, its family
+(nccl, rccl, r2ccl) and version (and whether the library is proven or guessed), R2CC_MODE,
+scenario, nccl-tests version, GPU model, host set, ranks (processes), GPUs per rank, nodes,
+transport (from NCCL's `via ...` lines) and every NCCL_*/R2CC_* variable whose value differs
+between the runs of the sweep. An imported log that names no library version is never the same
+version as another file's; imported runs of different files that nothing tells apart are drawn
+per file, and the report says so, instead of being averaged into a value no run had. Only runs that ended `ok` go into busbw and
 overhead figures; the others are counted beside them.
 
 A series' baseline is the no-fault series (scenario `none`) with the same context (everything
@@ -43,9 +46,12 @@ _ENV_COLUMN_RE = re.compile(r"^(env:)?[A-Z_][A-Z0-9_]*$")
 FIXED_KEYS = (
     "collective",
     "library",
+    "library_family",
     "library_version",
     "mode",
     "transport",
+    "gpu",
+    "hosts",
     "ranks",
     "gpus_per_rank",
     "n_nodes",
@@ -53,7 +59,8 @@ FIXED_KEYS = (
     "scenario",
 )
 # Parts of the key a baseline may differ in.
-VARIANT_KEYS = ("library", "library_version", "mode", "scenario")
+VARIANT_KEYS = ("library", "library_family", "library_version", "mode", "scenario")
+UNKNOWN_VERSION = "unknown"
 # Always named in a label (the rest only when they vary between series).
 ALWAYS_LABELLED = ("collective", "library", "mode", "scenario")
 
@@ -115,21 +122,27 @@ class SeriesInfo:
         return f"{len(bad)} run{'s' if len(bad) != 1 else ''} left out (did not end ok): {parts}"
 
 
+# How a key's value reads in a label.
+_LABEL_FORMATS = {
+    "mode": "mode {}",
+    "gpus_per_rank": "{} GPU/rank",
+    "nccl_tests_version": "nccl-tests {}",
+    "library_family": "{} family",
+    "hosts": "on {}",
+    "source": "from {}",
+}
+
+
 def _part(key: str, value: str) -> str:
-    if key == "mode":
-        return f"mode {value}"
-    if key == "ranks":
-        return f"{value} rank{'s' if value != '1' else ''}"
-    if key == "gpus_per_rank":
-        return f"{value} GPU/rank"
-    if key == "n_nodes":
-        return f"{value} node{'s' if value != '1' else ''}"
+    if key in _LABEL_FORMATS:
+        return _LABEL_FORMATS[key].format(value)
+    if key in ("ranks", "n_nodes"):
+        noun = "rank" if key == "ranks" else "node"
+        return f"{value} {noun}{'s' if value != '1' else ''}"
     if key == "transport":
         return value or "transport not logged"
-    if key == "nccl_tests_version":
-        return f"nccl-tests {value}"
     if key == "library_version":
-        return f"v{value}"
+        return value if value.startswith(UNKNOWN_VERSION) else f"v{value}"
     if key.startswith(("env:", "NCCL_", "R2CC_")):
         return f"{_env_name(key)}={value}"
     return value
@@ -141,26 +154,66 @@ def series_info(runs: pd.DataFrame) -> SeriesInfo:
     frame["mode"] = frame[MODE_ENV] if MODE_ENV in frame.columns else None
     frame["stock"] = [_is_stock(r) for _, r in frame.iterrows()] if len(frame) else []
     frame["library"] = [_library(r) for _, r in frame.iterrows()] if len(frame) else []
+    frame["library_family"] = _column(frame, "library_recipe")
+    frame["hosts"] = _column(frame, "nodes")
+    frame["source"] = [_source(v) for v in _column(frame, "imported_from")]
     env = grouping_env(frame)
     keys = [*FIXED_KEYS[:-1], *env, FIXED_KEYS[-1]]
     for key in keys:
         if key not in frame.columns:
             frame[key] = None
         frame[key] = [_text(v) for v in frame[key]]
-    if "library_version" in frame.columns:  # 2.28.9+cuda13.0 (NCCL's line) is 2.28.9
-        frame["library_version"] = [_text(v).split("+")[0] for v in frame["library_version"]]
+    # 2.28.9+cuda13.0 (NCCL's line) is 2.28.9; an imported log that names no version is
+    # its own: two unknowns from two files are not the same library.
+    frame["library_version"] = [
+        _text(v).split("+")[0] or (f"{UNKNOWN_VERSION} ({src})" if src else "")
+        for v, src in zip(frame["library_version"], frame["source"], strict=True)
+    ]
+    untold = _untold(frame, keys)
+    if untold:
+        keys.append("source")
     varying = [k for k in keys if frame[k].nunique() > 1]
+    if len(frame) and frame.groupby("library")["library_family"].nunique().max() <= 1:
+        varying = [k for k in varying if k != "library_family"]  # the library's label says it
     labelled = [k for k in keys if k in ALWAYS_LABELLED or k in varying]
     frame["series"] = [
         " · ".join(_part(k, row[k]) for k in labelled if row[k] != "" or k == "transport")
         for _, row in frame[keys].iterrows()
     ]
-    constant = [k for k in keys if k not in labelled and frame[k].nunique() == 1]
+    constant = [
+        k for k in keys if k not in labelled and frame[k].nunique() == 1 and k != "library_family"
+    ]
     shared = ", ".join(_part(k, frame[k].iloc[0]) for k in constant if frame[k].iloc[0] != "")
     if "transport" in constant and frame["transport"].iloc[0] == "":
         shared += (", " if shared else "") + "transport not logged (no NCCL INFO `via` lines)"
+    if untold:
+        shared += (". " if shared else "") + (
+            f"{untold} series held imported runs of different files that nothing in the logs "
+            "tells apart (same library, version, GPU and hosts, or none of them printed): "
+            "each file is drawn on its own, not averaged with the others"
+        )
     cols = ["run_id", "outcome", "series", "stock", *keys]
     return SeriesInfo(frame[cols].reset_index(drop=True), keys, env, shared)
+
+
+def _column(frame: pd.DataFrame, name: str) -> list[Any]:
+    return list(frame[name]) if name in frame.columns else [None] * len(frame)
+
+
+def _source(imported_from: Any) -> str:
+    """The file an imported run came from (without the `(runN)` of a file holding several),
+    '' for runs r2bench ran itself."""
+    return _text(imported_from).split(" (run", 1)[0]
+
+
+def _untold(frame: pd.DataFrame, keys: list[str]) -> int:
+    """Series (by `keys`) that hold imported runs of more than one file: runs r2bench cannot
+    tell apart, which a median would mix into a value no run had."""
+    if not frame["source"].astype(bool).any():
+        return 0
+    imported = frame[frame["source"] != ""]
+    sources = imported.groupby(keys, dropna=False)["source"].nunique()
+    return int((sources > 1).sum())
 
 
 def context_key(row: pd.Series, keys: list[str]) -> tuple[str, ...]:

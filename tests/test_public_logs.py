@@ -1,0 +1,109 @@
+"""r2bench read against real outputs written by other people (tests/data/public/README.md).
+
+Each line of the README's table is what a human reads in one file (or one run of it); every
+field is checked. `?` means the text does not say it: r2bench must then say nothing either
+(collective) or is not checked (ranks).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from r2bench.records.events import parse_events
+from r2bench.records.models import ParsedNcclTests
+from r2bench.records.nccltests import parse_text_runs
+from r2bench.records.outcome import classify
+
+PUBLIC = Path(__file__).parent / "data" / "public"
+_ROW_RE = re.compile(r"^\| (\S+\.txt(?:#\d+)?) \|")
+
+
+@dataclass(frozen=True)
+class Truth:
+    """One line of the README table."""
+
+    file: str
+    run: int
+    collective: str | None
+    ranks: int | None
+    rows: int
+    peak: tuple[float, int] | None
+    avg: float | None
+    wrong: int
+    outcome: str
+
+
+def _truths() -> list[Truth]:
+    out = []
+    for line in (PUBLIC / "README.md").read_text().splitlines():
+        if not _ROW_RE.match(line):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        name, _, run = cells[0].partition("#")
+        coll, ranks, rows, peak, avg, wrong, outcome = cells[2:9]
+        value, _, size = peak.partition(" @ ")
+        out.append(
+            Truth(
+                file=name,
+                run=int(run or 1),
+                collective=None if coll == "?" else coll,
+                ranks=None if ranks == "?" else int(ranks),
+                rows=int(rows),
+                peak=None if peak == "-" else (float(value), int(size)),
+                avg=None if avg == "-" else float(avg),
+                wrong=int(wrong),
+                outcome=outcome,
+            )
+        )
+    return out
+
+
+TRUTHS = _truths()
+
+
+def test_the_table_covers_at_least_30_files() -> None:
+    files = {t.file for t in TRUTHS}
+    assert len(files) >= 30
+    assert files == {p.name for p in PUBLIC.glob("*.txt")}
+
+
+def _peak(parsed: ParsedNcclTests) -> tuple[float, int] | None:
+    rows = [r for r in sorted(parsed.rows, key=lambda r: r.line or 0) if r.busbw_gbps is not None]
+    if not rows:
+        return None
+    best = max(r.busbw_gbps or 0.0 for r in rows)
+    first = next(r for r in rows if r.busbw_gbps == best)
+    return best, first.size_bytes
+
+
+@pytest.mark.parametrize("truth", TRUTHS, ids=lambda t: f"{t.file}#{t.run}")
+def test_reads_what_a_human_reads(truth: Truth) -> None:
+    data = (PUBLIC / truth.file).read_bytes()
+    runs = parse_text_runs(data, file_name=truth.file)
+    assert len(runs) >= truth.run, f"{truth.file}: {len(runs)} runs"
+    _, text, parsed = runs[truth.run - 1]
+    events = parse_events(text)
+    outcome = classify(None, parsed=parsed, events=events)
+    got = {
+        "collective": parsed.collective,
+        "rows": len({r.line for r in parsed.rows}),
+        "peak": _peak(parsed),
+        "avg": parsed.avg_busbw_gbps,
+        "wrong": len({r.line for r in parsed.rows if r.wrong}),
+        "outcome": outcome.status.value,
+    }
+    want = {
+        "collective": truth.collective,
+        "rows": truth.rows,
+        "peak": truth.peak,
+        "avg": truth.avg,
+        "wrong": truth.wrong,
+        "outcome": truth.outcome,
+    }
+    if truth.ranks is not None:
+        got["ranks"], want["ranks"] = parsed.ranks, truth.ranks
+    assert got == want, f"{truth.file}: {outcome.reason}; warnings {parsed.warnings[:5]}"
