@@ -4,14 +4,15 @@
         [--repeats N] [--json FILE]
 
 Brings up a 2-node virtual testbed (default 4 data NICs, each capped with tbf at --rate both
-ways), plans EXPERIMENT (default experiments/quickstart.yaml) with r2bench's planner, and runs
+ways), plans EXPERIMENT (default experiments/quickstart.yaml) with r2bench's planner, runs
+r2bench's setup (it copies this r2bench to the nodes: the runs use its emulator), and runs
 every planned run by hand: the plan's own mpirun line on the launch node over ssh, each fault's
 `injectors/link.sh` inject on its node `after_s` after the job's first result line (or after
 launch) and its revert `duration_s` later (or when the job ends). Each run is classified by
 r2bench.records; the per-iteration times of the largest size, placed on the controller's clock
 from the first result line, give the stall (slowest iteration) and busbw before the fault,
 during it (after the stall iteration) and after the heal, as ratios of the before value. The
-testbed is removed at the end. Last lines: one per mode and scenario with the medians.
+testbed is removed at the end. Last lines: one per library/mode and scenario with the medians.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rich.console import Console
+
 from r2bench.config.load import load_testbed
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
 from r2bench.records.events import parse_events
 from r2bench.records.nccltests import parse_text
 from r2bench.records.outcome import classify
+from r2bench.setup.builder import Builder, SetupOptions
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import VirtualSpec, default_state_dir
 from r2bench.virtual.teardown import teardown
@@ -153,9 +157,9 @@ def run_once(run: PlannedRun, config: str, logs: Path | None = None) -> Figures:
     outcome = classify(
         job.proc.returncode, parsed=parse_text(out), events=parse_events(out + job.err)
     )
-    figures = Figures(
-        run.spec.run_id, run.spec.env["R2CC_MODE"], run.spec.scenario, outcome.status.value, seconds
-    )
+    # library/mode: the emulated stock NCCL and R-2CCL's mode 0 share R2CC_MODE=0
+    mode = f"{run.spec.library_label}/{run.spec.env.get('R2CC_MODE', '-')}"
+    figures = Figures(run.spec.run_id, mode, run.spec.scenario, outcome.status.value, seconds)
     _timeline(figures, Path(run.run_dir) / "result.json", job.first_row, inject_at, heal_at)
     return figures
 
@@ -210,7 +214,7 @@ def _med(values: list[float | None]) -> float | None:
 
 
 def report(rows: list[Figures]) -> None:
-    """Per run, then medians per (mode, scenario); ratios are over the same run's pre-fault
+    """Per run, then medians per (library/mode, scenario); ratios are over the same run's pre-fault
     busbw (`during`, `after`) and over the same mode's fault-free runs (`/ff`)."""
     base = {
         m: _med([r.before for r in rows if r.mode == m and r.stall_ms is None and r.before])
@@ -221,7 +225,7 @@ def report(rows: list[Figures]) -> None:
         ref = base.get(mode)
         return value / ref if value and ref else None
 
-    print(f"{'mode':>4} {'scenario':>10} {'outcome':>9} {'run s':>6} {'stall ms':>9} "
+    print(f"{'library/mode':>18} {'scenario':>10} {'outcome':>9} {'run s':>6} {'stall ms':>9} "
           f"{'busbw GB/s':>10} {'during':>7} {'after':>6} {'during/ff':>9} {'after/ff':>8}  "
           "iteration ms (phase)")  # fmt: skip
     for r in rows:
@@ -230,7 +234,7 @@ def report(rows: list[Figures]) -> None:
             for t, p in zip(r.iter_ms or [], r.phases or [], strict=True)
         )
         print(
-            f"{r.mode:>4} {r.scenario:>10} {r.outcome:>9} {r.seconds:6.1f} {_fmt(r.stall_ms, 0):>9} "
+            f"{r.mode:>18} {r.scenario:>10} {r.outcome:>9} {r.seconds:6.1f} {_fmt(r.stall_ms, 0):>9} "
             f"{_fmt(r.before, 3):>10} {_fmt(r.ratio(r.during)):>7} {_fmt(r.ratio(r.after)):>6} "
             f"{_fmt(over(r.during, r.mode)):>9} {_fmt(over(r.after, r.mode)):>8}  {timeline}"
         )
@@ -267,7 +271,9 @@ def main() -> int:
     try:
         up(VirtualSpec(name=args.name, nics=args.nics, rate=rate, state_dir=state))
         testbed_file = state / "testbed.yaml"
-        plan = make_plan(load_inputs(Path(args.experiment), testbed_file))
+        inputs = load_inputs(Path(args.experiment), testbed_file)
+        plan = make_plan(inputs)
+        Builder(inputs, SetupOptions(log_dir=state / "setup"), Console(stderr=True)).run()
         config = load_testbed(testbed_file).nodes[0].ssh.config_file or ""
         logs = Path(args.logs) if args.logs else None
         runs = [run for run in plan.runs if args.only in run.spec.run_id]

@@ -147,6 +147,18 @@ def test_quickstart_on_virtual_testbed_maps_nics_per_node() -> None:
     )
 
 
+def test_a_library_entry_sets_its_variables_for_its_runs() -> None:
+    """The quickstart's emulated stock NCCL and R-2CCL differ by the variable their entries set."""
+    plan = plan_of(QUICKSTART, VIRTUAL)
+    seen = set()
+    for run in plan.runs:
+        argv = shlex.split(run.launch.command)
+        which = "nccl" if run.spec.library.recipe == "emulated-nccl" else "r2ccl"
+        assert f"R2B_EMULATED_LIBRARY={which}" in argv
+        seen.add(which)
+    assert seen == {"nccl", "r2ccl"}
+
+
 def test_json_output_round_trips() -> None:
     result = CliRunner().invoke(app, ["plan", str(PAPER), "-t", str(CLOUDLAB), "--json"])
     assert result.exit_code == 0

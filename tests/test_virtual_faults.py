@@ -3,7 +3,9 @@
 Two nodes x two data NICs; the real mpirun runs on node0 (reached with ssh) and starts one rank
 per node through r2bench's launcher and the testbed's settings; each rank's data goes over its
 node's ``nic0``/``nic1`` (R2B_NIC_MAP). Once the timed loop has started, node1's ``nic1`` is taken
-down: R2CC_MODE=0 must fail, modes 1 and 2 must finish with 0 wrong values after a visible stall.
+down: the emulated stock NCCL must fail; the emulated R-2CCL in modes 0 and 1 must finish with 0
+wrong values after a visible stall (hot repair onto nic0, then mode 2); in mode 2 nic1, the last
+NIC, is masked off from the start, so its loss costs nothing.
 """
 
 from __future__ import annotations
@@ -99,12 +101,15 @@ def set_link(bed: Bed, node: str, ifname: str, state: str) -> None:
     subprocess.run(["ip", "netns", "exec", netns, "ip", "link", "set", ifname, state], check=True)
 
 
-def run_with_fault(bed: Bed, mode: int, report: Path) -> Outcome:
+def run_with_fault(bed: Bed, mode: int, report: Path, library: str = "r2ccl") -> Outcome:
     """Start the job on node0, take node1's nic1 down once timing starts, collect the outcome."""
     env = {
         "R2CC_MODE": str(mode),
         "NCCL_R2CC_FAILOVER_TIMEOUT_MS": str(FAILOVER_MS),
         "NCCL_DEBUG": "INFO",
+        "R2B_EMULATED_LIBRARY": library,
+        "NCCL_IB_TIMEOUT": "14",  # stock NCCL's dead-link timeout: ~0.27 s
+        "NCCL_IB_RETRY_CNT": "3",
     }
     node0 = bed.testbed.nodes[0]
     remote = f"cd {shlex.quote(str(REPO))} && " + mpirun_command(bed.testbed, env, report)
@@ -134,14 +139,16 @@ def _stall_us(report: dict) -> float:
     return max(max(result[f"{kind}_per_iter"]["times_us"]) for kind in ("out_of_place", "in_place"))
 
 
-def test_mode0_fails_when_a_nic_dies(bed: Bed, tmp_path: Path) -> None:
-    outcome = run_with_fault(bed, 0, tmp_path / "r.json")
+def test_stock_nccl_fails_when_a_nic_dies(bed: Bed, tmp_path: Path) -> None:
+    outcome = run_with_fault(bed, 0, tmp_path / "r.json", library="nccl")
     assert outcome.rc != 0, outcome.stdout + outcome.stderr
     assert "Test NCCL failure" in outcome.stdout, outcome.stdout + outcome.stderr
 
 
-@pytest.mark.parametrize("mode", [1, 2])
-def test_failover_modes_complete_after_a_stall(bed: Bed, mode: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", [0, 1])
+def test_r2ccl_completes_after_a_stall_in_modes_0_and_1(
+    bed: Bed, mode: int, tmp_path: Path
+) -> None:
     outcome = run_with_fault(bed, mode, tmp_path / "r.json")
     assert outcome.rc == 0, outcome.stdout + outcome.stderr
     assert "# Out of bounds values : 0 OK" in outcome.stdout
@@ -149,6 +156,15 @@ def test_failover_modes_complete_after_a_stall(bed: Bed, mode: int, tmp_path: Pa
     result = outcome.report["results"][0]
     assert result["out_of_place"]["nwrong"] == 0 and result["in_place"]["nwrong"] == 0
     assert _stall_us(outcome.report) >= 0.9 * FAILOVER_MS * 1000, outcome.report
-    assert ("will simulate disable of device 1 (nic1)" in outcome.stderr) == (mode == 1)
+    # mode 1's simulation (nic0's channel on its backup, nic1) is logged at setup
+    assert ("will simulate disable of device 0 (nic0)" in outcome.stderr) == (mode == 1)
+    assert "switch to backup dev=0 (nic0)" in outcome.stderr  # nic1's pair
     assert "hot-repair gather complete: localMask=0x2 globalMask=0x2" in outcome.stderr
-    assert ("forcing R2CC_MODE=2" in outcome.stderr) == (mode == 1)
+    assert "forcing R2CC_MODE=2" in outcome.stderr
+
+
+def test_r2ccl_mode2_never_uses_the_last_nic(bed: Bed, tmp_path: Path) -> None:
+    outcome = run_with_fault(bed, 2, tmp_path / "r.json")
+    assert outcome.rc == 0, outcome.stdout + outcome.stderr
+    assert "# Out of bounds values : 0 OK" in outcome.stdout
+    assert "NCCL WARN" not in outcome.stderr and "HOT_REPAIR" not in outcome.stderr

@@ -146,6 +146,10 @@ class Recipe(StrictModel):
         default_factory=list, description="R2CC_MODE values the library knows (empty: none)."
     )
     env_knobs: list[EnvName] = Field(default_factory=list, description="Variables it reads.")
+    env: dict[EnvName, FreeText] = Field(
+        default_factory=dict,
+        description="Variables every run of this library gets (the experiment's win).",
+    )
     command: list[FreeText] = Field(
         default_factory=list,
         description="Benchmark argv; `{collective}` and `{src}` are filled in per run.",

@@ -41,7 +41,7 @@ MODE_COLOURS = {
     "4": "#8c564b",
     "5": "#e377c2",
 }
-EMULATOR_RECIPES = frozenset({"emulated-lib"})
+EMULATOR_RECIPES = frozenset({"emulated-lib", "emulated-nccl"})
 """Recipes of the CPU emulator: it models R2CCL's behaviour, it is not R2CCL."""
 PROCESS_FAULT = "process_"
 """Fault kinds of a rank (process_stop, process_kill), not of a NIC."""

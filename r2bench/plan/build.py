@@ -195,6 +195,8 @@ class _Renderer:
         # R2B_RUN marks every process of the run on every node: the sweep ends a run by it.
         env = {**spec.env, RUN_MARKER: spec.run_id}
         library = self.inputs.recipes[spec.library.recipe]
+        for name, value in library.env.items():
+            env.setdefault(name, value)
         lib_paths = []
         if library.lib_dir:
             lib_paths.append(self.fill_home(library.lib_dir, spec.library))

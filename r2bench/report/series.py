@@ -27,7 +27,7 @@ import pandas as pd
 MODE_ENV = "R2CC_MODE"
 BASELINE_SCENARIO = "none"
 STOCK_LIBRARY = "nccl"
-STOCK_RECIPES = frozenset({"nccl", "system", "nccl-upstream"})
+STOCK_RECIPES = frozenset({"nccl", "system", "nccl-upstream", "emulated-nccl"})
 """Recipes of stock NCCL: a sweep labels its libraries freely (`stock`, `baseline`...)."""
 
 

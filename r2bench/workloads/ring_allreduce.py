@@ -17,18 +17,26 @@ JSON, ``-o sum`` and ``-d float`` only, ``-t 1 -g 1`` only. Emulator flag: ``--n
 Environment: ``R2B_NIC_ADDRS`` (comma list of this node's data-NIC IPv4 addresses; default
 ``127.0.0.1`` repeated ``R2B_NICS`` times, ``R2B_NICS`` default 2), ``R2B_NIC_MAP``
 (``node0=a,b;node1=c,d``: the same, for every node at once, picked by hostname), ``R2B_NIC_NAMES`` (comma
-list of names for log lines, default ``nic<i>``), ``R2CC_MODE`` (0 fail-stop, 1 hot repair
-onto one backup NIC, then mode 2 from the next collective on, 2 spread over the healthy NICs,
-3 treated as 2; others rejected; see :mod:`r2bench.workloads.transport`),
-``R2CC_DISCONNECTED_HCA`` (NIC names or indices: a software failure of those NICs' channels
-at step 10),
-``NCCL_R2CC_FAILOVER_TIMEOUT_MS`` (stall before failover; default 1000 ms in this emulator, where
-R2CCL would derive 32 s from NCCL_IB_TIMEOUT/NCCL_IB_RETRY_CNT), ``NCCL_DEBUG`` (INFO/WARN
-log lines on stderr, format in :mod:`r2bench.workloads.transport`), and the test hook
-``R2B_TEST_FREEZE=<rank>:<nic>:<coll>``.
+list of names for log lines, default ``nic<i>``), ``NCCL_DEBUG`` (INFO/WARN log lines on
+stderr, format in :mod:`r2bench.workloads.transport`), the test hook
+``R2B_TEST_FREEZE=<rank>:<nic>:<coll>``, and ``R2B_EMULATED_LIBRARY`` (the library entry sets
+it): ``r2ccl`` (default) or ``nccl``.
 
-Exit codes (nccl-tests' testResult_t): 0 success, 3 network failure in mode 0 (or no healthy
-NIC left), 4 ``-T`` timeout, 6 invalid usage, 7 wrong results.
+As R-2CCL (semantics in :mod:`r2bench.config.r2ccl` and :mod:`r2bench.workloads.transport`):
+a stall past ``NCCL_R2CC_FAILOVER_TIMEOUT_MS`` (unset: derived from NCCL_IB_TIMEOUT and
+NCCL_IB_RETRY_CNT, 32 s at their defaults) is hot-repaired in every ``R2CC_MODE``, and the job
+runs as mode 2 from the next collective on; ``R2CC_MODE`` 1-3 simulate a failure that did not
+happen (1: NIC 0's channels on their backup; 2, and 3 run as 2: the last NIC masked off, the
+last two with ``FAILURE2_SAME_SERVER=1``; 4, 5 and others are rejected);
+``R2CC_DISCONNECTED_HCA`` (NIC names or indices) fails those NICs' channels in software at
+step ``R2CC_DISCONNECTED_STEP`` (default 10), as R-2CCL's IB transport does.
+
+As stock NCCL: every R2CC_* variable is ignored, there is no backup connection, and a link
+stalled for the IB transport's retry timeout (4.096 us x 2^NCCL_IB_TIMEOUT x
+(NCCL_IB_RETRY_CNT + 1), about 34 s at the defaults) aborts the job.
+
+Exit codes (nccl-tests' testResult_t): 0 success, 3 network failure (stock NCCL, or no
+healthy connection left), 4 ``-T`` timeout, 6 invalid usage, 7 wrong results.
 """
 
 from __future__ import annotations
@@ -46,6 +54,14 @@ from typing import Any
 import numpy as np
 
 from r2bench import __version__
+from r2bench.config.r2ccl import (
+    DISCONNECTED_STEP_DEFAULT,
+    IB_RETRY_CNT_DEFAULT,
+    IB_TIMEOUT_DEFAULT,
+    failover_timeout,
+    simulated_failed_nics,
+    simulated_migrated_nics,
+)
 from r2bench.workloads.nccl_format import (
     DeviceInfo,
     JsonReport,
@@ -71,7 +87,9 @@ from r2bench.workloads.transport import (
 
 PROGRAM = "ring_allreduce"
 SOURCE = "ring_allreduce.py"
-DEFAULT_FAILOVER_MS = 1000
+LIBRARY_VAR = "R2B_EMULATED_LIBRARY"
+R2CCL, STOCK_NCCL = "r2ccl", "nccl"
+IB_TIMEOUT_UNIT_S = 4.096e-6  # InfiniBand's local ACK timeout is 4.096 us x 2^NCCL_IB_TIMEOUT
 PATTERN_PERIOD = 1021
 EXIT_NET, EXIT_TIMEOUT, EXIT_USAGE, EXIT_WRONG = 3, 4, 6, 7
 
@@ -155,6 +173,29 @@ def parse_options(argv: list[str]) -> Options:
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Library:
+    """What the emulated library does: which library, its R2CC_MODE and its stall timeout."""
+
+    stock: bool
+    mode: int
+    failover_s: float
+
+    @property
+    def name(self) -> str:
+        """The banner's name of the emulated library."""
+        return "stock NCCL" if self.stock else f"R-2CCL R2CC_MODE={self.mode}"
+
+
+def _int_setting(env: dict[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit():
+        raise UsageError(f"{name}={text} is not a whole number")
+    return int(text)
+
+
 def resolve_mode(env: dict[str, str], log: R2ccLog) -> int:
     """``R2CC_MODE`` as the emulator runs it (3 runs as 2; 4, 5 and others are rejected)."""
     text = env.get("R2CC_MODE", "0").strip() or "0"
@@ -167,20 +208,25 @@ def resolve_mode(env: dict[str, str], log: R2ccLog) -> int:
     return mode
 
 
-def failover_timeout_s(env: dict[str, str], log: R2ccLog) -> float:
-    """``NCCL_R2CC_FAILOVER_TIMEOUT_MS`` in seconds, or the emulator's documented default."""
-    text = env.get("NCCL_R2CC_FAILOVER_TIMEOUT_MS", "").strip()
-    if text:
-        return max(int(text), 1) / 1000.0
-    ib_timeout = int(env.get("NCCL_IB_TIMEOUT", "20"))
-    retries = int(env.get("NCCL_IB_RETRY_CNT", "7"))
-    derived = 2.0 ** (ib_timeout - 20) * 4 * (retries + 1)
-    log.info(
-        f"R2CC: NCCL_R2CC_FAILOVER_TIMEOUT_MS unset: emulator default {DEFAULT_FAILOVER_MS} ms "
-        f"(R2CCL would derive {derived * 1000:.0f} ms from NCCL_IB_TIMEOUT={ib_timeout} "
-        f"NCCL_IB_RETRY_CNT={retries})"
-    )
-    return DEFAULT_FAILOVER_MS / 1000.0
+def ib_retry_timeout_s(env: dict[str, str]) -> float:
+    """How long stock NCCL over InfiniBand waits on a dead link before its completion error:
+    4.096 us x 2^NCCL_IB_TIMEOUT per try, NCCL_IB_RETRY_CNT retries (about 34 s by default)."""
+    ib_timeout = _int_setting(env, "NCCL_IB_TIMEOUT", IB_TIMEOUT_DEFAULT)
+    retries = _int_setting(env, "NCCL_IB_RETRY_CNT", IB_RETRY_CNT_DEFAULT)
+    return IB_TIMEOUT_UNIT_S * 2.0**ib_timeout * (retries + 1)
+
+
+def resolve_library(env: dict[str, str], log: R2ccLog) -> Library:
+    """The emulated library from ``R2B_EMULATED_LIBRARY``, with its mode and stall timeout."""
+    which = env.get(LIBRARY_VAR, R2CCL).strip() or R2CCL
+    if which == STOCK_NCCL:
+        return Library(True, 0, ib_retry_timeout_s(env))
+    if which != R2CCL:
+        raise UsageError(f"{LIBRARY_VAR}={which} is not emulated (use {R2CCL} or {STOCK_NCCL})")
+    mode = resolve_mode(env, log)
+    timeout = failover_timeout(env)
+    log.info(f"R2CC: failover timeout {timeout.ms:.0f} ms ({timeout.basis})")
+    return Library(False, mode, timeout.ms / 1000.0)
 
 
 def nic_addrs_from_map(nic_map: str, host: str) -> str:
@@ -384,12 +430,13 @@ def _fail(comm: Any, code: int, first_line: str, where: str) -> None:
     comm.Abort(code)
 
 
-def banner(mode: int, nics: list[Nic], timeout_s: float) -> str:
+def banner(library: Library, nics: list[Nic]) -> str:
     """The first header line: says plainly that this is the emulator, not nccl-tests."""
+    what = "stall timeout" if library.stock else "failover timeout"
     return (
         f"r2bench emulated ring all_reduce (not NCCL, no GPU) version {__version__}: "
-        f"TCP over {len(nics)} NIC(s) per rank, R2CC_MODE={mode} (emulated), "
-        f"failover timeout {timeout_s * 1000:.0f} ms"
+        f"TCP over {len(nics)} NIC(s) per rank, {library.name} (emulated), "
+        f"{what} {library.failover_s * 1000:.0f} ms"
     )
 
 
@@ -409,29 +456,51 @@ def print_header(
         print("\n".join(column_header(cfg.per_iter, opts.timestamps)), flush=True)
 
 
-def header_config(opts: Options, mode: int, nics: list[Nic], fo_s: float) -> RunConfig:
+def header_config(opts: Options, library: Library, nics: list[Nic]) -> RunConfig:
     """RunConfig for the header from the options."""
     return RunConfig(
-        PROGRAM, banner(mode, nics, fo_s), opts.min_bytes, opts.max_bytes, opts.step_factor,
+        PROGRAM, banner(library, nics), opts.min_bytes, opts.max_bytes, opts.step_factor,
         opts.step_bytes, opts.warmup, opts.iters, opts.check, opts.per_iter,
+    )  # fmt: skip
+
+
+def transport_config(
+    comm: Any,
+    library: Library,
+    nics: list[Nic],
+    env: dict[str, str],
+    log: R2ccLog,
+    freeze: FreezeHook | None,
+) -> TransportConfig:
+    """The transport's settings: stock NCCL gets none of R-2CCL's (it reads no R2CC_*)."""
+    if library.stock:
+        return TransportConfig(comm.rank, comm.size, nics, 0, library.failover_s, log, freeze,
+                               stock=True)  # fmt: skip
+    raw_mode = int(env.get("R2CC_MODE", "0").strip() or "0")
+    two_failures = env.get("FAILURE2_SAME_SERVER", "").strip() == "1"
+    return TransportConfig(
+        comm.rank, comm.size, nics, library.mode, library.failover_s, log, freeze,
+        disconnected=disconnected_nics(env.get("R2CC_DISCONNECTED_HCA"), nics),
+        disconnected_step=_int_setting(env, "R2CC_DISCONNECTED_STEP", DISCONNECTED_STEP_DEFAULT),
+        simulated_failed=simulated_failed_nics(raw_mode, len(nics), two_failures),
+        simulated_migrated=simulated_migrated_nics(library.mode, len(nics)),
     )  # fmt: skip
 
 
 def setup(comm: Any, opts: Options, env: dict[str, str]) -> Bench:
     """Resolve the environment, connect the ring and print the header."""
     log = R2ccLog.from_env(comm.rank, env)
-    mode = resolve_mode(env, log)
-    fo_s = failover_timeout_s(env, log)
+    library = resolve_library(env, log)
     nics = local_nics(opts, env)
     report = None
     if comm.rank == 0 and opts.json_path:
         report, status = JsonReport.open(opts.json_path, sys.argv, dict(env))
         print(status, flush=True)
     freeze = FreezeHook.parse(env.get("R2B_TEST_FREEZE"))
-    disconnected = disconnected_nics(env.get("R2CC_DISCONNECTED_HCA"), nics)
-    cfg = TransportConfig(comm.rank, comm.size, nics, mode, fo_s, log, freeze, disconnected)
-    transport = RingTransport(cfg, comm.allgather)
-    print_header(comm, header_config(opts, mode, nics, fo_s), opts, nics, report)
+    transport = RingTransport(
+        transport_config(comm, library, nics, env, log, freeze), comm.allgather
+    )
+    print_header(comm, header_config(opts, library, nics), opts, nics, report)
     max_count = max(opts.max_bytes // 4, 1)
     algo = RingAllreduce(transport, comm.rank, comm.size, max_count)
     return Bench(comm, opts, algo, Buffers(comm.rank, comm.size, max_count), report)

@@ -1,34 +1,43 @@
-"""Striped multi-NIC TCP ring transport with stall detection and failover.
+"""Striped multi-NIC TCP ring transport with stall detection and R-2CCL's hot repair.
 
-This is an *emulator* of R2CCL's network transport for GPU-less testing: it is not NCCL.
+This is an *emulator* of R-2CCL's network transport for GPU-less testing: it is not NCCL.
 Each ring hop (rank r -> rank r+1) opens, per data NIC i, a PRIMARY TCP connection from
-NIC i of rank r to NIC i of rank r+1, plus a pre-opened BACKUP connection per channel over
-another NIC (channel i's backup uses NIC (i+1) % k), like R2CCL's PRIMARY/BACKUP pair.
+NIC i of rank r to NIC i of rank r+1 (channel i), plus a pre-opened BACKUP connection for
+channel i on NIC ``backup_nic(i, k)`` (``i XOR 1``: NICs pair up 0-1, 2-3; an odd last NIC
+backs itself up), like R-2CCL's PRIMARY/BACKUP pair.
 
 Protocol: every ring step carries a global step id ``g``. The sender splits the step's
-chunk into *units* (one per channel in use) and sends ``header + payload`` on each unit's
-connection; the receiver places the payload at its offset in the destination buffer and
-acknowledges ``(g, unit)`` on the same connection; while a receiver is not yet at step
+chunk into *units* (one per channel in use) and sends ``header + payload`` on each channel's
+current connection; the receiver places the payload at its offset in the destination buffer
+and acknowledges ``(g, unit)`` on the same connection; while a receiver is not yet at step
 ``g`` it sends heartbeat frames instead, so a slow peer is not mistaken for a dead link. A
-unit not acknowledged, with no send progress and no frame back on its connection for
-``NCCL_R2CC_FAILOVER_TIMEOUT_MS``, is a stall. The receiver completes a step when the bytes it
-received cover the whole chunk; a resent unit (new id, flagged as a replacement) shuts
-down whatever older unit still writes into the same range, so nothing arrives late.
+unit not acknowledged, with no send progress and no frame back on its connection for the
+failover timeout, is a stall. The receiver completes a step when the bytes it received cover
+the whole chunk; a resent unit (new id, flagged as a replacement) shuts down whatever older
+unit still writes into the same range, so nothing arrives late.
 
-R2CC_MODE, as R-2CCL runs it:
+The failure response, as R-2CCL's code has it, does not depend on R2CC_MODE: in every mode a
+stalled channel is hot-repaired (the failed units are resent from their step on the channel's
+BACKUP connection, a STEP_SYNC goes to the peer and HOT_REPAIR to every rank over the
+out-of-band UDP sockets); at the start of the next collective every rank gathers the
+failed-channel masks through the MPI control plane (OR per node, then globally, like
+R-2CCL's bootstrap allgather), masks those channels off for the job's life and, from mode 0
+or 1, runs as mode 2 from then on. One difference: R-2CCL's receiver detects the stall and
+tells the sender; here the sender detects it (the unit not acknowledged), with the same
+timeout, and tells the receiver. A channel already on its backup whose backup fails goes
+back to its primary if that one is healthy (mode 1's simulated migration), else the job
+aborts.
 
-* mode 0 (NCCL baseline): a stall raises :class:`NetworkFailure` (the job aborts).
-* mode 1 (hot repair): the stalled channel's units move onto ONE pre-opened BACKUP
-  connection (channel c's backup is on NIC (c+1) % k) for the rest of the collective in
-  progress, so that NIC carries two shares. At the start of the next collective every
-  rank gathers the failed-channel masks through the MPI control plane (OR per node, then
-  globally, like R-2CCL's bootstrap allgather), and the job runs in mode 2 from then on.
-* mode 2 (balance): a stalled channel's units are spread over the healthy NICs at once,
-  and later steps stripe over them only.
-* The failed-channel mask is never cleared: a NIC that comes back is not used again.
-* ``R2CC_DISCONNECTED_HCA`` (NIC names or indices): the transport injects a failure on
-  that device's channels itself at step 10 (a software fault, no link touched); in mode 0
-  that aborts the job like a dead NIC.
+R2CC_MODE 1-3 only *simulate* a failure that did not happen (the caller computes which NICs
+with :mod:`r2bench.config.r2ccl`): mode 1 puts NIC 0's channels on their backup from setup
+(``simulated_migrated``); modes 2/3 mask the last NIC's channels off from the first
+collective (``simulated_failed``). ``R2CC_DISCONNECTED_HCA`` (NIC names or indices) fails
+those NICs' channels in software once, at step ``R2CC_DISCONNECTED_STEP`` (R-2CCL injects it
+over IB only; this transport emulates the IB one there).
+
+``stock=True`` emulates stock NCCL, the baseline: no backup connections, no out-of-band
+socket, every R2CC_* setting ignored; a stalled or closed connection raises
+:class:`NetworkFailure` (the job aborts).
 
 Test hook (for unit tests only): ``R2B_TEST_FREEZE=<rank>:<nic>:<coll>`` makes rank
 ``<rank>`` stop sending on every connection bound to its NIC ``<nic>`` from collective
@@ -52,6 +61,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from r2bench.config.r2ccl import DISCONNECTED_STEP_DEFAULT, MODE_AFTER_REPAIR, backup_nic
+
 HEADER = struct.Struct("!IQQIIQQ")  # magic, coll, g, unit, flags, offset, nbytes
 ACK = struct.Struct("!IQI")  # magic, g, unit
 HELLO = struct.Struct("!IIIII")  # magic, rank, kind, channel, nic
@@ -62,7 +73,7 @@ POLL_S = 0.02
 SCRATCH_BYTES = 1 << 20
 HEARTBEAT = (1 << 64) - 1  # ack frame meaning "receiver alive, step not posted yet"
 REPLACEMENT = 1  # header flag: this unit resends (part of) a unit that failed
-DISCONNECT_STEP = 10  # R2CC_DISCONNECTED_HCA takes effect at this step, as in R-2CCL
+HOT_REPAIR_TAG = "R2CC_HR"  # R-2CCL's out-of-band hot-repair message: "R2CC_HR <rank>"
 
 
 @dataclass(frozen=True)
@@ -142,7 +153,14 @@ class TransportConfig:
     log: R2ccLog
     freeze: FreezeHook | None = None
     disconnected: frozenset[int] = frozenset()
-    """NIC indices named by ``R2CC_DISCONNECTED_HCA`` (failed at step 10)."""
+    """NIC indices named by ``R2CC_DISCONNECTED_HCA`` (failed at ``disconnected_step``)."""
+    disconnected_step: int = DISCONNECTED_STEP_DEFAULT
+    simulated_failed: frozenset[int] = frozenset()
+    """NICs masked off from the first collective (R2CC_MODE 2/3's simulated failure)."""
+    simulated_migrated: frozenset[int] = frozenset()
+    """NICs whose channels run on their backup from setup (R2CC_MODE 1's simulation)."""
+    stock: bool = False
+    """Stock NCCL: no backup connections, no out-of-band socket; a stall aborts the job."""
 
 
 def disconnected_nics(text: str | None, nics: list[Nic]) -> frozenset[int]:
@@ -393,11 +411,9 @@ class RecvConn:
         return True
 
     def _one_share(self, head: bytes, scratch: memoryview) -> bool:
-        magic, _coll, g, sid, flags, offset, nbytes = HEADER.unpack(head)
+        magic, _coll, g, sid, _flags, offset, nbytes = HEADER.unpack(head)
         if magic != MAGIC:
             return False
-        if flags & REPLACEMENT and self.kind == BACKUP:
-            self.ring.note_backup_recv(self)
         window = self.ring.window
         while not window.wait_posted(g, self.ring.heartbeat_s):
             if not self._send_ack(HEARTBEAT, 0):  # "alive, not ready yet": not a stall
@@ -455,7 +471,7 @@ class OobNet:
         if self.sent:
             return
         self.sent = True
-        msg = f"HOT_REPAIR {self.cfg.rank}".encode() + b"\0"
+        msg = f"{HOT_REPAIR_TAG} {self.cfg.rank}".encode() + b"\0"
         for peer, addrs in enumerate(self.peers):
             if peer == self.cfg.rank:
                 continue
@@ -498,10 +514,14 @@ class OobNet:
             and parts[1].isdigit()
             and parts[2].isdigit()
         ):
+            channel, step = parts[1], parts[2]
             self.cfg.log.info(
-                f"OOB: Received STEP_SYNC channel={parts[1]} step={parts[2]} from {src[0]}:{src[1]}"
+                f"OOB: Received STEP_SYNC channel={channel} step={step} from {src[0]}:{src[1]}"
             )
-        elif len(parts) == 2 and parts[0] == "HOT_REPAIR" and parts[1].isdigit():
+            self.cfg.log.info(
+                f"RECV: Step-sync applied channel={channel} absStep={step}, switch to backup"
+            )
+        elif len(parts) == 2 and parts[0] == HOT_REPAIR_TAG and parts[1].isdigit():
             origin = int(parts[1])
             if origin not in self.seen:
                 self.seen.add(origin)
@@ -568,46 +588,60 @@ class RingTransport:
         self.outstanding: dict[tuple[int, int], Share] = {}
         self.next_sid: dict[int, int] = {}
         self.failed: set[int] = set()  # NICs this rank saw fail (its failed-channel mask)
-        self.masked: set[int] = set()  # channels masked off for good (gathered, mode 2)
+        # Channels masked off for good: the simulated failure of modes 2/3, then the gathered ones.
+        self.masked: set[int] = set(cfg.simulated_failed)
         self.gathered = 0
-        self.routes: list[SendConn] = []  # channel -> connection it sends on (mode 1)
+        self.injected: set[int] = set()  # R2CC_DISCONNECTED_HCA fired on these channels
+        self.routes: list[SendConn] = []  # channel -> connection it sends on now
         self.primaries: list[SendConn] = []
-        self.backups: dict[int, SendConn] = {}
+        self.backups: dict[int, SendConn] = {}  # channel -> its BACKUP connection
         self.recv_conns: list[RecvConn] = []
-        self.recv_noted: set[int] = set()
-        self.oob = OobNet(cfg)
+        self.oob = None if cfg.stock else OobNet(cfg)
         self.right = (cfg.rank + 1) % cfg.size
         self.heartbeat_s = min(0.1, cfg.failover_timeout_s / 4)
         self._connect(allgather)
+
+    @property
+    def with_backups(self) -> bool:
+        """Whether every channel has a BACKUP connection (R-2CCL with more than one NIC)."""
+        return len(self.cfg.nics) > 1 and not self.cfg.stock
 
     # ---- setup -------------------------------------------------------------------------
     def _connect(self, allgather: Allgather) -> None:
         k = len(self.cfg.nics)
         listeners = [_listen(nic.addr, 4 * k) for nic in self.cfg.nics]
-        table = allgather(
-            {"tcp": [s.getsockname() for s in listeners], "oob": self.oob.addresses()}
-        )
+        oob = self.oob.addresses() if self.oob else []
+        table = allgather({"tcp": [s.getsockname() for s in listeners], "oob": oob})
         if any(len(entry["tcp"]) != k for entry in table):
             raise NetworkFailure("all ranks must have the same number of data NICs")
         if self.cfg.size > 1:
             self._dial_right(table[self.right]["tcp"])
-            self._accept_left(listeners, k + (k if k > 1 else 0))
+            self._accept_left(listeners, 2 * k if self.with_backups else k)
         for sock in listeners:
             sock.close()
-        self.oob.start([[tuple(a) for a in entry["oob"]] for entry in table])
+        if self.oob:
+            self.oob.start([[tuple(a) for a in entry["oob"]] for entry in table])
+            self._log_simulations()
+
+    def _log_simulations(self) -> None:
+        """R-2CCL's setup lines for R2CC_MODE 1's migration and R2CC_DISCONNECTED_HCA."""
+        for channel in sorted(self.cfg.simulated_migrated):
+            backup = backup_nic(channel, len(self.cfg.nics))
+            for side in ("SEND", "RECV"):
+                self._log_migration(side, channel, channel, backup)
         for nic in sorted(self.cfg.disconnected):
             name = self.cfg.nics[nic].name
             for side in ("SEND", "RECV"):
                 self.cfg.log.info(
                     f"R2CC_DISCONNECTED_HCA: {side} channel {nic} primary dev={nic} ({name}) "
-                    f"will inject failure at step {DISCONNECT_STEP}"
+                    f"will inject failure at step {self.cfg.disconnected_step}"
                 )
 
     def _dial_right(self, remote: list[list[Any]]) -> None:
         nics, k = self.cfg.nics, len(self.cfg.nics)
         plan = [(PRIMARY, i, i) for i in range(k)]
-        if k > 1:
-            plan += [(BACKUP, i, (i + 1) % k) for i in range(k)]
+        if self.with_backups:
+            plan += [(BACKUP, i, backup_nic(i, k)) for i in range(k)]
         for kind, channel, nic in plan:
             hello = HELLO.pack(MAGIC, self.cfg.rank, kind, channel, nic)
             addr, port = remote[nic]
@@ -616,12 +650,16 @@ class RingTransport:
             if kind == PRIMARY:
                 self.primaries.append(conn)
             else:
-                self.backups[nic] = conn
-            self.cfg.log.info(
-                f"Connection: Connect COMPLETED rank={self.cfg.rank} channel={channel} "
-                f"type={KIND_NAMES[kind]} dev={nic} sendComm={_comm_id(sock)}"
-            )
-        self.routes = list(self.primaries)
+                self.backups[channel] = conn
+            if not self.cfg.stock:
+                self.cfg.log.info(
+                    f"Connection: Connect COMPLETED rank={self.cfg.rank} channel={channel} "
+                    f"type={KIND_NAMES[kind]} dev={nic} sendComm={_comm_id(sock)}"
+                )
+        self.routes = [
+            self.backups[c] if c in self.cfg.simulated_migrated and c in self.backups else conn
+            for c, conn in enumerate(self.primaries)
+        ]
 
     def _accept_left(self, listeners: list[socket.socket], expected: int) -> None:
         left = (self.cfg.rank - 1) % self.cfg.size
@@ -638,20 +676,22 @@ class RingTransport:
                     raise NetworkFailure(f"bad hello from rank {left}")
                 _, _peer, kind, channel, nic = HELLO.unpack(head)
                 self.recv_conns.append(RecvConn(self, sock, channel, nic, kind))
-                self.cfg.log.info(
-                    f"Connection: Accept COMPLETED rank={self.cfg.rank} channel={channel} "
-                    f"type={KIND_NAMES[kind]} dev={nic} recvComm={_comm_id(sock)} "
-                    f"from remoteRank={left}"
-                )
+                if not self.cfg.stock:
+                    self.cfg.log.info(
+                        f"Connection: Accept COMPLETED rank={self.cfg.rank} channel={channel} "
+                        f"type={KIND_NAMES[kind]} dev={nic} recvComm={_comm_id(sock)} "
+                        f"from remoteRank={left}"
+                    )
 
     # ---- collective boundaries -----------------------------------------------------------
     def begin_collective(self) -> None:
-        """Start of a collective call: in modes 1 and 2, gather the failed-channel masks.
+        """Start of a collective call: gather the failed-channel masks (R-2CCL, every mode).
 
         Every rank calls this at the same point (it is collective, over the MPI control
         plane): masks are OR-ed per node, then globally. A new global mask is logged, masks
-        those channels off for good, and switches a mode-1 job to mode 2 (as R-2CCL does)."""
-        if self.mode == 0 or self.cfg.size < 2:
+        those channels off for good, and switches a mode 0 or 1 job to mode 2 (as R-2CCL
+        does). Stock NCCL has no such step."""
+        if self.cfg.stock or self.cfg.size < 2:
             return
         mine = sum(1 << nic for nic in self.failed)
         table = self.allgather((socket.gethostname(), mine))
@@ -667,22 +707,18 @@ class RingTransport:
         self.cfg.log.info(
             f"R2CC: hot-repair gather complete: localMask={local:#x} globalMask={total:#x}"
         )
-        if self.mode == 1:
-            self.cfg.log.info("R2CC: hot-repair detected, forcing R2CC_MODE=2")
-            self.mode = 2
-        self.masked = {nic for nic in range(len(self.cfg.nics)) if total >> nic & 1}
+        if self.mode < MODE_AFTER_REPAIR:
+            self.cfg.log.info(f"R2CC: hot-repair detected, forcing R2CC_MODE={MODE_AFTER_REPAIR}")
+            self.mode = MODE_AFTER_REPAIR
+        self.masked |= {nic for nic in range(len(self.cfg.nics)) if total >> nic & 1}
 
     def _plan(self) -> list[SendConn]:
-        """Connections a new step is striped over, equal shares (one entry per unit)."""
-        if self.mode >= 2:
-            healthy = self._healthy()
-            if healthy:
-                return healthy
-        return self.routes
-
-    def _healthy(self) -> list[SendConn]:
-        down = self.failed | self.masked
-        return [c for c in self.primaries if c.nic.index not in down and not c.dead]
+        """Connections a new step is striped over, equal shares: every channel not masked
+        off, on the connection it runs on now (its primary, or its backup after a repair)."""
+        plan = [conn for c, conn in enumerate(self.routes) if c not in self.masked]
+        if not plan:
+            raise NetworkFailure("every channel is masked off: no healthy device left")
+        return plan
 
     # ---- data path ---------------------------------------------------------------------
     def exchange(
@@ -695,8 +731,8 @@ class RingTransport:
         """
         if len(recv):
             self.window.post(g, recv)
-        if g >= DISCONNECT_STEP:
-            self._inject_disconnect()
+        if g >= self.cfg.disconnected_step:
+            self._inject_disconnect(g)
         if len(send):
             plan = self._plan()
             pieces = split_bytes(len(send), [1.0] * len(plan))
@@ -713,18 +749,16 @@ class RingTransport:
         self.next_sid[g] = sid + 1
         return sid
 
-    def _inject_disconnect(self) -> None:
-        """R2CC_DISCONNECTED_HCA: fail the named devices' channels (once, at step 10)."""
-        for nic in sorted(self.cfg.disconnected - self.failed - self.masked):
+    def _inject_disconnect(self, g: int) -> None:
+        """R2CC_DISCONNECTED_HCA: fail the named devices' channels once, at the configured
+        step (every channel carries every step here, so its step count is ``g``)."""
+        for nic in sorted(self.cfg.disconnected - self.injected):
+            self.injected.add(nic)
             conn = self.primaries[nic]
-            if conn.dead:
-                continue
-            msg = (
-                f"R2CC_DISCONNECTED_HCA: SEND {conn.label()} injected failure at step "
-                f"{DISCONNECT_STEP}"
-            )
+            msg = f"R2CC_DISCONNECTED_HCA: SEND {conn.label()} injected failure at step {g}"
             self.cfg.log.info(msg)
-            self._fail(conn, msg)
+            if self.routes[nic] is conn and nic not in self.masked:
+                self._fail(conn, msg)
 
     def _issue(self, share: Share, conn: SendConn) -> None:
         share.conn, share.issued = conn, time.monotonic()
@@ -752,7 +786,7 @@ class RingTransport:
             self._check_stalls(now)
 
     def _check_stalls(self, now: float) -> None:
-        if self.mode == 0 and any(rc.broken for rc in self.recv_conns):
+        if self.cfg.stock and any(rc.broken for rc in self.recv_conns):
             self.cfg.log.warn("NET/Socket : connection from the left neighbour closed")
             raise NetworkFailure("connection closed by peer")
         with self.cond:
@@ -770,9 +804,11 @@ class RingTransport:
             self.cfg.log.warn(msg)
             self._fail(conn, msg)
 
-    # ---- failover ----------------------------------------------------------------------
+    # ---- hot repair --------------------------------------------------------------------
     def _fail(self, conn: SendConn, msg: str) -> None:
-        if self.mode == 0:
+        """``conn`` failed: stock NCCL aborts; R-2CCL, in every mode, resends its units from
+        their step on the channel's other connection and signals the repair out of band."""
+        if self.cfg.stock or self.oob is None:
             raise NetworkFailure(msg)
         self.failed.add(conn.nic.index)
         conn.retire()
@@ -782,55 +818,36 @@ class RingTransport:
             )
             for s in moved:
                 del self.outstanding[(s.g, s.sid)]
-        if self.mode == 1:
-            self._migrate(conn, moved, msg)
-        else:
-            self._spread(moved, msg)
-        for channel in sorted({s.channel for s in moved}):
-            self.oob.step_sync(self.right, channel, moved[0].g, self.failed)
+        channel = conn.channel
+        if self.routes[channel] is conn:
+            target = self._other_connection(channel, conn)
+            if target is None:
+                raise NetworkFailure(f"{msg}; no healthy connection left for channel {channel}")
+            self.routes[channel] = target
+        route = self.routes[channel]
+        for s in moved:
+            self._issue(self._replacement(s, 0, len(s.view), route), route)
+        if moved:
+            step = moved[0].g
+            self.cfg.log.info(
+                f"SEND: Step-sync applied channel={channel} absStep={step}, switch to "
+                f"{KIND_NAMES[route.kind].lower()} dev={route.nic.index} ({route.nic.name})"
+            )
+            self.oob.step_sync(self.right, channel, step, self.failed)
         self.oob.broadcast_hot_repair(self.failed)
 
-    def _migrate(self, conn: SendConn, moved: list[Share], msg: str) -> None:
-        """Mode 1: every channel routed over the failed connection moves to ONE backup."""
-        for channel, route in enumerate(self.routes):
-            if route is not conn:
-                continue
-            backup = self._pick_backup(channel)
-            if backup is None:
-                raise NetworkFailure(f"{msg}; no healthy backup device left")
-            self.routes[channel] = backup
-            self._log_migration("SEND", channel, conn.nic.index, backup.nic.index)
-        for s in moved:
-            target: SendConn | None = self.routes[s.channel]
-            if target is None or target.dead or target.nic.index in self.failed:
-                target = self._pick_backup(s.channel)
-            if target is None:
-                raise NetworkFailure(f"{msg}; no healthy backup device left")
-            self._issue(self._replacement(s, 0, len(s.view), target), target)
-
-    def _spread(self, moved: list[Share], msg: str) -> None:
-        """Mode 2: each failed unit is resent in equal parts over every healthy NIC."""
-        healthy = self._healthy()
-        if not healthy:
-            raise NetworkFailure(f"{msg}; no healthy device left")
-        for s in moved:
-            for target, (off, length) in zip(
-                healthy, split_bytes(len(s.view), [1.0] * len(healthy)), strict=True
-            ):
-                if length:
-                    self._issue(self._replacement(s, off, length, target), target)
+    def _other_connection(self, channel: int, failed: SendConn) -> SendConn | None:
+        """The channel's connection that is not ``failed``, if healthy: its backup (or, for a
+        channel already on its backup, its primary)."""
+        for conn in (self.primaries[channel], self.backups.get(channel)):
+            usable = conn is not None and conn is not failed and not (conn.dead or conn.broken)
+            if usable and conn is not None and conn.nic.index not in self.failed:
+                return conn
+        return None
 
     def _replacement(self, s: Share, off: int, length: int, target: SendConn) -> Share:
         view = s.view[off : off + length]
         return Share(s.coll, s.g, self._sid(s.g), REPLACEMENT, s.offset + off, view, target.channel)
-
-    def _pick_backup(self, channel: int) -> SendConn | None:
-        k = len(self.cfg.nics)
-        for step in range(1, k):
-            conn = self.backups.get((channel + step) % k)
-            if conn and conn.nic.index not in self.failed and not (conn.dead or conn.broken):
-                return conn
-        return None
 
     def _log_migration(self, side: str, channel: int, dev: int, backup: int) -> None:
         names = self.cfg.nics
@@ -838,12 +855,6 @@ class RingTransport:
             f"R2CC_MODE=1 ({side}): Channel {channel} will simulate disable of device {dev} "
             f"({names[dev].name}) and use backup device {backup} ({names[backup].name})"
         )
-
-    def note_backup_recv(self, rc: RecvConn) -> None:
-        """Log, once per channel, that the left neighbour moved a channel to its backup."""
-        if self.mode == 1 and rc.channel not in self.recv_noted:
-            self.recv_noted.add(rc.channel)
-            self._log_migration("RECV", rc.channel, rc.channel, rc.nic)
 
     def close(self) -> None:
         """Shut every connection down (call after a final barrier)."""
@@ -856,7 +867,8 @@ class RingTransport:
         for rc in self.recv_conns:
             _shutdown(rc.sock)
             rc.sock.close()
-        self.oob.close()
+        if self.oob:
+            self.oob.close()
 
 
 def _comm_id(sock: socket.socket) -> str:
