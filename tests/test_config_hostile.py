@@ -302,7 +302,6 @@ sweep:
 def test_a_sweep_of_ten_million_runs_is_refused_fast_in_little_memory(tmp_path: Path) -> None:
     """Before: 10^7 points were built (MemoryError after minutes); now the product of the
     dimension sizes is counted first. Measured in a child process: time and peak RSS."""
-    import resource
     import subprocess
     import sys
     import time
@@ -310,12 +309,18 @@ def test_a_sweep_of_ten_million_runs_is_refused_fast_in_little_memory(tmp_path: 
     assert len(SWEEP_BOMB) <= 260
     path = tmp_path / "bomb.yaml"
     path.write_text(SWEEP_BOMB)
-    code = "from r2bench.cli import main; main()"
+    # The child reports its own peak RSS: RUSAGE_CHILDREN here would be the largest of every
+    # child this test process ever waited for.
+    code = (
+        "import resource, sys\nfrom r2bench.cli import main\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
+    )
     args = [sys.executable, "-c", code, "plan", str(path), "-t", str(TESTBED)]
     started = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    peak_mb = int(proc.stderr.rsplit("peak_kb ", 1)[1].split()[0]) / 1024
     assert proc.returncode == 2, proc.stderr
     assert f"{path}:5:1: sweep: the sweep expands to 10000000 runs" in proc.stderr, proc.stderr
     assert "limit is 100000" in proc.stderr and "max_runs" in proc.stderr
@@ -346,7 +351,13 @@ def test_a_device_or_fifo_given_as_a_config_is_refused_unread(
         target = tmp_path / "config.yaml"
         os.mkfifo(target)
     experiment, testbed = (target, TESTBED) if which == "experiment" else (PAPER, target)
-    code = "from r2bench.cli import main; main()"
+    # The child reports its own peak RSS: RUSAGE_CHILDREN here would be the largest of every
+    # child this test process ever waited for.
+    code = (
+        "import resource, sys\nfrom r2bench.cli import main\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
+    )
     args = [sys.executable, "-c", code, "plan", str(experiment), "-t", str(testbed)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2, proc.stderr

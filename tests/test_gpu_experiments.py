@@ -11,7 +11,9 @@ from r2bench.plan.build import load_inputs, make_plan
 
 ROOT = Path(__file__).parents[1]
 TESTBED = ROOT / "experiments" / "testbeds" / "gpu-local.yaml"
-EXPERIMENTS = sorted((ROOT / "experiments" / "gpu").glob("*.yaml"))
+# link-fault.yaml brings its own namespace testbed (virtual_testbed); the others run on one host.
+LINK_FAULT = ROOT / "experiments" / "gpu" / "link-fault.yaml"
+EXPERIMENTS = sorted(p for p in (ROOT / "experiments" / "gpu").glob("*.yaml") if p != LINK_FAULT)
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
@@ -34,3 +36,24 @@ def test_fault_free_sweep_covers_modes_paths_and_collectives() -> None:
     assert len(points) == 4 * 2 * 2 and len(plan.runs) == 16 * 5
     assert {r.spec.size_begin for r in plan.runs} == {8}
     assert {r.spec.size_end for r in plan.runs} == {1 << 30}
+
+
+def test_link_fault_runs_one_rank_per_namespace_node_on_the_shared_gpu(tmp_path: Path) -> None:
+    from r2bench.config.experiment import Experiment
+    from r2bench.config.load import load_yaml
+    from r2bench.config.validate import validate_model
+    from r2bench.sweep.embedded import embedded_description
+
+    wanted = validate_model(Experiment, load_yaml(LINK_FAULT)).virtual_testbed
+    plan = make_plan(load_inputs(LINK_FAULT, embedded_description(tmp_path, wanted)))
+    assert len(plan.runs) == 72
+    for run in plan.runs:
+        line = run.launch.command
+        contexts = line.split(" : ")
+        assert len(contexts) == 2, line
+        assert all("-x NCCL_HOSTID=r2benchgpu-node" in c and " -g 1 " in c for c in contexts)
+        assert all("-x NCCL_NVLS_ENABLE=0" in c and "CUDA_VISIBLE_DEVICES=0" in c for c in contexts)
+        stock = run.spec.library_label == "stock"
+        assert ("NCCL_R2CC_FAILOVER_TIMEOUT_MS" in run.spec.env) is not stock
+        assert ("R2CC_MODE" in run.spec.env) is not stock
+        assert ("R2CC" in run.spec.env["NCCL_DEBUG_SUBSYS"]) is (run.spec.scenario != "none")

@@ -111,11 +111,10 @@ def _hostile_inputs(tmp_path: Path) -> tuple[Path, Path]:
     reaches a script: a library ref, an env value, the work folder, the experiment file name."""
     text = EXPERIMENT.read_text()
     text = text.replace(
-        "emulated: {recipe: emulated-lib}",
-        f"emulated: {{recipe: emulated-lib}}\n  r2: {{recipe: r2ccl, ref: {_yaml_str(HOSTILE)}}}",
+        "  r2ccl-m1: {recipe: emulated-lib",
+        f"  r2: {{recipe: r2ccl, ref: {_yaml_str(HOSTILE)}}}\n  r2ccl-m1: {{recipe: emulated-lib",
     )
     text = text.replace("NCCL_DEBUG: INFO", f"NCCL_DEBUG: {_yaml_str(HOSTILE)}")
-    text = text.replace("R2CC_MODE: [0, 1, 2]", "R2CC_MODE: [0]")
     experiment = tmp_path / f"exp{HOSTILE.replace(chr(0), '')}.yaml"
     experiment.write_text(text)
     testbed = tmp_path / "testbed.yaml"

@@ -168,9 +168,12 @@ def test_testbed_paths_and_arch_win_over_detection() -> None:
 
 
 def test_quickstart_copies_r2bench_itself() -> None:
-    (step,) = node_steps(load_inputs(QUICKSTART, VIRTUAL), "node1", NodeFacts("node1"), None)
-    assert step.name == "emulated" and step.local_source == "{r2bench}"
-    assert step.fetch == () and step.build == ()
+    # One copy per emulated library it runs against (stock and R-2CCL), nothing fetched or built.
+    steps = node_steps(load_inputs(QUICKSTART, VIRTUAL), "node1", NodeFacts("node1"), None)
+    assert len(steps) == 2 and len({step.directory for step in steps}) == 2
+    for step in steps:
+        assert step.name == "emulated" and step.local_source == "{r2bench}"
+        assert step.fetch == () and step.build == ()
 
 
 # ---- local trees -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from r2bench.faults.catalogue import FAULT_KINDS, fault_tag, injector_argv
 from r2bench.faults.interlock import protected_interfaces
 from r2bench.launch.launchers import Job, launch_command
 from r2bench.plan import checks
+from r2bench.plan.envcheck import check_environment
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun, SetupStep
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.plan.sweep import Point, expand, size_arguments
@@ -94,6 +95,8 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
     if issues:
         raise ConfigError(issues)
     renderer = _Renderer(inputs, nodes, ranks, jobs)
+    warnings = check_environment(exp, points, inputs.recipes, testbed, doc)
+    renderer.notes += [warning.render() for warning in warnings]
     runs = [renderer.run(point, repeat) for point in points for repeat in range(exp.repeats)]
     return Plan(
         experiment=exp.name,

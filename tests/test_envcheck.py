@@ -1,0 +1,83 @@
+"""Plan's warnings about variables a run's library never reads or that skew its figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from r2bench.cli import app
+from r2bench.plan.build import load_inputs, make_plan
+
+ROOT = Path(__file__).parents[1]
+CLOUDLAB = ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+BASE = "name: t\ncollectives: [all_reduce]\nsizes: {begin: 8, end: 1M}\n"
+
+
+def _notes(tmp_path: Path, body: str, testbed: Path = CLOUDLAB) -> list[str]:
+    path = tmp_path / "exp.yaml"
+    path.write_text(BASE + body)
+    return [n for n in make_plan(load_inputs(path, testbed)).notes if "warning:" in n]
+
+
+def test_the_bare_timeout_name_is_located_and_named_right(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        BASE + "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  R2CC_FAILOVER_TIMEOUT_MS: 2000\n"
+    )
+    result = CliRunner().invoke(
+        app, ["plan", str(path), "-t", str(CLOUDLAB)], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())  # the terminal wraps long lines
+    assert (
+        f"{path}:7:3: env.R2CC_FAILOVER_TIMEOUT_MS: warning: library 'r2ccl' (r2ccl) never reads"
+        in output
+    )
+    assert "did you mean NCCL_R2CC_FAILOVER_TIMEOUT_MS?" in output
+
+
+def test_the_right_name_is_quiet(tmp_path: Path) -> None:
+    body = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_R2CC_FAILOVER_TIMEOUT_MS: 2000\n  NCCL_DEBUG: WARN\n"
+    assert _notes(tmp_path, body) == []
+
+
+def test_r2cc_variables_do_nothing_for_stock_nccl(tmp_path: Path) -> None:
+    body = "libraries:\n  stock: {recipe: system, env: {NCCL_R2CC_FAILOVER_TIMEOUT_MS: 500}}\n"
+    (note,) = _notes(tmp_path, body)
+    assert "libraries.stock.env.NCCL_R2CC_FAILOVER_TIMEOUT_MS" in note
+    assert "library 'stock' (system) reads no R2CC variable" in note
+
+
+def test_a_misspelt_nccl_or_r2cc_variable_gets_a_did_you_mean(tmp_path: Path) -> None:
+    body = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_SOCKET_IFNAM: eth1\n  R2CC_MDOE: 1\n"
+    notes = _notes(tmp_path, body)
+    assert any("NCCL_SOCKET_IFNAM" in n and "did you mean NCCL_SOCKET_IFNAME?" in n for n in notes)
+    assert any("R2CC_MDOE" in n and "did you mean R2CC_MODE?" in n for n in notes)
+
+
+def test_r2cc_logging_in_fault_free_runs_is_a_performance_warning(tmp_path: Path) -> None:
+    body = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_DEBUG: INFO\n  NCCL_DEBUG_SUBSYS: INIT,R2CC\n"
+    (note,) = _notes(tmp_path, body)
+    assert "R2CC logging in runs without a fault" in note and "zip it with scenario" in note
+    quiet = body.replace("INIT,R2CC", "INIT,ENV")
+    assert _notes(tmp_path, quiet) == []
+
+
+def test_a_one_character_socket_ifname_is_ignored_by_nccl(tmp_path: Path) -> None:
+    body = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_SOCKET_IFNAME: d\n"
+    (note,) = _notes(tmp_path, body)
+    assert "NCCL ignores NCCL_SOCKET_IFNAME='d'" in note
+
+
+def test_disconnected_hca_over_sockets_and_on_ib_without_a_step(tmp_path: Path) -> None:
+    socket = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  R2CC_DISCONNECTED_HCA: '0'\n  NCCL_IB_DISABLE: 1\n"
+    (note,) = _notes(tmp_path, socket)
+    assert "does nothing here: R-2CCL injects it in its IB transport only" in note
+    ib = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  R2CC_DISCONNECTED_HCA: mlx5_1\n"
+    (note,) = _notes(tmp_path, ib)
+    assert "lands in nccl-tests' warm-up" in note
+    stepped = ib + "  R2CC_DISCONNECTED_STEP: 400\n"
+    assert _notes(tmp_path, stepped) == []
+    assert _notes(tmp_path, ib.replace("mlx5_1", "none")) == []
