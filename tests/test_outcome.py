@@ -190,3 +190,21 @@ def test_network_errors_survived_by_a_successful_job_are_ok_not_crashed() -> Non
     assert "survived 1 network error" in outcome.reason and outcome.evidence
     crashed = classify(3, parsed=parse_text(text), events=parse_events(warn))
     assert crashed.status is OutcomeStatus.CRASHED
+
+
+def test_an_armed_software_fault_with_no_failover_is_not_a_survival() -> None:
+    """R2CC_DISCONNECTED_HCA over NET/Socket logs that it will inject, then nothing happens:
+    the run is `fault_not_injected`, never `ok`; with a HOT_REPAIR line it stays ok."""
+    from r2bench.records.outcome import software_fault_check
+
+    ok = Outcome(status=OutcomeStatus.OK, reason="finished")
+    armed = {"R2CC_DISCONNECTED_HCA": "0", "R2CC_MODE": "0"}
+    checked = software_fault_check(ok, armed, [])
+    assert checked.status is OutcomeStatus.FAULT_NOT_INJECTED
+    assert "R2CC_DISCONNECTED_HCA=0 was armed but no failover followed" in checked.reason
+    line = "node0:1:2 [0] NCCL INFO OOB: Broadcast HOT_REPAIR signal from rank 0 to 1 peers"
+    repaired = parse_events(line + "\n")
+    assert repaired and software_fault_check(ok, armed, repaired).status is OutcomeStatus.OK
+    assert software_fault_check(ok, {"R2CC_DISCONNECTED_HCA": "none"}, []) is ok
+    crashed = ok.model_copy(update={"status": OutcomeStatus.CRASHED})
+    assert software_fault_check(crashed, armed, []) is crashed

@@ -212,6 +212,9 @@ class OutcomeStatus(str, Enum):
     INTERRUPTED = "interrupted"
     INCOMPLETE = "incomplete"  # output ends without its footer and nothing says it failed
     NOT_NCCL_TESTS = "not_nccl_tests"
+    # A software fault (R2CC_DISCONNECTED_HCA) was armed and nothing shows it fired: the run
+    # measured no fault, so it must never count as one that survived.
+    FAULT_NOT_INJECTED = "fault_not_injected"
 
 
 class Evidence(_Frozen):

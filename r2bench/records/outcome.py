@@ -14,6 +14,9 @@ Public API: `classify(...) -> Outcome`. Rules, first match wins:
 8. output that stops before the end markers of its nccl-tests version
    (`ParsedNcclTests.complete`) with no sign of failure -> incomplete (cut short, still running)
 9. otherwise -> ok
+
+`software_fault_check` then turns an `ok` run whose R2CC_DISCONNECTED_HCA named a device, and
+whose logs show no failover, into `fault_not_injected` (R-2CCL injects it over IB only).
 """
 
 from __future__ import annotations
@@ -335,3 +338,33 @@ def _dedupe(evidence: list[Evidence]) -> list[Evidence]:
             seen.add(ev.line)
             out.append(ev)
     return out
+
+
+# Log events that show R-2CCL's failure response ran (a software fault that fired).
+FAILOVER_KINDS = frozenset(
+    {
+        EventKind.R2CC_HOT_REPAIR_BROADCAST,
+        EventKind.R2CC_HOT_REPAIR_RECEIVED,
+        EventKind.R2CC_STEP_SYNC,
+        EventKind.R2CC_HOT_REPAIR_DETECTED,
+        EventKind.R2CC_GATHER_COMPLETE,
+    }
+)
+_NO_DEVICE = frozenset({"", "none", "-1"})
+
+
+def software_fault_check(outcome: Outcome, env: dict[str, str], events: Sequence[Event]) -> Outcome:
+    """`fault_not_injected` for an ok run that armed R2CC_DISCONNECTED_HCA with no failover in
+    its logs; any other outcome is returned as it is."""
+    armed = str(env.get("R2CC_DISCONNECTED_HCA", "")).strip()
+    if outcome.status is not OutcomeStatus.OK or armed.lower() in _NO_DEVICE:
+        return outcome
+    if any(event.kind in FAILOVER_KINDS for event in events):
+        return outcome
+    return Outcome(
+        status=OutcomeStatus.FAULT_NOT_INJECTED,
+        reason=f"R2CC_DISCONNECTED_HCA={armed} was armed but no failover followed (no "
+        "HOT_REPAIR or STEP_SYNC line): R-2CCL injects it in its IB transport only, so over "
+        "NET/Socket this run measured no fault",
+        evidence=outcome.evidence,
+    )

@@ -75,6 +75,7 @@ _UNDEFINED_OUTCOMES = {
     OutcomeStatus.TIMEOUT.value: "hung (timed out)",
     OutcomeStatus.INTERRUPTED.value: "interrupted",
     OutcomeStatus.LAUNCH_FAILED.value: "launch failed",
+    OutcomeStatus.FAULT_NOT_INJECTED.value: "fault not injected (nothing to recover from)",
 }
 
 

@@ -32,7 +32,7 @@ from r2bench.records.counters import empty_counters, run_counters
 from r2bench.records.events import parse_events
 from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
 from r2bench.records.nccltests import combine, parse_json, parse_text
-from r2bench.records.outcome import classify
+from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import nccl_version_text
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_text_bounded
 
@@ -151,7 +151,9 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
         events = log_events(p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p)
     outcome = record.end.outcome if record.end else None
     if outcome is None and record.complete:
-        outcome = classify(None, parsed=parsed, events=[e for _, e in events])
+        found = [e for _, e in events]
+        env = {k: str(v) for k, v in (record.spec.get("env") or {}).items()}
+        outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
     logs = [p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p]
     return ParsedRun(record, parsed, events, outcome, transport_of(logs))
 

@@ -33,7 +33,16 @@ MAX_TIMELINES = 12
 MAX_TIMELINE_POINTS = 5000
 # Latency-bound sizes have ~0 busbw; a timeline of a multi-size run shows sizes from here on.
 MARKED_EVENT_PREFIXES = ("r2cc_", "net_ib_", "socket_", "test_", "mpi_")
-OUTCOME_ORDER = ("ok", "wrong_results", "crashed", "timeout", "launch_failed", "interrupted")
+OUTCOME_ORDER = (
+    "ok",
+    "fault_not_injected",
+    "wrong_results",
+    "crashed",
+    "timeout",
+    "incomplete",
+    "launch_failed",
+    "interrupted",
+)
 
 
 @dataclass(frozen=True)

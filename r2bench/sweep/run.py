@@ -26,7 +26,7 @@ from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.observers import collect_observers, start_observers
-from r2bench.records.outcome import classify
+from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.tables import log_events, parse_outputs
 from r2bench.sweep import counters
@@ -323,6 +323,7 @@ class RunExecutor:
             events=events,
             source=st.STDERR,
         )
+        outcome = software_fault_check(outcome, run.spec.env, events)
         if job is None or driver.problems:
             outcome = _harness_outcome(outcome, job, driver.problems)
         folder.write_events(events)
