@@ -10,7 +10,8 @@
 #              testbed (2 nodes x 4 capped veth NICs sharing the GPU), resumable: R2B_RESULTS
 #              (default DATA/sweeps) keeps the sweep, R2B_SWEEP_S (default 480) bounds the time
 #              (then Ctrl-C: the sweep stops cleanly and resumes on the next call); the testbed
-#              is kept up between calls (R2B_KEEP_TESTBED=0 takes it down)
+#              is kept up between calls (R2B_KEEP_TESTBED=0 takes it down); R2B_EXPERIMENT
+#              names another experiment file of the same shape
 #   setup      r2bench setup (R-2CCL + CUDA 13 patch, nccl-tests against it and against stock
 #              NCCL), twice: the second must be all "up to date"
 #   smoke      the runs of experiments/gpu/smoke.yaml and smoke-stock.yaml, as planned by r2bench
@@ -126,7 +127,7 @@ step_netns() {
   [ "${R2B_KEEP_TESTBED:-1}" = 0 ] && keep=
   sed -e "s|^  # nccl_home: /usr|  nccl_home: $W/nccl-stock|" \
     -e "s|^  gpus: 1$|  gpus: 1\n  cuda_home: /usr/local/cuda\n  mpi_home: /usr/lib/x86_64-linux-gnu/openmpi|" \
-    "$repo/experiments/gpu/link-fault.yaml" >"$exp"
+    "${R2B_EXPERIMENT:-$repo/experiments/gpu/link-fault.yaml}" >"$exp"
   mkdir -p "$results"
   log "== r2bench sweep link-fault.yaml (at most ${R2B_SWEEP_S:-480} s)"
   local t0=$SECONDS

@@ -58,7 +58,10 @@ def test_a_misspelt_nccl_or_r2cc_variable_gets_a_did_you_mean(tmp_path: Path) ->
 
 
 def test_r2cc_logging_in_fault_free_runs_is_a_performance_warning(tmp_path: Path) -> None:
-    body = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_DEBUG: INFO\n  NCCL_DEBUG_SUBSYS: INIT,R2CC\n"
+    body = (
+        "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_DEBUG: INFO\n"
+        "  NCCL_DEBUG_FILE: /dev/stderr\n  NCCL_DEBUG_SUBSYS: INIT,R2CC\n"
+    )
     (note,) = _notes(tmp_path, body)
     assert "R2CC logging in runs without a fault" in note and "zip it with scenario" in note
     quiet = body.replace("INIT,R2CC", "INIT,ENV")
@@ -81,3 +84,11 @@ def test_disconnected_hca_over_sockets_and_on_ib_without_a_step(tmp_path: Path) 
     stepped = ib + "  R2CC_DISCONNECTED_STEP: 400\n"
     assert _notes(tmp_path, stepped) == []
     assert _notes(tmp_path, ib.replace("mlx5_1", "none")) == []
+
+
+def test_nccl_info_logging_on_stdout_breaks_result_rows(tmp_path: Path) -> None:
+    """Measured on R-2CCL at INFO: NCCL's buffered stdout cut nccl-tests' rows apart."""
+    body = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_DEBUG: INFO\n"
+    (note,) = _notes(tmp_path, body)
+    assert "NCCL_DEBUG=INFO with no NCCL_DEBUG_FILE" in note and "/dev/stderr" in note
+    assert _notes(tmp_path, body + "  NCCL_DEBUG_FILE: /dev/stderr\n") == []

@@ -281,7 +281,7 @@ def test_summary_counts_outcomes_per_scenario_and_mode() -> None:
         r.spec.run_id: RunResult(
             r.spec.run_id,
             OutcomeStatus.CRASHED
-            if r.spec.scenario != "none" and r.spec.env["R2CC_MODE"] == "0"
+            if r.spec.scenario != "none" and r.spec.library_label == "nccl-emulated"
             else OutcomeStatus.OK,
             "",
             1.0,
@@ -293,4 +293,5 @@ def test_summary_counts_outcomes_per_scenario_and_mode() -> None:
     console = Console(width=200, record=True)
     console.print(summary_table(plan.runs, results))
     text = console.export_text()
-    assert "crashed" in text and "emulated mode 0" in text and "emulated mode 2" in text
+    assert "crashed" in text and "nccl-emulated" in text
+    assert "r2ccl-m0 mode 0" in text and "r2ccl-m2 mode 2" in text

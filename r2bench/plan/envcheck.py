@@ -120,6 +120,21 @@ def _logging_cost(setting: _Setting, debug: str) -> tuple[str, str] | None:
     )
 
 
+def _log_on_stdout(setting: _Setting) -> tuple[str, str] | None:
+    """NCCL at INFO logging to stdout: its buffered lines land inside nccl-tests' result rows."""
+    real_library = setting.recipe.home is not None  # the emulator logs to stderr by itself
+    if not real_library or setting.value.strip().upper() not in ("INFO", "TRACE"):
+        return None
+    if "NCCL_DEBUG_FILE" in setting.env:
+        return None
+    return (
+        f"warning: NCCL_DEBUG={setting.value} with no NCCL_DEBUG_FILE: NCCL writes its log to "
+        "stdout in 4 KiB blocks, between the pieces of nccl-tests' result rows, so under a busy "
+        "log rows break apart (a fault triggered on the first result never fires)",
+        "set NCCL_DEBUG_FILE: /dev/stderr (NCCL then writes each line whole, away from the rows)",
+    )
+
+
 def _socket_transport(testbed: Testbed, env: Mapping[str, str]) -> bool:
     """Whether the library can only talk NET/Socket: IB disabled, or no RDMA NIC at all."""
     if str(env.get("NCCL_IB_DISABLE", "0")).strip() == "1":
@@ -164,6 +179,8 @@ def check_environment(
         found = _unread(setting)
         if setting.name == "NCCL_DEBUG_SUBSYS" and _reads(setting.recipe, "R2CC_MODE"):
             found = found or _logging_cost(setting, str(env.get("NCCL_DEBUG", "")))
+        if setting.name == "NCCL_DEBUG":
+            found = found or _log_on_stdout(setting)
         if setting.name == "NCCL_SOCKET_IFNAME" and len(setting.value.strip()) <= 1:
             found = (
                 f"warning: NCCL ignores NCCL_SOCKET_IFNAME={setting.value!r} (it wants more than "

@@ -39,6 +39,7 @@ class _FaultState:
     armed: str | None = None
     active: bool = False
     cycle: int = 0
+    fired: bool = False
 
 
 def _argv(command: str) -> list[str]:
@@ -55,6 +56,8 @@ class FaultDriver:
     clock: Callable[[], float] = time.time
     history: list[FaultEvent] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    never_fired: list[str] = field(default_factory=list)
+    """Faults still armed when the run ended: their trigger was never reached."""
 
     def __post_init__(self) -> None:
         self._states = {
@@ -143,7 +146,7 @@ class FaultDriver:
         agent, step = state.agent, state.step
         seen = agent.fault_count
         requested = agent.fire(state.armed)
-        state.armed, state.cycle = None, cycle
+        state.armed, state.cycle, state.fired = None, cycle, True
         line, _ = agent.wait_fault(step.tag, ("inject",), seen, INJECT_TIMEOUT_S)
         state.active = line is not None and line.result == "ok"
         self._record(state, "inject", line, planned=planned, requested=requested)
@@ -203,6 +206,9 @@ class FaultDriver:
 
     def _cancel_armed(self) -> None:
         for state in self._states.values():
+            if state.armed is not None and not state.fired:
+                step = state.step
+                self.never_fired.append(f"fault {step.index} ({step.kind} {step.node}/{step.nic})")
             if state.armed is not None:
                 try:
                     state.agent.cancel(state.armed)

@@ -324,6 +324,8 @@ class RunExecutor:
             source=st.STDERR,
         )
         outcome = software_fault_check(outcome, run.spec.env, events)
+        if driver.never_fired:
+            outcome = _unfired_outcome(outcome, driver.never_fired, job)
         if job is None or driver.problems:
             outcome = _harness_outcome(outcome, job, driver.problems)
         folder.write_events(events)
@@ -360,6 +362,19 @@ class RunExecutor:
             launch_command=run.launch.command,
             rerun_command=self.rerun_command,
         )
+
+
+def _unfired_outcome(outcome: Outcome, unfired: list[str], job: _Job | None) -> Outcome:
+    """A planned fault whose trigger never came: an ok run measured no fault; any other outcome
+    says so beside its own reason (e.g. no first result line was recognised)."""
+    seen = job is not None and job.first_result_seen
+    why = "the run ended before its trigger" + ("" if seen else " (no result line was seen)")
+    text = f"{', '.join(unfired)} never fired: {why}"
+    if outcome.status is OutcomeStatus.OK:
+        return Outcome(
+            status=OutcomeStatus.FAULT_NOT_INJECTED, reason=text, evidence=outcome.evidence
+        )
+    return outcome.model_copy(update={"reason": f"{outcome.reason}; {text}"})
 
 
 def _harness_outcome(outcome: Outcome, job: _Job | None, problems: list[str]) -> Outcome:
