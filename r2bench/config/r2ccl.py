@@ -24,6 +24,16 @@ DISCONNECTED_STEP_DEFAULT = 10
 MODE_AFTER_REPAIR = 2
 
 
+R2CC_PREFIXES = ("R2CC_", "NCCL_R2CC_")
+# R-2CCL's variables outside those prefixes.
+R2CC_OTHERS = frozenset({"FAILURE2_SAME_SERVER"})
+
+
+def is_r2cc_variable(name: str) -> bool:
+    """Whether `name` is one of R-2CCL's own variables (stock NCCL reads none of them)."""
+    return name.startswith(R2CC_PREFIXES) or name in R2CC_OTHERS
+
+
 @dataclass(frozen=True)
 class FailoverTimeout:
     """The receive-stall timeout R-2CCL applies, and where it came from."""

@@ -20,15 +20,13 @@ from r2bench.config.r2ccl import (
     DISCONNECTED_STEP_DEFAULT,
     FAILOVER_TIMEOUT_VAR,
     IGNORED_TIMEOUT_VAR,
+    is_r2cc_variable,
 )
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
 from r2bench.config.testbed import NicKind, Testbed
 from r2bench.plan.sweep import Point
 
-R2CC_PREFIXES = ("R2CC_", "NCCL_R2CC_")
-# Variables of R-2CCL outside the R2CC_ prefix.
-R2CC_OTHERS = frozenset({"FAILURE2_SAME_SERVER", FAILOVER_TIMEOUT_VAR})
 # Values of R2CC_DISCONNECTED_HCA that name no device.
 NO_DEVICE = frozenset({"", "none", "-1"})
 
@@ -45,10 +43,6 @@ class _Setting:
     faulted: bool
     env: Mapping[str, str]
     """The whole environment of the first run seen with this setting."""
-
-
-def _is_r2cc(name: str) -> bool:
-    return name.startswith(R2CC_PREFIXES) or name in R2CC_OTHERS
 
 
 def _settings(
@@ -82,7 +76,7 @@ def _settings(
 
 def _reads(recipe: Recipe, name: str) -> bool:
     """Whether the library of `recipe` reads `name` (NCCL variables: every NCCL-based library)."""
-    return name in recipe.env_knobs or (not _is_r2cc(name) and name in NCCL_VARIABLES)
+    return name in recipe.env_knobs or (not is_r2cc_variable(name) and name in NCCL_VARIABLES)
 
 
 def _unread(setting: _Setting) -> tuple[str, str] | None:
@@ -96,11 +90,11 @@ def _unread(setting: _Setting) -> tuple[str, str] | None:
             f"adds the NCCL_ prefix, so without it the failover timeout stays derived (32 s)",
             f"did you mean {FAILOVER_TIMEOUT_VAR}?",
         )
-    if _is_r2cc(name) and not any(_is_r2cc(k) for k in recipe.env_knobs):
+    if is_r2cc_variable(name) and not any(is_r2cc_variable(k) for k in recipe.env_knobs):
         return (f"warning: {where} reads no R2CC variable: {name} does nothing in its runs", "")
-    if not (_is_r2cc(name) or name.startswith("NCCL_")):
+    if not (is_r2cc_variable(name) or name.startswith("NCCL_")):
         return None
-    known = [*recipe.env_knobs, *(NCCL_VARIABLES if not _is_r2cc(name) else ())]
+    known = [*recipe.env_knobs, *(NCCL_VARIABLES if not is_r2cc_variable(name) else ())]
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     hint = f"did you mean {close[0]}?" if close else ""
     return (f"warning: {where} never reads {name}", hint)

@@ -10,6 +10,7 @@ column says so.
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -21,6 +22,7 @@ from plotly.io.json import to_json_plotly
 from r2bench.records import recovery as rc
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, parse_run
+from r2bench.safeio import JSON_RECORD_LIMIT, read_text_bounded
 
 TIME_METRICS = ("detect_s", "stall_s", "recover_s")
 RATIO_METRICS = ("degraded_ratio", "failback_ratio")
@@ -235,17 +237,36 @@ def observer_rows(sweep_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _any_emulated(sweep_dir: Path, tables: Tables) -> bool:
+    """Whether a run of the sweep used one of r2bench's emulated libraries (their recipes)."""
+    paths = tables.runs["path"].dropna() if "path" in tables.runs else []
+    for path in paths:
+        try:
+            spec = json.loads(read_text_bounded(sweep_dir / path / "spec.json", JSON_RECORD_LIMIT))
+        except (OSError, ValueError):
+            continue
+        library = spec.get("library") if isinstance(spec, dict) else None
+        if isinstance(library, dict) and str(library.get("recipe", "")).startswith("emulated"):
+            return True
+    return False
+
+
 def recovery_section(sweep_dir: Path, tables: Tables) -> str:
     """The report's "Recovery" section (table, figure, RAS beside the truth) as HTML."""
     metrics = run_metrics(sweep_dir, tables)
     title = "<h2>Recovery after faults (docs/recovery.md)</h2>"
     if metrics.empty:
         return f"<section>{title}<p>No run with faults in this sweep.</p></section>"
+    emulated = (
+        " Runs of the emulated libraries stand in for stock NCCL and R-2CCL (an emulation of "
+        "their design on the virtual testbed, not the libraries; docs/gpu.md has the real ones)."
+        if _any_emulated(sweep_dir, tables)
+        else ""
+    )
     note = (
         "<p class='cell'>Median and p90 over the repeats of each library/mode/scenario; an "
         "undefined value (crashed run, no reaction logged, ...) is left out and its most "
-        "common reason shown. Runs of the emulated library stand in for R-2CCL on the "
-        "virtual testbed.</p>"
+        f"common reason shown.{emulated}</p>"
     )
     spec = recovery_figure(metrics)
     figure = (

@@ -24,6 +24,8 @@ from typing import Any
 
 import pandas as pd
 
+from r2bench.config.r2ccl import is_r2cc_variable
+
 MODE_ENV = "R2CC_MODE"
 BASELINE_SCENARIO = "none"
 STOCK_LIBRARY = "nccl"
@@ -219,7 +221,7 @@ def _untold(frame: pd.DataFrame, keys: list[str]) -> int:
 def context_key(row: pd.Series, keys: list[str]) -> tuple[str, ...]:
     """The part of a series key its baseline must share."""
     return tuple(
-        str(row[k]) for k in keys if k not in VARIANT_KEYS and not _env_name(k).startswith("R2CC_")
+        str(row[k]) for k in keys if k not in VARIANT_KEYS and not is_r2cc_variable(_env_name(k))
     )
 
 
@@ -230,7 +232,7 @@ def baselines(info: SeriesInfo) -> dict[str, str]:
     for _, row in ok.iterrows():
         by_context.setdefault(context_key(row, info.keys), []).append(row)
     out: dict[str, str] = {}
-    r2cc_keys = [k for k in info.keys if _env_name(k).startswith("R2CC_")]
+    r2cc_keys = [k for k in info.keys if is_r2cc_variable(_env_name(k))]
     for _, row in ok.iterrows():
         candidates = [
             c
