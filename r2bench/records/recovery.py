@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from r2bench.config.r2ccl import failover_timeout
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.models import EventKind, OutcomeStatus, ParsedNcclTests
@@ -70,6 +71,8 @@ _CANDIDATE_RE = re.compile(
 _OWN_STAMP_RE = re.compile(r"^\[(?P<ts>[^\]]{1,64})\]")
 _EPOCH_STAMP_RE = re.compile(r"^\d{9,11}(?:\.(?P<frac>\d+))?$")
 _DATE_STAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,](?P<frac>\d{1,9}))?")
+# Recipes of R-2CCL and of its emulation: their runs have a failover timeout.
+R2CCL_RECIPES = frozenset({"r2ccl", "emulated-lib"})
 _UNDEFINED_OUTCOMES = {
     OutcomeStatus.CRASHED.value: "crashed",
     OutcomeStatus.TIMEOUT.value: "hung (timed out)",
@@ -141,6 +144,9 @@ class RunRecovery:
     repeat: int | None = None
     outcome: str | None = None
     failover_timeout_ms: float | None = None
+    failover_timeout_from: str | None = None
+    """`set` (NCCL_R2CC_FAILOVER_TIMEOUT_MS) or `derived` (R-2CCL's default from the IB retry
+    settings); None for a library that has no failover (stock NCCL)."""
     windows: list[Window] = field(default_factory=list)
     reaction: Reaction | None = None
     metrics: dict[str, Metric] = field(default_factory=dict)
@@ -472,6 +478,14 @@ def _ratio(
     return Metric(ratio, basis=f"median of {len(usable)} samples {what}, sizes {sizes}; {basis}")
 
 
+def _has_failover(spec: dict[str, Any]) -> bool:
+    """Whether the run's library is R-2CCL (or its emulation): it reads R2CC_* variables."""
+    library = spec.get("library") or {}
+    recipe = str(library.get("recipe", "")) if isinstance(library, dict) else ""
+    env = spec.get("env") or {}
+    return recipe in R2CCL_RECIPES or "R2CC_MODE" in env
+
+
 def compute(
     record: st.RunRecord,
     parsed: ParsedNcclTests,
@@ -486,7 +500,7 @@ def compute(
     passes the fault-free runs of the same series); `fallback_note` says what it is."""
     spec = record.spec
     env = spec.get("env") or {}
-    timeout = env.get("NCCL_R2CC_FAILOVER_TIMEOUT_MS")
+    timeout = failover_timeout(env) if _has_failover(spec) else None
     outcome = outcome or _outcome(record)
     rec = RunRecovery(
         run_id=record.run_id,
@@ -495,7 +509,8 @@ def compute(
         scenario=spec.get("scenario"),
         repeat=spec.get("repeat"),
         outcome=outcome if record.complete else "incomplete",
-        failover_timeout_ms=float(str(timeout)) if _is_number(timeout) else None,
+        failover_timeout_ms=timeout.ms if timeout else None,
+        failover_timeout_from=timeout.source if timeout else None,
     )
     if record.complete:
         rec.metrics["lossless"] = _lossless(parsed, outcome, spec)
@@ -627,14 +642,6 @@ def _all_undefined(rec: RunRecovery, reason: str) -> RunRecovery:
     return rec
 
 
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 # --------------------------------------------------------------------------- entry points
 
 
@@ -707,6 +714,7 @@ def _identity(rec: RunRecovery) -> dict[str, Any]:
         "repeat": rec.repeat,
         "outcome": rec.outcome,
         "failover_timeout_ms": rec.failover_timeout_ms,
+        "failover_timeout_from": rec.failover_timeout_from,
     }
 
 
