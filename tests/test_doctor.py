@@ -533,3 +533,13 @@ def test_active_fault_fix_points_at_a_heal_that_exists() -> None:
         assert "r2bench heal -t TESTBED" in fault.fix
         assert "bash /w/injectors/heal.sh" in fault.fix
         assert ("sudo" in fault.fix) is sudo, fault.fix
+
+
+def test_a_socket_only_node_says_r2cc_disconnected_hca_cannot_fire() -> None:
+    from r2bench.doctor.checks import check_transport
+
+    eth = node_model(nics=[{"name": "eth1", "kind": "eth", "netdev": "eth1"}])
+    result = check_transport(eth)
+    assert result.status is Status.OK and "R2CC_DISCONNECTED_HCA cannot fire here" in result.detail
+    ib = node_model(nics=[{"name": "mlx5_0", "kind": "ib", "rdma_device": "mlx5_0", "port": 1}])
+    assert "IB verbs possible (mlx5_0)" in check_transport(ib).detail

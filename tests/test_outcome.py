@@ -208,3 +208,18 @@ def test_an_armed_software_fault_with_no_failover_is_not_a_survival() -> None:
     assert software_fault_check(ok, {"R2CC_DISCONNECTED_HCA": "none"}, []) is ok
     crashed = ok.model_copy(update={"status": OutcomeStatus.CRASHED})
     assert software_fault_check(crashed, armed, []) is crashed
+
+
+def test_an_ib_injection_line_shows_the_software_fault_fired() -> None:
+    """R-2CCL's IB transport logs `R2CC inject failure: channel=%d step=%d env=%s` when
+    R2CC_DISCONNECTED_HCA fires (the format of src/transport/net_ib.cc at f45cbcb; no IB
+    hardware has printed it for this project yet)."""
+    from r2bench.records.models import EventKind
+    from r2bench.records.outcome import software_fault_check
+
+    line = "node1:7:9 [1] NCCL INFO R2CC inject failure: channel=3 step=400 env=mlx5_1"
+    (event,) = parse_events(line + "\n")
+    assert event.kind is EventKind.R2CC_INJECTED_FAILURE
+    assert event.details["step"] == "400" and event.details["channel"] == "3"
+    ok = Outcome(status=OutcomeStatus.OK, reason="finished")
+    assert software_fault_check(ok, {"R2CC_DISCONNECTED_HCA": "mlx5_1"}, [event]) is ok

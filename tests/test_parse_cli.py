@@ -196,3 +196,19 @@ def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: 
 
 def test_import_of_a_missing_folder_exits_2(tmp_path: Path) -> None:
     assert import_command(tmp_path / "nope", None, tmp_path) == 2
+
+
+def test_escape_sequences_and_markup_in_a_log_never_reach_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log whose evidence line carries a terminal escape (clear screen) and rich markup: the
+    human view shows both as text, escaped, and does not crash on `[/x]`."""
+    text = (DATA / "all_reduce_perf.socket.c1.txt").read_text()
+    hostile = "node0:1:2 [0] NCCL WARN NET/Socket : \x1b[2J\x1b]0;owned\x07 [/x] [bold]gone[/]\n"
+    log = tmp_path / "hostile\x1b[31m.txt"
+    log.write_text(hostile + text.replace("# Out of bounds", "# cut", 1))
+    assert parse_command([log], as_json=False) == 0
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "\\e[31m" in shown  # the file name, escaped

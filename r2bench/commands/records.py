@@ -31,6 +31,7 @@ from r2bench.safeio import (
     check_regular,
     read_text_bounded,
 )
+from r2bench.textsafe import printable
 
 EXIT_OK = 0
 EXIT_NOT_NCCL_TESTS = 1
@@ -155,7 +156,7 @@ def _num(value: float | int | None) -> str:
 
 def _rich_table(doc: dict[str, Any]) -> Table:
     run = f" (run {doc['run']})" if "run" in doc else ""
-    title = Text(f"{doc['file']}{run}: {doc['collective'] or '?'} -> {doc['outcome']}")
+    title = Text(printable(f"{doc['file']}{run}: {doc['collective'] or '?'} -> {doc['outcome']}"))
     table = Table(title=title, title_justify="left")
     for col in (
         "size (B)",
@@ -171,8 +172,14 @@ def _rich_table(doc: dict[str, Any]) -> Table:
         table.add_column(col, justify="right")
     for r in doc["rows"]:
         table.add_row(
-            *(Text(str(r[k])) for k in ("size_bytes", "count", "type", "redop", "placement")),
-            *(Text(_num(r[k])) for k in ("time_us", "algbw_gbps", "busbw_gbps", "wrong")),
+            *(
+                Text(printable(str(r[k])))
+                for k in ("size_bytes", "count", "type", "redop", "placement")
+            ),
+            *(
+                Text(printable(_num(r[k])))
+                for k in ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
+            ),
         )
     return table
 
@@ -187,12 +194,16 @@ def _print_human(console: Console, doc: dict[str, Any]) -> None:
         f"{doc['nccl_tests_version'] or '?'}, NCCL {doc['nccl_library'] or '?'}"
     )
     console.print(
-        Text(f"{head}; {len(doc['events'])} events; outcome {doc['outcome']}: {doc['reason']}")
+        Text(
+            printable(
+                f"{head}; {len(doc['events'])} events; outcome {doc['outcome']}: {doc['reason']}"
+            )
+        )
     )
     for ev in doc["evidence"]:
-        console.print(Text(f"  line {ev.get('line') or '?'}: {ev['text']}", style="dim"))
+        console.print(Text(printable(f"  line {ev.get('line') or '?'}: {ev['text']}"), style="dim"))
     if "avg_busbw_gbps" in doc:
-        console.print(Text(f"avg busbw {doc['avg_busbw_gbps']:g} GB/s"))
+        console.print(Text(printable(f"avg busbw {doc['avg_busbw_gbps']:g} GB/s")))
 
 
 def parse_command(files: list[Path], as_json: bool) -> int:
@@ -210,7 +221,7 @@ def parse_command(files: list[Path], as_json: bool) -> int:
             runs = parse_file(path)
         except (OSError, InputRefused) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            errors.print(Text(f"r2bench parse: cannot read {path}: {why}"), style="red")
+            errors.print(Text(printable(f"r2bench parse: cannot read {path}: {why}")), style="red")
             status = EXIT_USAGE
             continue
         for index, run in enumerate(runs):
@@ -235,7 +246,7 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     readable folder."""
     console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if not directory.is_dir():
-        errors.print(Text(f"r2bench import: {directory} is not a folder"), style="red")
+        errors.print(Text(printable(f"r2bench import: {directory} is not a folder")), style="red")
         return EXIT_USAGE
     target = RunStore(results, sweep or directory.resolve().name).sweep_dir
     try:
@@ -251,12 +262,14 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     try:
         report = import_dir(directory, results, sweep)
     except OSError as exc:
-        errors.print(Text(f"r2bench import: cannot read {directory}: {exc}"), style="red")
+        errors.print(
+            Text(printable(f"r2bench import: cannot read {directory}: {exc}")), style="red"
+        )
         return EXIT_USAGE
     for run_id, source in report.imported:
-        console.print(Text(f"imported {source} -> {run_id}"))
+        console.print(Text(printable(f"imported {source} -> {run_id}")))
     for source, reason in report.skipped:
-        errors.print(Text(f"skipped {source}: {reason}"), style="yellow")
+        errors.print(Text(printable(f"skipped {source}: {reason}")), style="yellow")
     if report.scenarios:
         named = ", ".join(f"{src} -> {sc}" for src, sc in sorted(report.scenarios.items())[:5])
         more = f" and {len(report.scenarios) - 5} more" if len(report.scenarios) > 5 else ""
@@ -279,7 +292,7 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
         try:
             rebuild(report.sweep_dir)
         except MissingExtra as exc:
-            errors.print(Text(f"note: tables not written: {exc}"), style="yellow")
+            errors.print(Text(printable(f"note: tables not written: {exc}")), style="yellow")
     return EXIT_OK
 
 
@@ -304,19 +317,22 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if fmt is not None and fmt not in FORMATS:
         errors.print(
-            Text(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}"), style="red"
+            Text(printable(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}")),
+            style="red",
         )
         return EXIT_USAGE
     if not sweep_dir.is_dir():
-        errors.print(Text(f"r2bench report: {sweep_dir} is not a folder"), style="red")
+        errors.print(Text(printable(f"r2bench report: {sweep_dir} is not a folder")), style="red")
         return EXIT_USAGE
     try:
         tables = rebuild(sweep_dir)
     except (OSError, OutsideFolder) as exc:  # a read-only copy, a tables/ link: from memory
-        errors.print(Text(f"warning: tables not written ({exc}); building them in memory"))
+        errors.print(
+            Text(printable(f"warning: tables not written ({exc}); building them in memory"))
+        )
         tables = build_tables(sweep_dir)
     for line in tables.warnings:
-        errors.print(Text(f"warning: {line}"), style="yellow")
+        errors.print(Text(printable(f"warning: {line}")), style="yellow")
     if len(tables.runs) == 0:
         errors.print(
             Text(
@@ -329,15 +345,18 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     try:
         figures = build_report(sweep_dir, tables, target)
     except OSError as exc:
-        errors.print(Text(f"r2bench report: cannot write {target}: {exc}"), style="red")
+        errors.print(Text(printable(f"r2bench report: cannot write {target}: {exc}")), style="red")
         return EXIT_USAGE
-    console.print(Text(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
+    console.print(
+        Text(printable(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
+    )
     if fmt is not None:
         result = export_figures(figures, target.parent, fmt, target.stem)
         if result.error:
             errors.print(
-                Text(f"warning: no static figures written: {result.error}"), style="yellow"
+                Text(printable(f"warning: no static figures written: {result.error}")),
+                style="yellow",
             )
         for path in result.paths:
-            console.print(Text(f"figure: {path}"))
+            console.print(Text(printable(f"figure: {path}")))
     return EXIT_OK

@@ -8,10 +8,12 @@ from xml.etree import ElementTree as ET
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from r2bench.compare.stats import Verdict
 from r2bench.compare.verdict import OUTCOME, Comparison, Row
 from r2bench.markup import markdown_text, xml_text
+from r2bench.textsafe import printable
 
 ORDER = (
     Verdict.REGRESSION, Verdict.INCOMPLETE, Verdict.MISSING, Verdict.UNDECIDED, Verdict.XFAIL,
@@ -130,7 +132,7 @@ def summary(cmp: Comparison) -> str:
 
 def print_table(cmp: Comparison, console: Console, everything: bool = False) -> None:
     """The verdicts as a rich table (rows that are `same` only with `everything`)."""
-    table = Table(title=f"{cmp.baseline} -> {cmp.candidate}", show_lines=False)
+    table = Table(title=Text(printable(f"{cmp.baseline} -> {cmp.candidate}")), show_lines=False)
     for name in ("cell", "metric", "baseline", "candidate", "change", "interval", "n", "bound",
                  "verdict", "note"):  # fmt: skip
         table.add_column(name, overflow="fold")
@@ -139,10 +141,12 @@ def print_table(cmp: Comparison, console: Console, everything: bool = False) -> 
     for row in rows[:MAX_ROWS]:
         style = STYLE[row.verdict]
         table.add_row(
-            cell_label(row, cmp.series_columns, shared), row.metric, _value(row.baseline),
+            Text(printable(cell_label(row, cmp.series_columns, shared))),
+            Text(printable(row.metric)), _value(row.baseline),
             _value(row.candidate), _pct(row.change), _interval(row),
             f"{row.n_baseline}/{row.n_candidate}", row.threshold,
-            f"[{style}]{row.verdict.value}[/]" if style else row.verdict.value, row.note,
+            f"[{style}]{row.verdict.value}[/]" if style else row.verdict.value,
+            Text(printable(row.note)),
         )  # fmt: skip
     if rows:
         console.print(table)
@@ -151,7 +155,7 @@ def print_table(cmp: Comparison, console: Console, everything: bool = False) -> 
     same = sum(r.verdict is Verdict.SAME for r in cmp.rows)
     if same and not everything:
         console.print(f"{same} rows `same` not shown.")
-    console.print(summary(cmp))
+    console.print(Text(printable(summary(cmp))))
 
 
 def markdown(cmp: Comparison) -> str:

@@ -439,6 +439,18 @@ def check_ssh_mesh(all_facts: list[NodeFacts], testbed: Testbed) -> list[CheckRe
     return results
 
 
+def check_transport(model: NodeModel) -> CheckResult:
+    """Which network transport NCCL can use from this node, and what that rules out."""
+    rdma = [nic.name for nic in model.data_nics if nic.kind in (NicKind.IB, NicKind.ROCE)]
+    if rdma:
+        return _result(model.name, "transport", Status.OK, f"IB verbs possible ({', '.join(rdma)})")
+    detail = (
+        "NET/Socket only (no IB/RoCE data NIC): R2CC_DISCONNECTED_HCA cannot fire here "
+        "(R-2CCL injects it in its IB transport only; fault a NIC instead)"
+    )
+    return _result(model.name, "transport", Status.OK, detail)
+
+
 # ---- all checks --------------------------------------------------------------------------
 
 
@@ -453,6 +465,7 @@ def _node_results(facts: NodeFacts, model: NodeModel, testbed: Testbed) -> list[
     results.append(check_clock(facts))
     results += [check(facts, model) for check in PER_NODE]
     results += [check_nic(facts, nic, model.sudo) for nic in model.nics]
+    results.append(check_transport(model))
     results.append(check_processes(facts))
     results.append(check_faults(facts, testbed.paths.work_dir, model.sudo))
     return results

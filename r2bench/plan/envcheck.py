@@ -1,7 +1,7 @@
 """Warnings about the environment a run gives its library (pure).
 
-A variable the library never reads is silently ignored by it: a misspelt or bare
-`R2CC_FAILOVER_TIMEOUT_MS` leaves R-2CCL on its derived 32 s timeout, R2CC_* variables given to
+A variable the library never reads is silently ignored by it: a misspelt failover timeout, or
+one without its NCCL_ prefix, leaves R-2CCL on its derived 32 s timeout, R2CC_* variables given to
 stock NCCL do nothing, NCCL ignores a one-character NCCL_SOCKET_IFNAME, and
 R2CC_DISCONNECTED_HCA is injected by R-2CCL's IB transport only. None of these stops a sweep,
 but each one changes what the figures mean, so `plan` says so, located at the setting.

@@ -38,6 +38,7 @@ _NCCL_RE = re.compile(
 # INFO lines worth classifying (R2CC events, the version, IB errors); the rest are skipped.
 _INFO_WORTH_RE = re.compile(
     r"HOT_REPAIR|STEP_SYNC|hot-repair|gather complete|R2CC_MODE=|type=BACKUP|OOB: Socket"
+    r"|R2CC inject failure"
     r"|NCCL version|Got completion"
 )
 _TS_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?")
@@ -123,6 +124,11 @@ _R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
         ),
     ),
     (EventKind.R2CC_HOT_REPAIR_DETECTED, re.compile(r"R2CC: hot-repair detected")),
+    (
+        # R2CC_DISCONNECTED_HCA firing in the IB transport (src/transport/net_ib.cc).
+        EventKind.R2CC_INJECTED_FAILURE,
+        re.compile(r"R2CC inject failure: channel=(?P<channel>\d+) step=(?P<step>\d+)"),
+    ),
     (
         EventKind.R2CC_GATHER_COMPLETE,
         re.compile(

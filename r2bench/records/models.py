@@ -168,6 +168,7 @@ class EventKind(str, Enum):
     R2CC_HOT_REPAIR_RECEIVED = "r2cc_hot_repair_received"
     R2CC_STEP_SYNC = "r2cc_step_sync"
     R2CC_HOT_REPAIR_DETECTED = "r2cc_hot_repair_detected"
+    R2CC_INJECTED_FAILURE = "r2cc_injected_failure"  # R2CC_DISCONNECTED_HCA fired (IB only)
     R2CC_GATHER_COMPLETE = "r2cc_gather_complete"
     R2CC_BACKUP_SWITCH = "r2cc_backup_switch"
     R2CC_BACKUP_CONNECTED = "r2cc_backup_connected"

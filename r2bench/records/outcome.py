@@ -348,6 +348,7 @@ FAILOVER_KINDS = frozenset(
         EventKind.R2CC_STEP_SYNC,
         EventKind.R2CC_HOT_REPAIR_DETECTED,
         EventKind.R2CC_GATHER_COMPLETE,
+        EventKind.R2CC_INJECTED_FAILURE,
     }
 )
 _NO_DEVICE = frozenset({"", "none", "-1"})
