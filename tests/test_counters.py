@@ -43,6 +43,16 @@ def _pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text()
 
 
+def _wait_for_samples(out: Path, nic: str, count: int, limit_s: float = 10.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        text = out.read_text() if out.exists() else ""
+        if sum(1 for line in text.splitlines() if f"\t{nic}\t" in line) >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {count} samples of {nic} after {limit_s} s")
+
+
 def test_sampler_daemonizes_samples_and_stops(tmp_path: Path) -> None:
     _fake_sysfs(tmp_path / "sys")
     out, pidfile = tmp_path / "run/counters.node0.tsv", tmp_path / "run/.sampler.pid"
@@ -58,10 +68,11 @@ def test_sampler_daemonizes_samples_and_stops(tmp_path: Path) -> None:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert b"R2B_RUN=run-x" in environ  # the run's kill-by-run finds it
-        time.sleep(0.3)
+        # Wait for samples rather than a fixed time: a busy machine starts the loop late.
+        _wait_for_samples(out, "eth1", 10)
         (tmp_path / "sys/class/net/eth1/statistics/tx_bytes").write_text("126000\n")
         (tmp_path / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
-        time.sleep(0.3)
+        _wait_for_samples(out, "eth1", 20)
     finally:
         stopping = time.monotonic()
         subprocess.run(["bash", str(SAMPLER), "stop", str(pidfile)], check=True, timeout=10)
