@@ -3,7 +3,8 @@ management path under any name (pure)."""
 
 from __future__ import annotations
 
-from r2bench.config.testbed import Launcher, Nic, NicKind, Node, Testbed, TestbedKind
+from r2bench.config.testbed import Launcher, Nic, NicKind, Node, Testbed
+from r2bench.config.testbed import TestbedKind as Kind
 from r2bench.faults.interlock import (
     InterfaceFacts,
     interface_refusal,
@@ -102,7 +103,7 @@ def test_on_a_virtual_testbed_only_the_first_selected_nic_is_nccls_bootstrap() -
     testbed, node = bed(*data)
     env = {"NCCL_SOCKET_IFNAME": "nic0,nic1,nic2,nic3"}
     assert interface_refusal(testbed, node, data[3], env=env) is not None
-    virtual = testbed.model_copy(update={"kind": TestbedKind.VIRTUAL})
+    virtual = testbed.model_copy(update={"kind": Kind.VIRTUAL})
     assert interface_refusal(virtual, node, data[3], env=env) is None
     refusal = interface_refusal(virtual, node, data[0], env=env)
     assert refusal is not None and "gives NCCL's bootstrap" in refusal.message
