@@ -73,3 +73,18 @@ def test_nccl_info_on_stdout_glues_log_lines_into_result_rows() -> None:
         if re.match(r"^\s+\d{8,}\s+\d+\s+float\s+sum\s+-1\S+:\d+:\d+ \[\d\] NCCL INFO", line)
     ]
     assert len(glued) == 2
+
+
+def test_the_first_result_is_found_in_rows_cut_apart_by_nccl_log_lines() -> None:
+    """The fault anchor `first_result`: on R-2CCL's INFO stdout the first row's head is glued to
+    a log line and its figures come thousands of lines later, glued to another."""
+    from r2bench.sweep.firstresult import FirstResultWatch
+
+    lines = _text("r2ccl-m0-info-on-stdout.head.txt").splitlines()
+    watch = FirstResultWatch()
+    hits = [line for line in lines if watch.feed(line)]
+    assert len(hits) == 1 and hits[0].lstrip().startswith("14596.0    1.15    1.15       0")
+    clean = FirstResultWatch()
+    row = "    16777216       4194304     float     sum      -1  11705.6    1.43    1.43       0"
+    assert not clean.feed("#       size         count      type   redop    root     time")
+    assert clean.feed(row) and not clean.feed(row)

@@ -8,7 +8,6 @@ killed mid-run leaves the output so far on disk.
 
 from __future__ import annotations
 
-import re
 import shlex
 import threading
 import time
@@ -32,6 +31,7 @@ from r2bench.records.tables import log_events, parse_outputs
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
+from r2bench.sweep.firstresult import FirstResultWatch
 from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.preflight import preflight_problems
 
@@ -40,7 +40,6 @@ T = TypeVar("T")
 STAGES = ("preflight", "launch", "faults", "wait", "teardown", "collect", "record")
 DEADLINE_GRACE_S = 15.0
 """Past the run's deadline, the controller stops waiting for the node-side kill."""
-_RESULT_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+\s+\S")
 
 
 class SweepStop(RuntimeError):
@@ -71,7 +70,7 @@ class _Job:
     on_first_result: Callable[[float], None]
     result: CommandResult | None = None
     error: NodeError | None = None
-    first_result_seen: bool = False
+    first_result: FirstResultWatch = field(default_factory=FirstResultWatch)
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -92,8 +91,7 @@ class _Job:
                 times.write(f"{line.time:.6f}\n")
                 text.flush()
                 times.flush()
-        if line.stream == "stdout" and not self.first_result_seen and _RESULT_ROW.match(line.text):
-            self.first_result_seen = True
+        if line.stream == "stdout" and self.first_result.feed(line.text):
             self.on_first_result(line.time)
 
     def close(self) -> None:
@@ -367,7 +365,7 @@ class RunExecutor:
 def _unfired_outcome(outcome: Outcome, unfired: list[str], job: _Job | None) -> Outcome:
     """A planned fault whose trigger never came: an ok run measured no fault; any other outcome
     says so beside its own reason (e.g. no first result line was recognised)."""
-    seen = job is not None and job.first_result_seen
+    seen = job is not None and job.first_result.seen
     why = "the run ended before its trigger" + ("" if seen else " (no result line was seen)")
     text = f"{', '.join(unfired)} never fired: {why}"
     if outcome.status is OutcomeStatus.OK:
