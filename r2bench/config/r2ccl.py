@@ -24,6 +24,15 @@ DISCONNECTED_STEP_DEFAULT = 10
 MODE_AFTER_REPAIR = 2
 
 
+# R2CC_DISCONNECTED_HCA values that name no device (the variable is then off).
+NO_DEVICE = frozenset({"", "none", "-1"})
+
+
+def arms_software_fault(value: object) -> bool:
+    """Whether R2CC_DISCONNECTED_HCA=`value` names a device to fail."""
+    return str(value).strip().lower() not in NO_DEVICE
+
+
 R2CC_PREFIXES = ("R2CC_", "NCCL_R2CC_")
 # R-2CCL's variables outside those prefixes.
 R2CC_OTHERS = frozenset({"FAILURE2_SAME_SERVER"})

@@ -20,15 +20,13 @@ from r2bench.config.r2ccl import (
     DISCONNECTED_STEP_DEFAULT,
     FAILOVER_TIMEOUT_VAR,
     IGNORED_TIMEOUT_VAR,
+    arms_software_fault,
     is_r2cc_variable,
 )
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
 from r2bench.config.testbed import NicKind, Testbed
 from r2bench.plan.sweep import Point
-
-# Values of R2CC_DISCONNECTED_HCA that name no device.
-NO_DEVICE = frozenset({"", "none", "-1"})
 
 
 @dataclass(frozen=True)
@@ -66,9 +64,9 @@ def _settings(
         whole = {k: str(v) for env, _ in layers for k, v in env.items()}
         for env, base in layers:
             for name, value in env.items():
-                origin = point.origins.get(name, (*base, name))
-                if base != ("sweep",):
-                    origin = (*base, name)
+                origin = (*base, name)
+                if base == ("sweep",):  # a dimension: where its value was written
+                    origin = point.origins.get(name, origin)
                 setting = _Setting(label, recipe, name, str(value), origin, faulted, whole)
                 seen.setdefault((label, name, str(value), faulted), setting)
     return list(seen.values())
@@ -140,7 +138,7 @@ def _socket_transport(testbed: Testbed, env: Mapping[str, str]) -> bool:
 def _disconnected_hca(
     setting: _Setting, testbed: Testbed, env: Mapping[str, str]
 ) -> tuple[str, str] | None:
-    if setting.value.strip().lower() in NO_DEVICE:
+    if not arms_software_fault(setting.value):
         return None
     if _socket_transport(testbed, env):
         return (

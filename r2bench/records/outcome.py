@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from r2bench.config.r2ccl import arms_software_fault
 from r2bench.config.recipe import KnownFailure
 from r2bench.records.buildlog import analyze
 from r2bench.records.events import clean
@@ -351,14 +352,13 @@ FAILOVER_KINDS = frozenset(
         EventKind.R2CC_INJECTED_FAILURE,
     }
 )
-_NO_DEVICE = frozenset({"", "none", "-1"})
 
 
 def software_fault_check(outcome: Outcome, env: dict[str, str], events: Sequence[Event]) -> Outcome:
     """`fault_not_injected` for an ok run that armed R2CC_DISCONNECTED_HCA with no failover in
     its logs; any other outcome is returned as it is."""
     armed = str(env.get("R2CC_DISCONNECTED_HCA", "")).strip()
-    if outcome.status is not OutcomeStatus.OK or armed.lower() in _NO_DEVICE:
+    if outcome.status is not OutcomeStatus.OK or not arms_software_fault(armed):
         return outcome
     if any(event.kind in FAILOVER_KINDS for event in events):
         return outcome

@@ -10,7 +10,6 @@ column says so.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -22,7 +21,6 @@ from plotly.io.json import to_json_plotly
 from r2bench.records import recovery as rc
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, parse_run
-from r2bench.safeio import JSON_RECORD_LIMIT, read_text_bounded
 
 TIME_METRICS = ("detect_s", "stall_s", "recover_s")
 RATIO_METRICS = ("degraded_ratio", "failback_ratio")
@@ -237,18 +235,11 @@ def observer_rows(sweep_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _any_emulated(sweep_dir: Path, tables: Tables) -> bool:
+def _any_emulated(tables: Tables) -> bool:
     """Whether a run of the sweep used one of r2bench's emulated libraries (their recipes)."""
-    paths = tables.runs["path"].dropna() if "path" in tables.runs else []
-    for path in paths:
-        try:
-            spec = json.loads(read_text_bounded(sweep_dir / path / "spec.json", JSON_RECORD_LIMIT))
-        except (OSError, ValueError):
-            continue
-        library = spec.get("library") if isinstance(spec, dict) else None
-        if isinstance(library, dict) and str(library.get("recipe", "")).startswith("emulated"):
-            return True
-    return False
+    if "library_recipe" not in tables.runs:
+        return False
+    return bool(tables.runs["library_recipe"].astype(str).str.startswith("emulated").any())
 
 
 def recovery_section(sweep_dir: Path, tables: Tables) -> str:
@@ -260,7 +251,7 @@ def recovery_section(sweep_dir: Path, tables: Tables) -> str:
     emulated = (
         " Runs of the emulated libraries stand in for stock NCCL and R-2CCL (an emulation of "
         "their design on the virtual testbed, not the libraries; docs/gpu.md has the real ones)."
-        if _any_emulated(sweep_dir, tables)
+        if _any_emulated(tables)
         else ""
     )
     note = (
