@@ -196,6 +196,18 @@ def test_large_leases_render_as_plain_decimals() -> None:
         format_seconds(float("inf"))
 
 
+def test_every_process_fault_sends_the_signal_its_catalogue_entry_names() -> None:
+    kinds = [kind for kind in FAULT_KINDS.values() if not kind.targets_nic]
+    assert {kind.name: kind.signal for kind in kinds} == {
+        "process_stop": "STOP",
+        "process_kill": "KILL",
+    }
+    for kind in kinds:
+        argv = injector_argv(kind, "inject", None, {"rank": "1"}, "t", "/w", run_id="r1")
+        assert argv[argv.index("--signal") + 1] == kind.signal
+    assert all(kind.signal is None for kind in FAULT_KINDS.values() if kind.targets_nic)
+
+
 def test_plan_json_has_numeric_deadlines_and_leases(tmp_path: Path) -> None:
     body = PAPER.read_text().replace("deadline_s: 900", "deadline_s: 604800")
     body = body.replace("        duration_s: 60\n", "")

@@ -35,6 +35,8 @@ class FaultKind:
     )
     targets_nic: bool = True
     """False for faults of a process (a rank of the run), which name no NIC."""
+    signal: str | None = None
+    """The signal a process fault sends the rank (STOP, KILL); None for NIC faults."""
 
 
 def _ib_port_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
@@ -154,6 +156,7 @@ _ALL_KINDS = (
         required_params=("rank",),
         target_args=_rank_args,
         targets_nic=False,
+        signal="STOP",
     ),
     FaultKind(
         name="process_kill",
@@ -163,6 +166,7 @@ _ALL_KINDS = (
         required_params=("rank",),
         target_args=_rank_args,
         targets_nic=False,
+        signal="KILL",
     ),
 )
 
@@ -201,13 +205,12 @@ def injector_argv(
     if action == "inject" and protect:
         argv += ["--protect-if", ",".join(protect)]
     if not kind.targets_nic:
-        signal = "STOP" if kind.name == "process_stop" else "KILL"
         return [
             *argv,
             "--run",
             run_id or "",
             "--signal",
-            signal,
+            kind.signal or "KILL",
             *kind.target_args(Nic.model_construct(name=""), params),
         ]
     assert nic is not None

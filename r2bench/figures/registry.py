@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from r2bench.faults.catalogue import FAULT_KINDS
 from r2bench.records.tables import Tables
 from r2bench.report import figures as rf
 from r2bench.report import series as rs
@@ -43,9 +44,13 @@ MODE_COLOURS = {
 }
 EMULATOR_RECIPES = frozenset({"emulated-lib", "emulated-nccl"})
 """Recipes of the CPU emulator: it models R2CCL's behaviour, it is not R2CCL."""
-PROCESS_FAULT = "process_"
-"""Fault kinds of a rank (process_stop, process_kill), not of a NIC."""
 FONT = {"family": "Times New Roman, Times, serif", "size": 15}
+
+
+def _of_a_process(kind: str) -> bool:
+    """A fault kind of a rank (the catalogue's process faults), not of a NIC."""
+    known = FAULT_KINDS.get(kind)
+    return known is not None and not known.targets_nic
 
 
 class MissingInput(Exception):
@@ -179,7 +184,7 @@ def sweep_of(tables: Tables) -> Sweep:
     # Process faults (a rank stopped or killed) are not the NIC failures the claims are about;
     # a faulted run whose fault kinds were not recorded counts as a NIC failure.
     runs["nic_fault"] = [
-        n > 0 and not (kinds.get(rid) and all(k.startswith(PROCESS_FAULT) for k in kinds[rid]))
+        n > 0 and not (kinds.get(rid) and all(_of_a_process(k) for k in kinds[rid]))
         for rid, n in zip(runs["run_id"], runs["n_faults"], strict=True)
     ]
     runs["emulated"] = runs["library_recipe"].isin(EMULATOR_RECIPES)
