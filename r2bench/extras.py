@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 
+from r2bench.errors import EnvironmentFailure
+
 REPORT_PACKAGES = ("pandas", "pyarrow", "plotly")
 
 
-class MissingExtra(ImportError, ValueError):
+class MissingExtra(EnvironmentFailure, ImportError, ValueError):
     """An optional part was used without the packages it needs (a ValueError too, so callers
     that report bad input as one line also report this one)."""
 

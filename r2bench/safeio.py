@@ -12,16 +12,18 @@ import os
 import stat
 from pathlib import Path
 
+from r2bench.errors import InputError
+
 # Caps for files read whole. Logs are never read whole: they are streamed line by line.
 CONFIG_LIMIT = 4 * 1024 * 1024
 JSON_RECORD_LIMIT = 16 * 1024 * 1024
 
 
-class InputRefused(ValueError):
+class InputRefused(InputError, ValueError):
     """An input file r2bench will not read: not a regular file, or larger than its cap."""
 
 
-class OutsideFolder(ValueError):
+class OutsideFolder(InputError, ValueError):
     """A path that leaves the folder it must stay in (through a symlink or '..')."""
 
 

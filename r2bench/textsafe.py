@@ -17,6 +17,8 @@ from collections.abc import MutableMapping
 
 from rich.markup import escape
 
+from r2bench.errors import EnvironmentFailure
+
 # C0 and C1 controls, DEL, and the Unicode characters that move or reorder text: line and
 # paragraph separators, bidirectional marks, embeddings, overrides and isolates.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -43,7 +45,7 @@ def markup_safe(text: object) -> str:
     return escape(printable(text))
 
 
-class OutputClosed(OSError):
+class OutputClosed(EnvironmentFailure, OSError):
     """Standard output is closed: whatever a command prints would be lost."""
 
 

@@ -31,6 +31,7 @@ from r2bench.config.testbed import (
     SshOptions,
     Testbed,
 )
+from r2bench.errors import InputError
 
 GENI_V3 = "http://www.geni.net/resources/rspec/3"
 CONTROL_NIC = "control"
@@ -43,7 +44,7 @@ _IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,14}$")
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-class ManifestError(ValueError):
+class ManifestError(InputError, ValueError):
     """The text is not a usable manifest; the message is one line for the user."""
 
 

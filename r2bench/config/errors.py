@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from r2bench.errors import InputError
+
 FieldPath = tuple[str | int, ...]
 
 
@@ -50,7 +52,7 @@ class ConfigIssue:
 
 
 @dataclass
-class ConfigError(Exception):
+class ConfigError(InputError):
     """Raised when an experiment or testbed file is invalid; carries every issue found."""
 
     issues: Sequence[ConfigIssue] = field(default_factory=list)

@@ -22,6 +22,8 @@ from typing import Literal, TypedDict
 
 from typing_extensions import Self
 
+from r2bench.errors import EnvironmentFailure
+
 Command = str | Sequence[str]
 """An argv list (quoted element by element) or a shell line (used as written)."""
 
@@ -79,7 +81,7 @@ class StreamLine:
 LineHandler = Callable[[StreamLine], None]
 
 
-class NodeError(Exception):
+class NodeError(EnvironmentFailure):
     """A command or transfer failed on a node; the message names the node and the command."""
 
     def __init__(self, node: str, command: str, message: str, result: CommandResult | None = None):

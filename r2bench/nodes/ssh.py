@@ -29,6 +29,7 @@ from fabric import Config, Connection
 
 from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import SshOptions
+from r2bench.errors import EnvironmentFailure
 from r2bench.nodes.base import (
     Command,
     CommandResult,
@@ -56,7 +57,7 @@ _READ_SIZE = 65536
 _TIMEOUT_EXIT = 124
 
 
-class UnknownHostKeyError(paramiko.SSHException):
+class UnknownHostKeyError(EnvironmentFailure, paramiko.SSHException):
     """The server's host key is not in known_hosts."""
 
 

@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from r2bench.config.recipe import GitSource, RecipeKind
+from r2bench.errors import EnvironmentFailure
 from r2bench.nodes.base import Node, NodeError, StreamLine
 from r2bench.nodes.pool import NodePool, make_node
 from r2bench.plan.build import Inputs, make_plan
@@ -63,7 +64,7 @@ class SetupOptions:
     build_timeout_s: float = BUILD_TIMEOUT_S
 
 
-class StepFailed(Exception):
+class StepFailed(EnvironmentFailure):
     """A step cannot go on; the message says why (for the user)."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r2bench.config.recipe import Recipe, RecipePatch, satisfies
+from r2bench.errors import InputError
 from r2bench.setup.probe import NodeFacts
 
 PATCH_FOLDER = ".r2bench-patches"
@@ -43,7 +44,7 @@ class SelectedPatch:
         return {"file": self.file, "sha256": self.sha256, "why": self.why}
 
 
-class PatchMissing(Exception):
+class PatchMissing(InputError):
     """A recipe names a patch file that is not there."""
 
 

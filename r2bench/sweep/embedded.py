@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r2bench.config.experiment import VirtualTestbedSpec
+from r2bench.errors import EnvironmentFailure
 from r2bench.virtual.describe import build_testbed, to_yaml
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import VirtualSpec, default_state_dir, plan_testbed
@@ -24,7 +25,7 @@ from r2bench.virtual.teardown import TestbedError, teardown
 EMBEDDED_NAME = "r2bench"
 
 
-class EmbeddedTestbedError(RuntimeError):
+class EmbeddedTestbedError(EnvironmentFailure, RuntimeError):
     """The embedded testbed cannot be brought up here; the message says what to do."""
 
 

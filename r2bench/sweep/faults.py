@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import NodeError
 from r2bench.plan.model import FaultStep, PlannedRun
 from r2bench.records.store import FaultEvent
@@ -27,7 +28,7 @@ INJECT_TIMEOUT_S = 30.0
 REVERT_TIMEOUT_S = 120.0
 
 
-class FaultError(RuntimeError):
+class FaultError(EnvironmentFailure, RuntimeError):
     """A fault could not be armed, applied or (worst) reverted."""
 
 

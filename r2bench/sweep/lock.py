@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from r2bench.errors import EnvironmentFailure
+
 LOCK_NAME = ".lock"
 
 
-class LockedError(RuntimeError):
+class LockedError(EnvironmentFailure, RuntimeError):
     """Another sweep holds the results folder."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, TypeVar
 
 from r2bench.config.testbed import Testbed
+from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.plan.build import RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
@@ -42,7 +43,7 @@ DEADLINE_GRACE_S = 15.0
 """Past the run's deadline, the controller stops waiting for the node-side kill."""
 
 
-class SweepStop(RuntimeError):
+class SweepStop(EnvironmentFailure, RuntimeError):
     """The sweep cannot go on: a node is lost, a fault was not reverted, a process survived."""
 
 

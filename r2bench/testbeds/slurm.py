@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from r2bench.config.testbed import Launcher, LauncherKind, Node, Testbed
+from r2bench.errors import InputError
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_HOSTS = 100_000
 
 
-class SlurmError(ValueError):
+class SlurmError(InputError, ValueError):
     """The environment does not describe a usable allocation; one line for the user."""
 
 

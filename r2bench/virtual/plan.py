@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from r2bench.errors import InputError
+
 POOL = ipaddress.IPv4Network("198.18.0.0/15")
 """Every address the virtual testbed uses comes from this benchmarking block (RFC 2544)."""
 
@@ -56,7 +58,7 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 _OBJECT_SUFFIX = r"(node[0-9]+|mgmt|rail[0-9]+|probe)"
 
 
-class PlanError(ValueError):
+class PlanError(InputError, ValueError):
     """The requested testbed cannot be built as asked (bad name, too many nodes...)."""
 
 

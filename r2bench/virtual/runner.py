@@ -9,13 +9,15 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from r2bench.errors import EnvironmentFailure
+
 Argv = Sequence[str]
 
 # Where root tools live on Debian even when PATH lacks the sbin directories.
 _SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
-class CommandError(RuntimeError):
+class CommandError(EnvironmentFailure, RuntimeError):
     """A command failed (or could not start); names the command and carries its stderr."""
 
     def __init__(self, argv: Argv, returncode: int | None, stderr: str) -> None:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from r2bench.errors import EnvironmentFailure, ExitCode
 from r2bench.virtual.plan import host_ifname, owns_netns
 from r2bench.virtual.runner import run, succeeds
 from r2bench.virtual.state import Manifest, StatePaths
@@ -17,14 +18,14 @@ from r2bench.virtual.state import Manifest, StatePaths
 KILL_WAIT_S = 2.0
 
 
-class TestbedError(RuntimeError):
+class TestbedError(EnvironmentFailure, RuntimeError):
     """A virtual testbed operation failed; `exit_code` 2 = refused up front, 1 = failed."""
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(self, message: str, exit_code: int = ExitCode.FAILED) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = ExitCode(exit_code)
 
 
 def list_netns() -> list[str]:
