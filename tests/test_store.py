@@ -8,14 +8,17 @@ import stat
 from pathlib import Path
 
 import pytest
+from captures import top_level_copy
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
+from r2bench.records.importer import import_dir
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.provenance import collect, git_state, nccl_version_text, redact_env
+from r2bench.records.tables import INVALID, build_tables
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 
@@ -162,6 +165,70 @@ def test_unreadable_parts_load_as_empty(tmp_path: Path) -> None:
     (folder.path / "faults.jsonl").write_text('{"action": "inject"}\nnonsense\n')
     rec = store.load("r1")
     assert (rec.spec, rec.end, rec.faults, rec.complete) == ({}, None, [], False)
+
+
+def _set_format(run_dir: Path, value: object) -> dict[str, object]:
+    """Rewrite a run's spec.json with `format` set to `value` (removed for None)."""
+    data = json.loads((run_dir / st.SPEC).read_text())
+    data.pop("format", None)
+    if value is not None:
+        data["format"] = value
+    (run_dir / st.SPEC).write_text(json.dumps(data))
+    return data
+
+
+def test_run_folders_carry_the_format_they_were_written_in(tmp_path: Path) -> None:
+    store = st.RunStore(tmp_path, "sweep")
+    folder = store.start(spec())
+    written = json.loads((folder.path / st.SPEC).read_text())
+    assert written["format"] == st.RUN_FORMAT == 1
+    rec = store.load(folder.run_id)
+    assert rec.problems == () and rec.spec == written
+
+
+def test_imported_runs_carry_the_format_too(tmp_path: Path) -> None:
+    report = import_dir(top_level_copy(tmp_path / "captured"), tmp_path / "results", "imp")
+    runs = [p for p in report.sweep_dir.iterdir() if (p / st.SPEC).is_file()]
+    assert runs
+    for run in runs:
+        assert json.loads((run / st.SPEC).read_text())["format"] == st.RUN_FORMAT
+
+
+@pytest.mark.parametrize("value", [None, 0])
+def test_folders_written_before_the_format_read_as_format_0(tmp_path: Path, value: object) -> None:
+    store = st.RunStore(tmp_path, "sweep")
+    folder = store.start(spec())
+    data = _set_format(folder.path, value)
+    rec = store.load(folder.run_id)
+    assert rec.problems == () and rec.spec == data
+    assert st.run_format(rec.spec) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(99, "99"), ("x", "'x'"), (True, "True"), (-1, "-1"), (1.0, "1.0")]
+)
+def test_a_format_this_r2bench_does_not_know_is_a_problem_of_that_run(
+    tmp_path: Path, value: object, shown: str
+) -> None:
+    cfg = SampleConfig(modes=("1",), scenarios=("none",), repeats=3, sizes=3)
+    store = write_sample_sweep(tmp_path, DATA, cfg)
+    newer, *others = sorted(store.run_dirs())
+    _set_format(newer, value)
+
+    rec = st.load_run(newer)
+    expected = f"{newer / st.SPEC}: format: {shown}"
+    assert len(rec.problems) == 1 and rec.problems[0].startswith(expected), rec.problems
+    assert "written by a newer r2bench; upgrade r2bench to read it" in rec.problems[0]
+    assert (rec.spec, rec.provenance, rec.end, rec.faults) == ({}, {}, None, [])
+
+    tables = build_tables(store.sweep_dir, workers=1)
+    runs = tables.runs.set_index("run_id")
+    assert runs.loc[newer.name, "outcome"] == INVALID
+    assert expected in runs.loc[newer.name, "reason"]
+    assert any(expected in w for w in tables.warnings)
+    for other in others:
+        assert runs.loc[other.name, "outcome"] != INVALID and runs.loc[other.name, "complete"]
+    assert set(tables.results["run_id"]) == {p.name for p in others}
 
 
 @pytest.mark.parametrize("bad", ["../x", "a/../../b", "/etc/passwd", "", "a\nb"])

@@ -4,7 +4,7 @@ Layout of a run folder (every file written to a temporary name and renamed into 
 reader never sees half a file; `COMPLETE` is written last):
 
 ```
-spec.json          the RunSpec (with its run_id)
+spec.json          the RunSpec (with its run_id) and the folder's `format` (RUN_FORMAT)
 provenance.json    versions, commits, hosts, environment (secrets dropped), re-run command
 stdout.txt         the launcher's stdout (nccl-tests text output)
 stderr.txt         the launcher's stderr (NCCL logs, mpirun messages)
@@ -21,6 +21,9 @@ COMPLETE           the marker: the run folder is whole (written last)
 
 A folder without `COMPLETE` is a crashed or interrupted run: it is listed as incomplete and
 kept. `RunStore.create` never overwrites one; it moves it aside to `<run-id>.incomplete-<n>`.
+
+spec.json's `format` says which layout the folder was written in, so that an older r2bench
+refuses a folder it would misread instead of reporting wrong numbers (`format_problem`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ from r2bench.safeio import (
     writable,
 )
 
+RUN_FORMAT = 1
+"""The run-folder format this r2bench writes (spec.json's `format`) and the newest it reads.
+Bump it when a change would make an older r2bench misread a folder: a file or field renamed,
+removed or given another meaning, unit or type. Adding a file or a field that older readers may
+ignore does not bump it. Folders written before the field existed have none: format 0, the
+same layout as format 1."""
+FORMAT_FIELD = "format"
 SPEC = "spec.json"
 PROVENANCE = "provenance.json"
 STDOUT = "stdout.txt"
@@ -171,8 +181,10 @@ class RunFolder:
         atomic_write(target, data)
 
     def write_spec(self, spec: RunSpec) -> None:
-        """spec.json: the RunSpec, with its run_id."""
-        self._write(self.path / SPEC, spec.model_dump_json(indent=2))
+        """spec.json: the RunSpec, with its run_id, and the folder's format (RUN_FORMAT) first,
+        so that a reader knows whether it can read the folder before it reads anything else."""
+        data = {FORMAT_FIELD: RUN_FORMAT, **json.loads(spec.model_dump_json())}
+        self._write(self.path / SPEC, json.dumps(data, indent=2, ensure_ascii=False))
 
     def write_provenance(self, provenance: Provenance) -> None:
         """provenance.json."""
@@ -375,23 +387,63 @@ class ProvenanceFields(_Lenient):
     env: dict[str, str] = Field(default_factory=dict)
 
 
-def _read_json(path: Path | None, fields: type[BaseModel], problems: list[str]) -> dict[str, Any]:
-    """A JSON object record checked against `fields`; {} (and a problem) when it is bad,
-    {} alone when it was not written or is a link out of its folder (listed already)."""
+def run_format(spec: dict[str, Any]) -> object:
+    """The format a spec.json says its folder is in: 0 when it names none (written before the
+    field existed), else its value as written (check it with `format_problem`)."""
+    return spec.get(FORMAT_FIELD, 0)
+
+
+def format_problem(path: Path, spec: dict[str, Any]) -> str | None:
+    """Why a run folder whose spec.json (at `path`) holds `spec` cannot be read by this
+    r2bench: its format is newer than RUN_FORMAT, or no format at all. None when it can.
+    A newer folder is refused whole rather than read field by field: its fields may mean
+    something else now, and a wrong number in a table is worse than a run marked invalid."""
+    value = run_format(spec)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= RUN_FORMAT:
+        return None
+    fix = "written by a newer r2bench; upgrade r2bench to read it"
+    if isinstance(value, int) and not isinstance(value, bool) and value > RUN_FORMAT:
+        why = f"newer than the newest run-folder format this r2bench reads ({RUN_FORMAT})"
+    else:
+        why = f"not a run-folder format this r2bench knows (an integer from 0 to {RUN_FORMAT})"
+    return f"{path}: {FORMAT_FIELD}: {value!r} is {why}; {fix}"
+
+
+def _read_object(path: Path | None, problems: list[str]) -> dict[str, Any] | None:
+    """A JSON object record; None (and a problem) when it is bad, None alone when it was not
+    written or is a link out of its folder (listed already)."""
     if path is None or (not path.exists() and not path.is_symlink()):
-        return {}
+        return None
     try:
         data = load_json_record(path)
-        if not isinstance(data, dict):
-            raise RecordError(f"{path}: not a JSON object")
-        fields.model_validate(data)
     except RecordError as exc:
         problems.append(str(exc))
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path}: not a JSON object")
+        return None
+    return data
+
+
+def _checked(
+    path: Path | None, data: dict[str, Any] | None, fields: type[BaseModel], problems: list[str]
+) -> dict[str, Any]:
+    """`data` (read from `path`) when its fields validate against `fields`, else {} (and a
+    problem naming the field); {} for no data."""
+    if data is None or path is None:
         return {}
+    try:
+        fields.model_validate(data)
     except ValidationError as exc:
         problems.append(validation_problems(path, exc))
         return {}
     return data
+
+
+def _read_json(path: Path | None, fields: type[BaseModel], problems: list[str]) -> dict[str, Any]:
+    """A JSON object record checked against `fields`; {} (and a problem) when it is bad,
+    {} alone when it was not written or is a link out of its folder (listed already)."""
+    return _checked(path, _read_object(path, problems), fields, problems)
 
 
 def _read_jsonl(path: Path, model: type[Any]) -> list[Any]:
@@ -422,17 +474,24 @@ def _read_end(path: Path | None, problems: list[str]) -> RunEnd | None:
 def load_run(path: Path) -> RunRecord:
     """Read one run folder (complete or not); never raises. Parts that cannot be used (a bad
     spec.json, provenance.json or outcome.json, a link leading out of the folder) come back
-    empty and are listed in `problems`, each naming its file and field."""
+    empty and are listed in `problems`, each naming its file and field. A folder in a format
+    this r2bench does not know (`format_problem`) is not read beyond that: every part comes
+    back empty and the format is its problem."""
     problems = _links_out(path)
     safe = {
         name: path / name if _stays_in(path, path / name) else None
         for name in (SPEC, PROVENANCE, OUTCOME, FAULTS)
     }
+    complete = _part(path, COMPLETE) is not None
+    raw_spec = _read_object(spec_path := safe[SPEC], problems)
+    unknown = format_problem(spec_path, raw_spec) if spec_path and raw_spec is not None else None
+    if unknown:
+        return RunRecord(path.name, path, complete, {}, {}, None, [], (*problems, unknown))
     return RunRecord(
         run_id=path.name,
         path=path,
-        complete=_part(path, COMPLETE) is not None,
-        spec=_read_json(safe[SPEC], SpecFields, problems),
+        complete=complete,
+        spec=_checked(spec_path, raw_spec, SpecFields, problems),
         provenance=_read_json(safe[PROVENANCE], ProvenanceFields, problems),
         end=_read_end(safe[OUTCOME], problems),
         faults=_read_jsonl(faults, FaultEvent) if (faults := safe[FAULTS]) else [],
