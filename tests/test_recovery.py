@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from r2bench.records import recovery as rc
-from r2bench.records.observers import ras_start_command, ras_verdict
+from r2bench.records.ras import ras_verdict
 from r2bench.records.tables import build_tables
 from r2bench.report.recovery import recovery_section, recovery_table, run_metrics
+from r2bench.sweep.observers import ras_start_command
 
 SWEEP = Path(__file__).parent / "data" / "sweeps" / "quickstart"
 M0 = SWEEP / "all_reduce-emulated-m0-nic1-down-r0-c067cbf7ca"

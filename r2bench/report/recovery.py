@@ -214,7 +214,7 @@ def _html_table(frame: pd.DataFrame) -> str:
 
 def observer_rows(sweep_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
     """Per faulted run with an NCCL RAS record: the truth (NIC, when) beside RAS's verdict."""
-    from r2bench.records.observers import RAS_FILE, ras_verdict
+    from r2bench.records.ras import RAS_FILE, ras_verdict
 
     rows = []
     for row in metrics.itertuples(index=False):

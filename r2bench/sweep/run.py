@@ -25,7 +25,6 @@ from r2bench.plan.build import RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
-from r2bench.records.observers import collect_observers, start_observers
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.tables import log_events, parse_outputs
@@ -34,6 +33,7 @@ from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
 from r2bench.sweep.firstresult import FirstResultWatch
 from r2bench.sweep.flood import LogCondenser
+from r2bench.sweep.observers import collect_observers, start_observers
 from r2bench.sweep.preflight import preflight_problems
 
 T = TypeVar("T")
