@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -19,7 +18,9 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 import r2bench
+from r2bench.commands.failures import debug_requested, print_config_error, report_error
 from r2bench.config.errors import ConfigError
+from r2bench.errors import ExitCode
 from r2bench.textsafe import prepare_streams, printable
 
 # Commands in the order of a user's work; commands added later are listed after these.
@@ -50,9 +51,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-EXIT_USAGE = 2
-_DEBUG = {"on": False}
-
 
 def _show_version(value: bool) -> None:
     if value:
@@ -78,17 +76,15 @@ def _main_options(
         ),
     ] = False,
 ) -> None:
-    """Fault-injection and benchmarking harness for R2CCL and NCCL."""
-    _DEBUG["on"] = debug
+    """Fault-injection and benchmarking harness for R2CCL and NCCL.
+
+    `--debug` is read by `main` from the command line (see `debug_requested`), so that it
+    holds for errors raised before this callback runs too.
+    """
+    del debug
     if verbose:
         level = logging.DEBUG if verbose > 1 else logging.INFO
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-
-
-def _error_text(error: BaseException) -> str:
-    if isinstance(error, OSError) and error.filename is not None:
-        return f"{error.strerror or error}: {error.filename}"
-    return str(error) or type(error).__name__
 
 
 @contextmanager
@@ -97,13 +93,8 @@ def config_errors(console: Console) -> Iterator[None]:
     try:
         yield
     except ConfigError as error:
-        for issue in error.issues:
-            console.print(printable(issue.render()), markup=False, highlight=False, soft_wrap=True)
-        count = len(error.issues)
-        console.print(
-            f"{count} problem{'s' if count != 1 else ''} found; nothing was run.", style="red"
-        )
-        raise typer.Exit(EXIT_USAGE) from None
+        print_config_error(error, console)
+        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def _stderr() -> Console:
@@ -568,7 +559,7 @@ def sweep(
     console = _stderr()
     if rerun not in (None, "failed"):
         console.print(f"--rerun takes `failed`, not {rerun!r}", style="red")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(ExitCode.USAGE)
     options = SweepOptions(
         experiment,
         testbed,
@@ -676,8 +667,8 @@ def cli() -> Any:
 
 
 def main() -> None:
-    """Console-script entry point: any expected error is one line on stderr and exit 2
-    (`--debug` shows the traceback)."""
+    """Console-script entry point; see `r2bench.commands.failures` for what each error ends as.
+    `--debug` shows the traceback of expected errors too."""
     try:
         prepare_streams(os.environ)
         cli()(prog_name="r2bench")
@@ -685,12 +676,6 @@ def main() -> None:
         # The reader went away (`| head`): stop quietly, and keep Python's own flush at exit
         # from failing again on the dead pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(1) from None
-    except (OSError, ValueError, RuntimeError) as error:
-        if _DEBUG["on"] or "--debug" in sys.argv:
-            traceback.print_exc()
-        else:
-            message = printable(_error_text(error))
-            _stderr().print(f"r2bench: error: {message}", style="red", markup=False)
-            _stderr().print("(run again with --debug for the traceback)", style="dim")
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(ExitCode.FAILED) from None
+    except Exception as error:  # every error ends here: one line, or a bug's traceback
+        raise SystemExit(report_error(error, debug_requested(sys.argv[1:]), _stderr())) from None

@@ -22,6 +22,9 @@ class ExitCode(IntEnum):
     USAGE = 2
     """r2bench refused to go on: bad input, a missing tool or extra, a node or step that
     failed. The message names what and how to fix it."""
+    BUG = 70
+    """A bug in r2bench (sysexits' EX_SOFTWARE): an error it did not expect. The traceback and
+    a request to report it are printed."""
     INTERRUPTED = 130
     """Ctrl-C (128 + SIGINT), after cleaning up."""
 

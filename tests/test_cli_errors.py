@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 from captures import DATA
 
+import r2bench
+from r2bench.commands.failures import debug_requested
+from r2bench.errors import ExitCode
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -193,3 +197,72 @@ def test_a_closed_stdin_changes_nothing(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert b"8 runs" in proc.stdout
+
+
+# ---- one rule for what an error ends as ----------------------------------------------------------
+
+
+def _run_raising(error: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`r2bench parse x` whose command raises `error` (a Python expression)."""
+    code = (
+        "import r2bench.commands.records as records\n"
+        "from r2bench.errors import *\n"
+        f"def boom(*args, **kwargs):\n    raise {error}\n"
+        "records.parse_command = boom\n"
+        "from r2bench.cli import main; main()"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-c", code, *args, "parse", "x.log"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_an_unexpected_error_is_a_bug_with_its_traceback(tmp_path: Path) -> None:
+    proc = _run_raising("ZeroDivisionError('oops')", cwd=tmp_path)
+    assert proc.returncode == ExitCode.BUG == 70
+    assert "Traceback" in proc.stderr and "ZeroDivisionError: oops" in proc.stderr
+    assert "this is a bug in r2bench" in proc.stderr and r2bench.__version__ in proc.stderr
+
+
+@pytest.mark.parametrize("error", ["ValueError('no')", "RuntimeError('no')", "OSError('no')"])
+def test_a_plain_value_or_runtime_error_is_a_bug_too(error: str, tmp_path: Path) -> None:
+    proc = _run_raising(error, cwd=tmp_path)
+    assert proc.returncode == 70 and "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ("InputError('bad value in x.yaml')", 2),
+        ("TestbedError('namespace gone', 1)", 1),
+        ("PermissionError(13, 'Permission denied', '/root/x')", 2),
+        ("FileNotFoundError(2, 'No such file or directory', '/nope')", 2),
+    ],
+)
+def test_an_expected_error_is_one_line_and_its_exit_code(
+    error: str, code: int, tmp_path: Path
+) -> None:
+    if error.startswith("TestbedError"):
+        error = "__import__('r2bench.virtual.teardown').virtual.teardown." + error
+    proc = _run_raising(error, cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[0].startswith("r2bench: error: ")
+
+
+def test_debug_shows_the_traceback_of_an_expected_error_too(tmp_path: Path) -> None:
+    proc = _run_raising("InputError('bad value')", "--debug", "-v", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+    assert "r2bench: error: bad value" in proc.stderr
+
+
+def test_debug_is_read_from_the_root_options_only() -> None:
+    assert debug_requested(["--debug", "plan"])
+    assert debug_requested(["-v", "--debug", "plan"])
+    assert not debug_requested(["plan", "x.yaml", "--debug"])
+    assert not debug_requested([])

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from r2bench.errors import ExitCode
 from r2bench.records.events import read_events
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
@@ -33,9 +34,6 @@ from r2bench.safeio import (
 )
 from r2bench.textsafe import printable
 
-EXIT_OK = 0
-EXIT_NOT_NCCL_TESTS = 1
-EXIT_USAGE = 2
 REPORT_NAME = "report.html"
 _SNIFF_BYTES = 4096
 
@@ -215,21 +213,21 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     a file cannot be read.
     """
     console, errors = Console(width=max(Console().width, 132)), Console(stderr=True, soft_wrap=True)
-    status = EXIT_OK
+    status = ExitCode.OK
     for path in files:
         try:
             runs = parse_file(path)
         except (OSError, InputRefused) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             errors.print(Text(printable(f"r2bench parse: cannot read {path}: {why}")), style="red")
-            status = EXIT_USAGE
+            status = ExitCode.USAGE
             continue
         for index, run in enumerate(runs):
             doc = file_summary(path, *run)
             if len(runs) > 1:
                 doc["run"] = index + 1
-            if run[2].status is OutcomeStatus.NOT_NCCL_TESTS and status == EXIT_OK:
-                status = EXIT_NOT_NCCL_TESTS
+            if run[2].status is OutcomeStatus.NOT_NCCL_TESTS and status == ExitCode.OK:
+                status = ExitCode.FAILED
             if as_json:
                 # Strict JSON: a value that is not a number (NaN, inf) is written as null.
                 sys.stdout.write(json.dumps(_finite(doc), allow_nan=False) + "\n")
@@ -247,8 +245,17 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if not directory.is_dir():
         errors.print(Text(printable(f"r2bench import: {directory} is not a folder")), style="red")
-        return EXIT_USAGE
-    target = RunStore(results, sweep or directory.resolve().name).sweep_dir
+        return ExitCode.USAGE
+    try:
+        target = RunStore(results, sweep or directory.resolve().name).sweep_dir
+    except ValueError as exc:  # a sweep name that is not one folder name
+        errors.print(
+            Text(
+                printable(f"r2bench import: --sweep: {exc}; give one folder name, e.g. h200-logs")
+            ),
+            style="red",
+        )
+        return ExitCode.USAGE
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -258,14 +265,14 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
             ),
             style="red",
         )
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         report = import_dir(directory, results, sweep)
     except OSError as exc:
         errors.print(
             Text(printable(f"r2bench import: cannot read {directory}: {exc}")), style="red"
         )
-        return EXIT_USAGE
+        return ExitCode.USAGE
     for run_id, source in report.imported:
         console.print(Text(printable(f"imported {source} -> {run_id}")))
     for source, reason in report.skipped:
@@ -293,7 +300,7 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
             rebuild(report.sweep_dir)
         except MissingExtra as exc:
             errors.print(Text(printable(f"note: tables not written: {exc}")), style="yellow")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
@@ -320,10 +327,10 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
             Text(printable(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}")),
             style="red",
         )
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if not sweep_dir.is_dir():
         errors.print(Text(printable(f"r2bench report: {sweep_dir} is not a folder")), style="red")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         tables = rebuild(sweep_dir)
     except (OSError, OutsideFolder) as exc:  # a read-only copy, a tables/ link: from memory
@@ -340,13 +347,13 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
             ),
             style="red",
         )
-        return EXIT_USAGE
+        return ExitCode.USAGE
     target = out or sweep_dir / REPORT_NAME
     try:
         figures = build_report(sweep_dir, tables, target)
     except OSError as exc:
         errors.print(Text(printable(f"r2bench report: cannot write {target}: {exc}")), style="red")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     console.print(
         Text(printable(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
     )
@@ -359,4 +366,4 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
             )
         for path in result.paths:
             console.print(Text(printable(f"figure: {path}")))
-    return EXIT_OK
+    return ExitCode.OK

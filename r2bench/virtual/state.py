@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r2bench.errors import EnvironmentFailure
+
 MANIFEST_VERSION = 1
 
 
@@ -117,5 +119,10 @@ class Manifest:
         path = StatePaths(state_dir).manifest
         if not path.is_file():
             return None
-        data = json.loads(path.read_text())
-        return cls(**data)
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as exc:
+            raise EnvironmentFailure(
+                f"{path}: not a testbed state manifest ({exc}): remove the testbed's r2b-* "
+                "namespaces with `ip netns delete` and this folder by hand"
+            ) from exc
