@@ -29,14 +29,13 @@ from r2bench.doctor.checks import (
     check_faults,
     check_gdr,
     check_gpus,
-    check_mpirun,
+    check_launcher_tools,
     check_nic,
     check_os,
     check_processes,
     check_reachable,
     check_ssh_mesh,
     count_gpus,
-    mpirun_version,
     parse_topology,
     run_checks,
 )
@@ -48,6 +47,7 @@ from r2bench.doctor.facts import (
     node_path,
     parse_sections,
 )
+from r2bench.launch.mpirun import mpirun_version
 
 # ---- outputs ---------------------------------------------------------------------------------
 
@@ -291,16 +291,16 @@ def test_mpirun_versions() -> None:
     assert mpirun_version(HPCX) == "Open MPI 4.1.7a1"
     assert mpirun_version(MPICH) == "Hydra 4.0.2"
     tb = make_testbed(node_model("a"), node_model("b"), node_model("c"))
-    results = check_mpirun(
+    results = check_launcher_tools(
         [facts("a", mpirun=OPEN_MPI), facts("b", mpirun=OPEN_MPI), facts("c", mpirun=HPCX)], tb
     )
     by_node = {r.node: r for r in results}
     assert by_node["a"].status is Status.OK and by_node["c"].status is Status.FAIL
     assert "most nodes: Open MPI 4.1.4" in by_node["c"].detail
-    absent = check_mpirun([facts("a", mpirun=ABSENT)], tb)[0]
+    absent = check_launcher_tools([facts("a", mpirun=ABSENT)], tb)[0]
     assert absent.status is Status.FAIL and "launcher.command" in absent.fix
     local = make_testbed(node_model("a"), launcher="local")
-    assert check_mpirun([facts("a")], local)[0].status is Status.SKIP
+    assert check_launcher_tools([facts("a")], local)[0].status is Status.SKIP
 
 
 def test_os_and_driver_must_match() -> None:

@@ -6,6 +6,7 @@ import shlex
 
 from r2bench.config.testbed import Launcher, LauncherKind, Nic, NicKind, Node, Testbed
 from r2bench.launch.launchers import Job, launch_command
+from r2bench.launch.registry import LAUNCHERS, launcher_for
 
 PROGRAM = ["/w/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "1G", "-g", "1"]
 ENV = {"R2CC_MODE": "1", "NCCL_SOCKET_IFNAME": "$(reboot) x"}
@@ -94,3 +95,14 @@ def test_local_runs_the_program_with_its_environment() -> None:
         "NCCL_SOCKET_IFNAME=$(reboot) x",
         *PROGRAM,
     ]
+
+
+def test_every_launcher_kind_has_one_launcher() -> None:
+    """The registry knows every kind a testbed file may name, each under its own kind."""
+    assert set(LAUNCHERS) == set(LauncherKind)
+    assert all(spec.kind is kind for kind, spec in LAUNCHERS.items())
+
+
+def test_gpus_per_process() -> None:
+    """nccl-tests' -g: one GPU per rank process, all of them in the local launcher's one."""
+    assert [launcher_for(kind).gpus_per_process(8) for kind in LauncherKind] == [1, 1, 8]

@@ -1,6 +1,6 @@
 """Doctor's checks: pure functions from gathered text (NodeFacts) to CheckResults.
 
-Per-node checks look at one node's facts; fleet checks (same OS, driver, mpirun everywhere)
+Per-node checks look at one node's facts; fleet checks (same OS, driver, launcher tool everywhere)
 compare all reachable nodes and flag the ones that differ from the most common value.
 """
 
@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from r2bench.config.testbed import LauncherKind, Nic, NicKind, Testbed, TestbedKind
+from r2bench.config.testbed import Nic, NicKind, Testbed, TestbedKind
 from r2bench.config.testbed import Node as NodeModel
-from r2bench.doctor.facts import ABSENT, NodeFacts, has_rdma_nic, mpirun_path
+from r2bench.doctor.facts import ABSENT, NodeFacts, has_rdma_nic
+from r2bench.launch.base import ToolCheck
+from r2bench.launch.registry import LAUNCHERS
 
 CLOCK_WARN_S = 0.050
 """Clock offsets above this (in either direction) are reported."""
@@ -125,36 +127,35 @@ def check_driver(all_facts: Iterable[NodeFacts], models: dict[str, NodeModel]) -
     return results + _same_everywhere(values, "driver", Status.FAIL, fix)
 
 
-def mpirun_version(text: str) -> str | None:
-    """`Open MPI 4.1.4` from `mpirun --version` (Open MPI, HPC-X or MPICH's Hydra)."""
-    if match := re.search(r"\((Open MPI|Intel\(R\) MPI[^)]*)\)\s+(\S+)", text):
-        return f"{match.group(1)} {match.group(2)}"
-    if match := re.search(r"HYDRA.*?Version:\s+(\S+)", text, re.DOTALL):
-        return f"Hydra {match.group(1)}"
-    lines = [line.strip() for line in text.splitlines()[1:] if line.strip()]
-    return lines[0] if lines else None
+def check_launcher_tools(all_facts: Iterable[NodeFacts], testbed: Testbed) -> list[CheckResult]:
+    """The testbed's launcher tool (mpirun) exists on every node, in the same version; the
+    other launchers' tools are skipped, their rows saying which launcher the testbed uses."""
+    facts = list(all_facts)
+    kind = testbed.launcher.kind
+    results: list[CheckResult] = []
+    for spec in LAUNCHERS.values():
+        if spec.tool is None:
+            continue
+        if spec.kind is kind:
+            results += _check_tool(spec.tool, facts, testbed)
+        else:
+            skip = f"launcher is {kind.value}"
+            results += [_result(f.node, spec.tool.name, Status.SKIP, skip) for f in facts]
+    return results
 
 
-def check_mpirun(all_facts: Iterable[NodeFacts], testbed: Testbed) -> list[CheckResult]:
-    """mpirun exists on every node, in the same version."""
-    if testbed.launcher.kind is not LauncherKind.MPIRUN:
-        kind = testbed.launcher.kind.value
-        return [_result(f.node, "mpirun", Status.SKIP, f"launcher is {kind}") for f in all_facts]
+def _check_tool(tool: ToolCheck, all_facts: list[NodeFacts], testbed: Testbed) -> list[CheckResult]:
     values: dict[str, str] = {}
     results: list[CheckResult] = []
     for facts in all_facts:
-        text = facts.section("mpirun")
-        version = None if text.strip() in ("", ABSENT) else mpirun_version(text)
+        text = facts.section(tool.name)
+        version = None if text.strip() in ("", ABSENT) else tool.version(text)
         if version is None:
-            fix = (
-                f"install Open MPI/HPC-X so that `{mpirun_path(testbed)}` runs, or set "
-                "launcher.command / paths.mpi_home in the testbed"
-            )
-            results.append(_result(facts.node, "mpirun", Status.FAIL, "not found", fix))
+            fix = tool.missing_fix.format(path=tool.path(testbed))
+            results.append(_result(facts.node, tool.name, Status.FAIL, "not found", fix))
         else:
             values[facts.node] = version
-    fix = "install the same MPI version on every node (mpirun refuses mixed versions)"
-    return results + _same_everywhere(values, "mpirun", Status.FAIL, fix)
+    return results + _same_everywhere(values, tool.name, Status.FAIL, tool.mixed_fix)
 
 
 # ---- GPUs --------------------------------------------------------------------------------
@@ -480,7 +481,7 @@ def run_checks(testbed: Testbed, all_facts: list[NodeFacts]) -> list[CheckResult
     reachable = [facts for facts in all_facts if facts.reachable]
     results += check_os(reachable)
     results += check_driver(reachable, models)
-    results += check_mpirun(reachable, testbed)
+    results += check_launcher_tools(reachable, testbed)
     results += check_ssh_mesh(all_facts, testbed)
     unreachable = [f.node for f in all_facts if not f.reachable]
     return results + [_result(n, "other checks", Status.SKIP, "unreachable") for n in unreachable]

@@ -13,6 +13,7 @@ from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
 from r2bench.doctor.checks import CheckResult, Status, failed
 from r2bench.doctor.run import diagnose
+from r2bench.launch.registry import LAUNCHERS
 
 STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
@@ -44,7 +45,7 @@ ROW_ORDER = (
     "gpu-nic affinity",
     "gpudirect rdma",
     "nic ",
-    "mpirun",
+    *(spec.tool.name for spec in LAUNCHERS.values() if spec.tool),
     "ssh from first",
     "stray processes",
     "active faults",

@@ -10,8 +10,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from r2bench.config.testbed import LauncherKind, Nic, NicKind, Testbed
+from r2bench.config.testbed import Nic, NicKind, Testbed
 from r2bench.config.testbed import Node as NodeModel
+from r2bench.launch.registry import launcher_for
 
 MARKER = "@@r2bench-doctor:"
 ABSENT = "@absent"
@@ -71,15 +72,6 @@ def _nic_body(nic: Nic) -> str:
     return "\n".join(lines)
 
 
-def mpirun_path(testbed: Testbed) -> str:
-    """The mpirun the launcher will use: launcher.command, else mpi_home/bin, else PATH."""
-    if testbed.launcher.command:
-        return testbed.launcher.command
-    if testbed.paths.mpi_home:
-        return testbed.paths.mpi_home.rstrip("/") + "/bin/mpirun"
-    return "mpirun"
-
-
 def _ssh_probe(peer: NodeModel) -> str:
     """Try passwordless ssh to a peer; print `name<TAB>exit code<TAB>message`."""
     argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_PROBE_TIMEOUT_S}"]
@@ -137,15 +129,22 @@ def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) 
     text += _gpu_sections(node)
     for nic in node.nics:
         text += _section(f"nic.{nic.name}", _nic_body(nic))
-    if testbed.launcher.kind is LauncherKind.MPIRUN:
-        mpirun = shlex.quote(mpirun_path(testbed))
-        body = f"command -v {mpirun}; {mpirun} --version 2>&1 | head -n 5"
-        text += _section("mpirun", _tool(mpirun, body))
+    text += _launcher_tool_section(testbed)
     text += _section("procs", "ps -ww -eo pid=,args= 2>&1")
     text += _section("faults", _faults_body(testbed.paths.work_dir))
     if ssh_peers:
         text += _section("ssh", "\n".join(_ssh_probe(peer) for peer in ssh_peers))
     return text
+
+
+def _launcher_tool_section(testbed: Testbed) -> str:
+    """`<tool> --version` of the testbed's launcher, in the section named after the tool
+    (nothing when the launcher has no tool to check)."""
+    tool = launcher_for(testbed.launcher.kind).tool
+    if tool is None:
+        return ""
+    path = shlex.quote(tool.path(testbed))
+    return _section(tool.name, _tool(path, f"command -v {path}; {path} --version 2>&1 | head -n 5"))
 
 
 def parse_sections(text: str) -> dict[str, str]:

@@ -4,7 +4,9 @@ A fault may never take down the path the controller, MPI or NCCL use to reach a 
 entry a fault names is resolved to the node's real interface (its netdev, and for an RDMA NIC
 its device port and that port's netdev when the node reported one) and refused when that
 interface is the management interface under any name, carries the node's ssh/testbed address,
-holds the default route, carries a live ssh session, or is the MPI/NCCL bootstrap interface.
+holds the default route, carries a live ssh session, or is a bootstrap interface: one the
+launcher's settings pin its own traffic to (`LauncherSpec.bootstrap`: Open MPI's if_include
+settings for mpirun), or NCCL's.
 
 The same decision is taken again on the node by the injectors (`r2b_guard_interface` in
 `injectors/lib.sh`), with the interfaces named here passed as `--protect-if`.
@@ -17,9 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from r2bench.config.testbed import Nic, Node, Testbed, TestbedKind
-
-MPI_IF_SETTINGS = ("btl_tcp_if_include", "oob_tcp_if_include")
-"""Open MPI settings that pin its own traffic to interfaces (names or CIDR subnets)."""
+from r2bench.launch.base import BootstrapSetting
+from r2bench.launch.registry import launcher_for
 
 
 @dataclass(frozen=True)
@@ -208,26 +209,30 @@ def nccl_bootstrap_candidates(testbed: Testbed, node: Node, value: str) -> list[
     return selected[:1]
 
 
+def _launcher_bootstrap(testbed: Testbed, env: Mapping[str, str]) -> list[BootstrapSetting]:
+    return launcher_for(testbed.launcher.kind).bootstrap(testbed, env)
+
+
 def _bootstrap_reasons(
     testbed: Testbed, node: Node, target: _Target, env: Mapping[str, str]
 ) -> Iterator[tuple[str, str, str]]:
-    launcher = testbed.launcher
-    if launcher.bootstrap_interface and launcher.bootstrap_interface in target.netdevs:
-        yield (
-            launcher.bootstrap_interface,
-            f"refused: '{target.name}' is interface {launcher.bootstrap_interface}, the MPI"
-            " bootstrap interface",
-            "launcher.bootstrap_interface",
-        )
-    settings = [(f"launcher.mca.{k}", launcher.mca.get(k)) for k in MPI_IF_SETTINGS]
-    settings += [(f"env.OMPI_MCA_{k}", env.get(f"OMPI_MCA_{k}")) for k in MPI_IF_SETTINGS]
-    for source, value in settings:
-        if value and (hit := _if_list_matches(value, target.netdevs, target.address)):
-            name = source.rsplit(".", 1)[-1]
+    for setting in _launcher_bootstrap(testbed, env):
+        if setting.exact and setting.value in target.netdevs:
+            yield (
+                setting.value,
+                f"refused: '{target.name}' is interface {setting.value}, the {setting.owner}"
+                " bootstrap interface",
+                setting.source,
+            )
+        elif not setting.exact and (
+            hit := _if_list_matches(setting.value, target.netdevs, target.address)
+        ):
+            name = setting.source.rsplit(".", 1)[-1]
             yield (
                 hit,
-                f"refused: '{target.name}' is interface {hit}, which {name}={value} gives MPI",
-                source,
+                f"refused: '{target.name}' is interface {hit}, which {name}={setting.value}"
+                f" gives {setting.owner}",
+                setting.source,
             )
     value = env.get("NCCL_SOCKET_IFNAME")
     candidates = nccl_bootstrap_candidates(testbed, node, value) if value else None
@@ -272,18 +277,19 @@ def protected_interfaces(
     env: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Interface names of `node` the injectors must refuse, whatever a fault names: the
-    management NICs' netdevs, the bootstrap interface, interface names in Open MPI's if_include
-    settings, and netdevs of NIC entries that are refused for any other reason."""
+    management NICs' netdevs, the interfaces the launcher's bootstrap settings name (a subnet
+    in an if_include list names none), and netdevs of NIC entries that are refused for any
+    other reason."""
     names: set[str] = set()
     for nic in node.nics:
         if nic.management:
             names |= _nic_netdevs(nic, facts)
-    if testbed.launcher.bootstrap_interface:
-        names.add(testbed.launcher.bootstrap_interface)
     environment = env or {}
-    for key in MPI_IF_SETTINGS:
-        for value in (testbed.launcher.mca.get(key), environment.get(f"OMPI_MCA_{key}")):
-            names |= {item.strip() for item in (value or "").split(",") if _plain_if(item)}
+    for setting in _launcher_bootstrap(testbed, environment):
+        if setting.exact:
+            names.add(setting.value)
+        else:
+            names |= {item.strip() for item in setting.value.split(",") if _plain_if(item)}
     for nic in node.nics:
         if interface_refusal(testbed, node, nic, facts, environment) is not None:
             names |= _nic_netdevs(nic, facts)

@@ -12,11 +12,12 @@ from r2bench.config.experiment import Component, Experiment
 from r2bench.config.recipe import GitSource, LocalSource, Recipe, RecipeKind
 from r2bench.config.recipes import load_recipes
 from r2bench.config.source import SourceDoc, load_yaml
-from r2bench.config.testbed import LauncherKind, Node, Testbed
+from r2bench.config.testbed import Node, Testbed
 from r2bench.config.validate import validate_model
 from r2bench.faults.catalogue import FAULT_KINDS, fault_tag, injector_argv
 from r2bench.faults.interlock import protected_interfaces
 from r2bench.launch.launchers import Job, launch_command
+from r2bench.launch.registry import launcher_for
 from r2bench.plan import checks
 from r2bench.plan.envcheck import check_environment
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun, SetupStep
@@ -181,7 +182,7 @@ class _Renderer:
         argv = [part.format(**fill) for part in bench.command]
         opts = spec.options
         argv += ["-b", str(spec.size_begin), "-e", str(spec.size_end), "-f", str(spec.size_factor)]
-        gpus = spec.ranks_per_node if self.testbed.launcher.kind is LauncherKind.LOCAL else 1
+        gpus = launcher_for(self.testbed.launcher.kind).gpus_per_process(spec.ranks_per_node)
         argv += ["-g", str(gpus), "-n", str(opts.iterations), "-w", str(opts.warmup)]
         argv += ["-c", "1" if opts.check else "0", "-d", opts.datatype, "-o", opts.op]
         if opts.timestamps:

@@ -1,4 +1,4 @@
-"""Typed events from NCCL / R2CCL logs, nccl-tests error lines and mpirun messages.
+"""Typed events from NCCL / R2CCL logs, nccl-tests error lines and launcher messages.
 
 Public API:
 
@@ -13,6 +13,10 @@ without a zone: pass that zone as `tz` to get correct epoch seconds.
 The bracketed number in `host:pid:tid [N] NCCL ...` is NCCL's CUDA device index, which equals
 the rank only with one process per GPU on one node; it is reported as `rank` and the outcome
 classifier prefers the nccl-tests `# Rank` table (pid -> rank) when it has one.
+
+What a launcher prints when a rank or the job dies (mpirun's reports, srun's task exits, a
+failed start) is each launcher's `crash_messages` (r2bench.launch); a log does not say which
+launcher wrote it, so every launcher's messages are tried.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import Any
 
+from r2bench.launch.base import CRASH_DETAILS, CrashKind, CrashMessage
+from r2bench.launch.registry import crash_messages
 from r2bench.records.models import Event, EventKind
 from r2bench.records.nccltests import MAX_LINE, iter_lines
 
@@ -56,10 +62,6 @@ _TEST_GLUED_RE = re.compile(r"(?<![A-Za-z_-])(?P<host>[A-Za-z_][\w.-]*)" + _TEST
 # Releases before 2.x: `NCCL failure all_reduce.cu:95 'unhandled cuda error'`, no host.
 _OLD_FAILURE_RE = re.compile(r"^NCCL failure (?P<where>\S+:\d+)\s*(?P<rest>.*)$")
 _TEST_STACK_RE = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure (?P<where>\S+)")
-_SIGNAL_RE = re.compile(
-    r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) "
-    r"exited on signal (?P<sig>\d+)(?: \((?P<name>[^)]*)\))?"
-)
 # Open MPI's own signal handler: "[host:pid] Signal: Segmentation fault (11)" and its backtrace
 # "[host:pid] [ 1] /lib/libnccl.so.2(ncclAllReduce+0x10a)[0x7f...]".
 _OMPI_SIGNAL_RE = re.compile(
@@ -69,15 +71,6 @@ _OMPI_FRAME_RE = re.compile(
     r"^\[(?P<host>[^:\]\s]+):0*(?P<pid>\d+)\] \[\s*(?P<n>\d+)\] (?P<object>[^(\[\s]+)"
     r"(?:\((?P<symbol>[^)+]*)(?:\+0x[0-9a-f]+)?\))?"
 )
-_IMPROPER_RE = re.compile(r"due to process rank (?P<rank>\d+) with PID (?P<pid>\d+) on\s*$")
-# Open MPI 4 `[[26230,1],0]`, Open MPI 5 / PRRTE `[prterun-vm-1234@1,0]`.
-_PROCNAME_RE = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\]|[^\]\s]*@\d+),(?P<rank>\d+)\]")
-_SLURM_EXIT_RE = re.compile(
-    r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<rank>\d+)(?:[-,]\S*)?: "
-    r"Exited with exit code (?P<code>\d+)"
-)
-_EXITCODE_RE = re.compile(r"Exit code:\s*(?P<code>-?\d+)")
-_NODE_RE = re.compile(r"^\s*(?:node\s+(?P<host>\S+)\s+exiting improperly|Node:\s*(?P<h2>\S+))")
 _IB_RE = re.compile(
     r"Got completion from peer (?P<peer>\S+) with (?:error |status=)(?P<status>\d+)"
     r".*?vendor err (?P<vendor>\d+)"
@@ -91,18 +84,21 @@ _SOCKET_WORDS = (
     "Broken pipe",
     "NET/Socket",
 )
-_LAUNCH_PATTERNS = (
-    "mpirun was unable to launch",
-    "mpirun was unable to find the specified executable",
-    "There are not enough slots available",
-    "ORTE was unable to reliably start",
-    "ORTE does not know how to route",
-    "total processes failed to start",
-    "Host key verification failed",
-    "Permission denied (publickey",
-    "Could not resolve hostname",
-    "execvp error",
+_CRASH_EVENTS = {
+    CrashKind.SIGNALED: EventKind.MPI_PROCESS_SIGNALED,
+    CrashKind.EXITED: EventKind.MPI_PROCESS_EXIT,
+    CrashKind.ABORTED: EventKind.MPI_JOB_ABORTED,
+    CrashKind.LAUNCH_FAILED: EventKind.LAUNCH_ERROR,
+}
+_RANK_ENDS = tuple(m for m in crash_messages() if m.kind is not CrashKind.LAUNCH_FAILED)
+"""Launchers' reports of a rank's or the job's end, tried in registry order."""
+_LAUNCH_FAILED_RE = re.compile(
+    "|".join(
+        f"(?:{m.pattern.pattern})" for m in crash_messages() if m.kind is CrashKind.LAUNCH_FAILED
+    )
+    or "(?!)"
 )
+"""Any launcher's message that the job could not start (tried after the NCCL version line)."""
 # Words of a failed start that prose and help texts use too: taken only in a program's own
 # message (`bash: mpirun: command not found`, `all_reduce_perf: error while loading ...`).
 _LAUNCH_WORDS = ("command not found", "No such file or directory", "cannot open shared object file")
@@ -219,12 +215,13 @@ def _scan(
 
 @dataclass
 class _Pending:
-    """An mpirun message spread over several lines, completed as its lines arrive."""
+    """A launcher message spread over several lines, completed as its lines arrive."""
 
     kind: EventKind
     line: int
     text: str
     fields: dict[str, Any]
+    continuation: tuple[re.Pattern[str], ...]
     details: dict[str, str] = field(default_factory=dict)
     ttl: int = 8  # lines to wait for the remaining fields
 
@@ -305,17 +302,11 @@ class _Scanner:
     def _continue_pending(self, line: str) -> Iterator[Event]:
         p = self.pending
         assert p is not None
-        for rx, key in ((_PROCNAME_RE, "rank"), (_EXITCODE_RE, "code")):
-            m = rx.search(line)
-            if m:
-                value = m.group(1)
-                if key == "rank":
-                    p.fields["rank"] = int(value)
-                else:
-                    p.details["exit_code"] = value
-        m = _NODE_RE.match(line)
-        if m:
-            p.fields["host"] = m.group("host") or m.group("h2")
+        for rx in p.continuation:
+            if (m := rx.search(line)) is not None:
+                fields, details = _crash_fields(m)
+                p.fields.update(fields)
+                p.details.update(details)
         p.ttl -= 1
         # The node line may come before the exit code (PRRTE): only both rank and code end it.
         if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields):
@@ -367,46 +358,44 @@ class _Scanner:
     def _mpi(self, lineno: int, line: str, body: str) -> Event | None:
         if body.startswith("[") and (event := _crash_line(lineno, line, body)) is not None:
             return event
-        if (m := _SIGNAL_RE.search(body)) is not None:
-            details = {"signal": m.group("sig"), "signal_name": m.group("name") or ""}
-            pid = int(m.group("pid"))
-            return _event(
-                EventKind.MPI_PROCESS_SIGNALED,
-                lineno,
-                line,
-                message=body,
-                rank=int(m.group("rank")),
-                pid=pid or None,  # Open MPI 4 often prints PID 0
-                host=m.group("host").rstrip("."),
-                details=details,
-            )
-        if re.match(r"Primary job\s+terminated normally", body):
-            return _event(EventKind.MPI_JOB_ABORTED, lineno, line, message=body)
-        if body.startswith("srun: error") and (m := _SLURM_EXIT_RE.match(body)) is not None:
-            return _event(
-                EventKind.MPI_PROCESS_EXIT,
-                lineno,
-                line,
-                message=body,
-                rank=int(m.group("rank")),
-                host=m.group("host"),
-                details={"exit_code": m.group("code")},
-            )
-        improper = _IMPROPER_RE.search(body)
-        if improper is not None or "exited with non-zero status" in body:
-            fields: dict[str, Any] = {"message": body}
-            if improper is not None:
-                fields["rank"] = int(improper.group("rank"))
-            self.pending = _Pending(EventKind.MPI_PROCESS_EXIT, lineno, line, fields)
-            return None
+        for message in _RANK_ENDS:
+            if (m := message.pattern.search(body)) is not None:
+                return self._rank_end(message, m, lineno, line, body)
         if (m := _BARE_VERSION_RE.match(body)) is not None:
             details = {"version": m.group(1)}
             return _event(EventKind.NCCL_VERSION, lineno, line, message=body, details=details)
-        if any(p in body for p in _LAUNCH_PATTERNS) or (
+        if _LAUNCH_FAILED_RE.search(body) or (
             _PROGRAM_SAYS_RE.match(body) and any(p in body for p in _LAUNCH_WORDS)
         ):
             return _event(EventKind.LAUNCH_ERROR, lineno, line, message=body)
         return None
+
+    def _rank_end(
+        self, message: CrashMessage, m: re.Match[str], lineno: int, line: str, body: str
+    ) -> Event | None:
+        """The event of a launcher's report; one that goes on over the next lines is held
+        until they complete it (see `_continue_pending`)."""
+        kind = _CRASH_EVENTS[message.kind]
+        fields, details = _crash_fields(m)
+        if message.continuation:
+            fields = {"message": body, **fields}
+            self.pending = _Pending(kind, lineno, line, fields, message.continuation)
+            return None
+        return _event(kind, lineno, line, message=body, details=details, **fields)
+
+
+def _crash_fields(m: re.Match[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """An event's fields (rank, pid, host) and details from a launcher message's named groups
+    (see `CrashMessage`)."""
+    groups = m.groupdict()
+    fields: dict[str, Any] = {}
+    if groups.get("rank") is not None:
+        fields["rank"] = int(groups["rank"])
+    if groups.get("pid") is not None:
+        fields["pid"] = int(groups["pid"]) or None  # Open MPI 4 often prints PID 0
+    if groups.get("host"):
+        fields["host"] = groups["host"]
+    return fields, {key: groups[key] or "" for key in CRASH_DETAILS if key in groups}
 
 
 def _crash_line(lineno: int, line: str, body: str) -> Event | None:
