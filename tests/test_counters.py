@@ -15,8 +15,9 @@ from r2bench.figures.registry import draw_nic_traffic
 from r2bench.records.counters import read_counters_file
 from r2bench.records.store import FaultEvent, RunStore
 from r2bench.records.tables import build_tables
+from r2bench.report.figures import run_windows
 from r2bench.report.html import build_report
-from r2bench.report.nics import fault_windows, nic_figures, phase_means
+from r2bench.report.nics import nic_figures, phase_means
 from r2bench.sweep import counters as sweep_counters
 
 SAMPLER = Path(__file__).resolve().parents[1] / "injectors" / "sampler.sh"
@@ -181,7 +182,7 @@ def test_counters_table_and_nic_figure(tmp_path: Path) -> None:
     assert len(figures) == 1
     spec = figures[0].spec
     assert len(spec["data"]) == 4 and len(spec["layout"]["shapes"]) == 1
-    windows = fault_windows(tables.events[tables.events["run_id"] == run_id], 0.0)
+    windows = run_windows(tables, run_id, 0.0)
     means = phase_means(c, windows[0]).set_index("nic")
     assert means.loc["nic1", "during"] == pytest.approx(0.0, abs=0.01)
     assert means.loc["nic0", "during"] == pytest.approx(0.4, rel=0.05)

@@ -122,11 +122,11 @@ def test_runs_table_and_report(tmp_path: Path) -> None:
     shutil.copytree(SWEEP, sweep)
     tables = build_tables(sweep)
     assert {"detect_s", "detect_s_reason", "detect_s_basis", "lossless"} <= set(tables.runs)
-    metrics = run_metrics(sweep, tables)
+    metrics = run_metrics(tables)
     assert len(metrics) == 3
     table = recovery_table(metrics)
     assert set(table["mode"]) == {"0", "1", "2"}
-    html = recovery_section(sweep, tables)
+    html = recovery_section(tables)
     assert "recovery-distributions" in html and "crashed" in html
 
 

@@ -14,7 +14,10 @@ import pytest
 
 from r2bench.records import store as st
 from r2bench.records.importer import import_dir
-from r2bench.records.tables import Tables, build_tables, rebuild, transport_of
+from r2bench.records.run import fault_windows as run_fault_windows
+from r2bench.records.run import transport_of
+from r2bench.records.store import FaultEvent
+from r2bench.records.tables import WINDOW_COLUMNS, Tables, build_tables, rebuild
 from r2bench.report.figures import (
     NO_BASELINE,
     all_figures,
@@ -252,36 +255,41 @@ def test_run_table_escapes_hostile_sources(tmp_path: Path) -> None:
         assert bad not in text
 
 
+def _window_rows(faults: list[FaultEvent]) -> pd.DataFrame:
+    """The windows table rows of one run's fault events (as the tables build them)."""
+    return pd.DataFrame(
+        [
+            ("r", w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back)
+            for w in run_fault_windows(faults, None)
+        ],
+        columns=list(WINDOW_COLUMNS),
+    )
+
+
 def test_fault_windows_per_flap_cycle() -> None:
-    rows = []
+    events = []
     for cycle, (start, end) in enumerate([(10.0, 11.0), (12.0, 13.5)]):
-        for kind, t in (
-            ("fault_inject", start),
-            ("fault_verify", start + 0.1),
-            ("fault_revert", end),
-        ):
-            rows.append(
-                {
-                    "kind": kind,
-                    "time": t,
-                    "fault": 0,
-                    "cycle": cycle,
-                    # as the sweep records it: the kind, then the injector's event line
-                    "message": "link_down r2b-fault 1795574640.38 inject tag=t0 dev=eth1",
-                    "host": "n0",
-                    "nic": "eth1",
-                }
+        for action, t in (("inject", start), ("revert", end)):
+            events.append(
+                FaultEvent(
+                    action=action,
+                    fault=0,
+                    kind="link_down",
+                    node="n0",
+                    nic="eth1",
+                    time=t,
+                    cycle=cycle,
+                )  # fmt: skip
             )
-    windows = fault_windows(pd.DataFrame(rows), 20.0)
+    windows = fault_windows(_window_rows(events), 20.0)
     assert [(w.start, w.end) for w in windows] == [(10.0, 11.0), (12.0, 13.5)]
     assert [w.label for w in windows] == ["link_down on n0/eth1", "link_down on n0/eth1 (cycle 1)"]
-    # Without a cycle column, and with the last revert missing: cycles by pairing, open end.
-    no_cycle = pd.DataFrame(rows[:-1]).drop(columns="cycle")
-    windows = fault_windows(no_cycle, 20.0)
+    # With the last revert missing: the link never came back, the window stays open.
+    windows = fault_windows(_window_rows(events[:-1]), 20.0)
     assert [(w.start, w.end) for w in windows] == [(10.0, 11.0), (12.0, 20.0)]
     # Labels are plain text (escaped once, where drawn): a caption must not show `&amp;`.
-    odd_host = pd.DataFrame(rows).assign(host="n&0")
-    assert fault_windows(odd_host, 20.0)[0].label == "link_down on n&0/eth1"
+    odd_host = [e.model_copy(update={"node": "n&0"}) for e in events]
+    assert fault_windows(_window_rows(odd_host), 20.0)[0].label == "link_down on n&0/eth1"
 
 
 def test_new_fault_fields_reach_the_events_table(tmp_path: Path) -> None:

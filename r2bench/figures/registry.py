@@ -482,26 +482,26 @@ def _first_faulted_run_per_series(sw: Sweep) -> pd.DataFrame:
 
 
 def stall_numbers(tables: Tables, run_id: str) -> dict[str, float | None]:
-    """Around the first fault of a run: inject time, longest gap between results after it,
-    first R2CC event after it, and whether any result came after the fault."""
+    """Around the first fault of a run: when it was applied and reverted (the windows table),
+    the stall (the runs table's `stall_s`), the first R2CC event after it, and whether any
+    result came after it. Windows and stall are those of `records.run` and `records.metrics`:
+    the report's recovery table and timelines read the same ones."""
     events = tables.events[tables.events["run_id"] == run_id]
     points = rf.timeline_points(tables, run_id)
     times = np.sort(points["timestamp"].to_numpy(float))
-    windows = rf.fault_windows(events, float(times.max()) if len(times) else 0.0)
+    windows = rf.run_windows(tables, run_id, float(times.max()) if len(times) else 0.0)
     if not windows:
         return {"inject": None, "stall_s": None, "failover_s": None, "resumed": None}
     start, end = windows[0].start, windows[0].end
-    after = times[times >= start]
-    before = times[times < start]
-    seq = np.concatenate([before[-1:], after])
-    stall = float(np.max(np.diff(seq))) if len(seq) > 1 else None
+    runs = tables.runs[tables.runs["run_id"] == run_id]
+    stall = runs["stall_s"].iloc[0] if "stall_s" in runs and len(runs) else None
     kinds = events["kind"].astype(str)
     r2cc = events[kinds.str.startswith("r2cc_") & (events["time"] >= start)]["time"]
     failover = float(r2cc.min() - start) if len(r2cc) else None
     return {
         "inject": start,
         "revert": end,
-        "stall_s": stall,
+        "stall_s": None if stall is None or stall != stall else float(stall),
         "failover_s": failover,
         "resumed": float(_any_result_after(tables, run_id, start)),
     }
@@ -647,7 +647,7 @@ def draw_nic_traffic(tables: Tables) -> Drawn:
     figure = nics.nic_figure(tables, run_id, 0)
     events = tables.events[tables.events["run_id"].astype(str) == run_id]
     samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
-    windows = nics.fault_windows(events, float(samples["time"].max()))
+    windows = rf.run_windows(tables, run_id, float(samples["time"].max()))
     injects = events[events["kind"].astype(str) == "fault_inject"]
     if not windows or injects.empty:
         raise MissingInput("a NIC fault with both its inject and revert recorded")

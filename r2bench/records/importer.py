@@ -36,7 +36,7 @@ from r2bench.records.nccltests import (
 )
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import Provenance, nccl_version_text, redact_env
-from r2bench.records.tables import parse_outputs
+from r2bench.records.run import parse_outputs
 
 TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
 JSON_SUFFIXES = (".json",)

@@ -16,28 +16,33 @@ R2CC_MODE, scenario, repeat, outcome) are joined onto `results` from `runs` in o
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
-from datetime import timezone
 from pathlib import Path
 from typing import Any
 
 from r2bench.extras import require_report_extra
+from r2bench.records import recovery
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, run_counters
-from r2bench.records.events import parse_events
-from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
-from r2bench.records.nccltests import combine, parse_json, parse_text
-from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import nccl_version_text
+from r2bench.records.ras import RAS_FILE, ras_verdict
+from r2bench.records.run import (
+    LAST_IN_SECOND,
+    LINE_STAMP_RESOLUTION,
+    RESULT_VALUES,
+    ParsedNcclTests,
+    ParsedRun,
+    block_end_times,
+    empty_run,
+    parse_run,
+)
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_text_bounded
 
-# Tables need the `report` extra (pandas, pyarrow); parsing a run (parse_outputs, log_events,
-# parse_run) does not, so the sweep imports this module on a node without them.
+# Tables need the `report` extra (pandas, pyarrow); a module that only parses a run imports
+# records.run instead.
 try:
     import numpy as np
     import pandas as pd
@@ -46,116 +51,30 @@ try:
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
-TABLE_NAMES = ("results", "iterations", "events", "runs", "counters")
+TABLE_NAMES = ("results", "iterations", "events", "runs", "counters", "windows", "provenance")
+OPTIONAL_TABLES = frozenset({"counters", "windows", "provenance"})
+"""Tables a tables folder written by an older r2bench may lack (read as empty)."""
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
-LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
-LINE_STAMP_RESOLUTION = 0.001  # a row stamped when its line was written ended just before
 INCOMPLETE = "incomplete"
 INVALID = "invalid"
 """The outcome of a run whose record could not be read (a bad spec.json, result.json, ...)."""
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
 _RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
-_RESULT_VALUES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
+_RESULT_VALUES = RESULT_VALUES
 EVENT_COLUMNS = (
     *("run_id", "source", "line", "kind", "time", "host", "pid", "rank"),
     *("message", "fault", "nic", "ok", "details", "cycle"),
 )
-# `via NET/Socket/0`, `via P2P/CUMEM`, `via SHM/direct/direct`: NCCL INFO channel set-up lines.
-_VIA_RE = re.compile(rb"\] via ([A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*)?)")
+WINDOW_COLUMNS = ("run_id", "fault", "cycle", "kind", "node", "nic", "applied_at", "back_at")
+"""One row per fault cycle applied, on the controller clock (`records.run.fault_windows`);
+`back_at` empty when the link never came back during the run."""
+PROVENANCE_COLUMNS = ("run_id", "field", "value")
+"""One row per provenance.json field of a run (`env:NAME` for its job environment)."""
+RAS_VERDICT = "ras_verdict"
+"""Event kind of an NCCL RAS observer's verdict (`records.ras`): host = the observer's node."""
 _FAULT_TIMES = ("planned_at", "requested_at", "applied_at", "verified_at", "clock_offset_s")
-
-
-# --------------------------------------------------------------------------- parsing a run
-
-
-def parse_outputs(
-    text_path: Path | None, json_path: Path | None, collective: str | None = None
-) -> ParsedNcclTests:
-    """nccl-tests results of a run from its text output and/or -J JSON (either may be None)."""
-    text = _parse_text_file(text_path, collective) if text_path else None
-    js = _parse_json_file(json_path) if json_path else None
-    if text is not None and js is not None:
-        return combine(text, js)
-    return text or js or ParsedNcclTests()
-
-
-def _parse_json_file(path: Path) -> ParsedNcclTests:
-    """A `-J` file, size-capped; too deep a nesting is a RecordError naming the file (a file
-    cut short is no error: its complete results are salvaged)."""
-    try:
-        text = read_text_bounded(path, JSON_RECORD_LIMIT, path.name)
-    except InputRefused as exc:
-        raise st.RecordError(str(exc)) from None
-    try:
-        return parse_json(text)
-    except RecursionError:
-        raise st.RecordError(f"{path}: nested too deeply to read") from None
-    except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
-        # a value of a type or size the file cannot mean: this run only, never the sweep
-        raise st.RecordError(f"{path}: a value it cannot hold ({exc})") from None
-
-
-def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
-    binary = f"{collective}_perf" if collective else None
-    with path.open("rb") as handle:
-        return parse_text(handle, binary_name=binary)
-
-
-def log_events(paths: Iterable[Path]) -> list[tuple[str, Event]]:
-    """(source file name, event) of every log, streamed line by line."""
-    out: list[tuple[str, Event]] = []
-    for path in paths:
-        with path.open("rb") as handle:
-            out.extend((path.name, ev) for ev in parse_events(handle))
-    return out
-
-
-def transport_of(paths: Iterable[Path]) -> str:
-    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), as
-    `NET/Socket`, `NET/IB`, `P2P`, `SHM` joined by `+`; empty when no such line was logged
-    (NCCL_DEBUG=INFO prints them)."""
-    found: set[str] = set()
-    for path in paths:
-        with path.open("rb") as handle:
-            for line in handle:
-                if b"] via " not in line:
-                    continue
-                for match in _VIA_RE.finditer(line):
-                    name = match.group(1).decode("ascii", "replace")
-                    head, _, sub = name.partition("/")
-                    found.add(f"{head}/{sub}" if head == "NET" and sub else head)
-    return "+".join(sorted(found))
-
-
-@dataclass
-class ParsedRun:
-    """One run folder, parsed once: results, events, outcome and transport."""
-
-    record: st.RunRecord
-    parsed: ParsedNcclTests
-    events: list[tuple[str, Event]]
-    outcome: Outcome | None
-    transport: str = ""
-
-
-def parse_run(record: st.RunRecord) -> ParsedRun:
-    """Parse a run folder's outputs; the outcome is classified again when outcome.json is
-    missing (an incomplete run keeps None)."""
-    collective = record.spec.get("collective")
-    parsed = parse_outputs(record.file(st.STDOUT), record.file(st.RESULT_JSON), collective)
-    if record.file(st.EVENTS):
-        events = [(st.EVENTS, ev) for ev in record.events()]
-    else:
-        events = log_events(p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p)
-    outcome = record.end.outcome if record.end else None
-    if outcome is None and record.complete:
-        found = [e for _, e in events]
-        env = {k: str(v) for k, v in (record.spec.get("env") or {}).items()}
-        outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
-    logs = [p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p]
-    return ParsedRun(record, parsed, events, outcome, transport_of(logs))
 
 
 # --------------------------------------------------------------------------- accumulation
@@ -200,89 +119,6 @@ class _IterBlocks:
     end_time: list[float] = field(default_factory=list)
 
 
-def _block_end_times(
-    parsed: ParsedNcclTests,
-    row_times: dict[tuple[int, str, int], tuple[float, float]],
-    span: tuple[float | None, float | None],
-    resolution: float = LAST_IN_SECOND,
-) -> dict[tuple[int, str, int], float]:
-    """Estimated epoch end of each per-iteration block.
-
-    `-S 1` stamps have one-second resolution and are printed when a row (out-of-place, then
-    in-place iterations) ends, so a row ends in [ts, ts + 1). Summed iteration times bound it
-    further: a forward pass from the launch gives the earliest possible end of every row, a
-    backward pass from the job's end the latest; the estimate is the middle of the two.
-    """
-    totals: dict[tuple[int, str, int], float] = {
-        (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
-    }
-    rows = []  # (in-place key, row time, in-place time, printed second)
-    for r in parsed.rows:
-        ts = row_times[(r.size_bytes, r.placement, r.cycle)][0]
-        if r.placement == "in_place" and ts == ts:
-            oop, inp = (r.size_bytes, "out_of_place", r.cycle), (r.size_bytes, "in_place", r.cycle)
-            rows.append(
-                (inp, totals.get(oop, 0.0) + totals.get(inp, 0.0), totals.get(inp, 0.0), ts)
-            )
-    earliest, latest = _row_bounds(rows, span, resolution)
-    ends: dict[tuple[int, str, int], float] = {}
-    for (inp, _, t_in, _), lo, hi in zip(rows, earliest, latest, strict=True):
-        end = (lo + hi) / 2 if lo <= hi else lo
-        ends[inp] = end
-        ends[(inp[0], "out_of_place", inp[2])] = end - t_in
-    return ends
-
-
-def _row_bounds(
-    rows: list[tuple[Any, float, float, float]],
-    span: tuple[float | None, float | None],
-    resolution: float,
-) -> tuple[list[float], list[float]]:
-    """Earliest and latest end of each row, from its stamp (a row ends in [ts, ts + resolution])
-    and the rows around it."""
-    earliest, latest = [], []
-    clock = -np.inf if span[0] is None else span[0]
-    for _, total, _, ts in rows:
-        clock = min(max(clock + total, ts), ts + resolution)
-        earliest.append(clock)
-    clock = np.inf if span[1] is None else span[1]
-    next_total = 0.0
-    for _, total, _, ts in reversed(rows):
-        clock = max(min(clock - next_total, ts + resolution), ts)
-        latest.append(clock)
-        next_total = total
-    return earliest, latest[::-1]
-
-
-def line_times(record: st.RunRecord) -> list[float] | None:
-    """The node time of every stdout line (a sweep's `stdout.times`), or None."""
-    path = record.file(st.STDOUT_TIMES)
-    if path is None:
-        return None
-    try:
-        return [float(x) for x in path.read_text().split()]
-    except (OSError, ValueError):
-        return None
-
-
-def _checked_row(row: ResultRow) -> tuple[ResultRow, int]:
-    """The row with values no measurement can have (NaN, infinite, negative) emptied, and how
-    many there were: a figure or a comparison must not average them."""
-    bad = {
-        name: None
-        for name in (*_RESULT_VALUES, "iter_min_us", "iter_max_us", "iter_p99_us")
-        if (value := getattr(row, name, None)) is not None
-        and not (math.isfinite(value) and value >= 0)
-    }
-    return (row.model_copy(update=bad), len(bad)) if bad else (row, 0)
-
-
-def _epoch(row_ts: Any, offset_s: float) -> float:
-    if row_ts is None:
-        return float("nan")
-    return float(row_ts.replace(tzinfo=timezone.utc).timestamp() - offset_s)
-
-
 class _Builder:
     """Accumulates the four tables over parsed runs."""
 
@@ -290,15 +126,24 @@ class _Builder:
         self.sweep_dir = sweep_dir
         self.results = _Cols(("run_id", *_RESULT_FIELDS, *_RESULT_VALUES, "timestamp"))
         self.events = _Cols(EVENT_COLUMNS)
+        self.windows = _Cols(WINDOW_COLUMNS)
+        self.provenance = _Cols(PROVENANCE_COLUMNS)
         self.iters = _IterBlocks()
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
         self.counters: list[pd.DataFrame] = []
         self.warnings: list[str] = []
+        self.thin: list[ParsedRun] = []
+        """Faulted runs too short of samples before the fault for a baseline of their own."""
 
     def merge(self, other: _Builder) -> None:
         """Append another builder's rows (built over other run folders)."""
-        for mine, theirs in ((self.results, other.results), (self.events, other.events)):
+        for mine, theirs in (
+            (self.results, other.results),
+            (self.events, other.events),
+            (self.windows, other.windows),
+            (self.provenance, other.provenance),
+        ):
             for name in mine.names:
                 mine.data[name].extend(theirs.data[name])
         for f in fields(_IterBlocks):
@@ -307,6 +152,7 @@ class _Builder:
         self.env_names |= other.env_names
         self.counters.extend(other.counters)
         self.warnings.extend(other.warnings)
+        self.thin.extend(other.thin)
 
     def add_folder(self, path: Path) -> None:
         """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
@@ -333,63 +179,51 @@ class _Builder:
         self.runs[-1].update(complete=False, outcome=INVALID, reason="; ".join(problems))
 
     def add(self, run: ParsedRun) -> None:
+        """Add a parsed run's rows to every table."""
         rec = run.record
-        offset = float(rec.provenance.get("node_utc_offset_s") or 0.0)
-        stamps = line_times(rec)
-        row_times = self._add_results(rec.run_id, run.parsed, offset, stamps)
-        span = (rec.end.started_at, rec.end.ended_at) if rec.end else (None, None)
-        resolution = LINE_STAMP_RESOLUTION if stamps else LAST_IN_SECOND
-        self._add_iterations(rec.run_id, run.parsed, row_times, span, resolution)
-        self._add_events(rec.run_id, run.events)
+        self._add_results(rec.run_id, run)
+        resolution = LINE_STAMP_RESOLUTION if run.stdout_times else LAST_IN_SECOND
+        self._add_iterations(rec.run_id, run, resolution)
+        self._add_events(rec.run_id, run)
         self._add_faults(rec.run_id, rec.faults)
-        self.runs.append(_run_row(self.sweep_dir, run, row_times))
+        self._add_observers(rec)
+        for w in run.windows:
+            self.windows.add(rec.run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back)
+        self._add_provenance(rec)
+        metrics = recovery.compute(run)
+        if recovery.thin_baseline(metrics):
+            self.thin.append(run)
+        self.runs.append(_run_row(self.sweep_dir, run, metrics.columns()))
         self.env_names.update((rec.spec.get("env") or {}).keys())
-        self.counters.extend(c for c in [run_counters(rec)] if c is not None)
+        counters = run_counters(rec)
+        if counters is not None:  # sampled on each node's clock
+            offsets = counters["node"].map(lambda node: run.clock.offset(str(node)))
+            counters["time"] = counters["time"] - offsets.astype("float64")
+            self.counters.append(counters)
 
     def add_incomplete(self, rec: st.RunRecord) -> None:
-        run = ParsedRun(rec, ParsedNcclTests(), [], None)
-        self.runs.append(_run_row(self.sweep_dir, run, {}))
+        run = empty_run(rec)
+        self.runs.append(_run_row(self.sweep_dir, run, recovery.compute(run).columns()))
+        self._add_provenance(rec)
         self.env_names.update((rec.spec.get("env") or {}).keys())
 
-    def _add_results(
-        self, run_id: str, parsed: ParsedNcclTests, offset: float, stamps: list[float] | None
-    ) -> dict[tuple[int, str, int], tuple[float, float]]:
-        """Add result rows; returns (size, placement, cycle) -> (epoch time, bus factor).
-
-        A row's time is when its line was written (a sweep's `stdout.times`), else its `-S`
-        stamp."""
-        row_times: dict[tuple[int, str, int], tuple[float, float]] = {}
+    def _add_results(self, run_id: str, run: ParsedRun) -> None:
+        """Add result rows, each with the time its line was written (controller clock)."""
         add = self.results.add
-        refused = 0
-        for r in parsed.rows:
-            r, bad = _checked_row(r)
-            refused += bad
-            if stamps and r.line and r.line <= len(stamps):
-                ts = stamps[r.line - 1]
-            else:
-                ts = _epoch(r.timestamp, offset)
+        for r in run.parsed.rows:
             add(run_id, r.size_bytes, r.count, r.type, r.redop, r.root, r.placement, r.cycle)
+            ts = run.row_times[(r.size_bytes, r.placement, r.cycle)][0]
             add(r.time_us, r.algbw_gbps, r.busbw_gbps, r.wrong, ts)
-            factor = (r.busbw_gbps / r.algbw_gbps) if r.busbw_gbps and r.algbw_gbps else 1.0
-            row_times[(r.size_bytes, r.placement, r.cycle)] = (ts, factor)
-        if refused:
+        if run.refused_values:
             self.warnings.append(
-                f"{self.sweep_dir / run_id}: {refused} result values not finite or negative "
-                "(time, algbw, busbw or #wrong): left empty, never averaged"
+                f"{self.sweep_dir / run_id}: {run.refused_values} result values not finite or "
+                "negative (time, algbw, busbw or #wrong): left empty, never averaged"
             )
-        return row_times
 
-    def _add_iterations(
-        self,
-        run_id: str,
-        parsed: ParsedNcclTests,
-        row_times: dict[tuple[int, str, int], tuple[float, float]],
-        span: tuple[float | None, float | None],
-        resolution: float,
-    ) -> None:
+    def _add_iterations(self, run_id: str, run: ParsedRun, resolution: float) -> None:
         blocks = self.iters
-        ends = _block_end_times(parsed, row_times, span, resolution)
-        for p in parsed.per_iteration:
+        ends = block_end_times(run, resolution)
+        for p in run.parsed.per_iteration:
             key = (p.size_bytes, p.placement, p.cycle)
             blocks.times.extend(p.times_us)
             blocks.run_id.append(run_id)
@@ -397,36 +231,72 @@ class _Builder:
             blocks.placement.append(p.placement)
             blocks.cycle.append(p.cycle)
             blocks.n.append(len(p.times_us))
-            blocks.bus_factor.append(row_times.get(key, (np.nan, 1.0))[1])
+            blocks.bus_factor.append(run.row_times.get(key, (np.nan, 1.0))[1])
             blocks.end_time.append(ends.get(key, np.nan))
 
-    def _add_events(self, run_id: str, events: list[tuple[str, Event]]) -> None:
+    def _add_events(self, run_id: str, run: ParsedRun) -> None:
+        """Add log events; a line's own stamp put on the controller clock."""
         add = self.events.add
-        for source, ev in events:
+        for source, ev in run.events:
             details = json.dumps(ev.details, sort_keys=True) if ev.details else ""
-            add(run_id, source, ev.line, ev.kind.value, ev.time, ev.host, ev.pid, ev.rank)
+            when = run.clock.of_event(ev)
+            time = when[0] if when else ev.time
+            add(run_id, source, ev.line, ev.kind.value, time, ev.host, ev.pid, ev.rank)
             add(ev.message or ev.text, None, None, None, details, None)
 
     def _add_faults(self, run_id: str, faults: list[st.FaultEvent]) -> None:
         add = self.events.add
         for i, f in enumerate(faults, start=1):
-            add(run_id, st.FAULTS, i, f"fault_{f.action}", f.time, f.node, None, None)
+            when = None if f.time is None else f.time - (f.clock_offset_s or 0.0)
+            add(run_id, st.FAULTS, i, f"fault_{f.action}", when, f.node, None, None)
             extra = {"tag": f.tag, **{k: getattr(f, k) for k in _FAULT_TIMES}}
             details = json.dumps({k: v for k, v in extra.items() if v not in (None, "")})
             add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, details, f.cycle)
 
+    def _add_observers(self, rec: st.RunRecord) -> None:
+        """An events row per NCCL RAS record of the run: the observer's verdict."""
+        for path in rec.node_files():
+            if path.name != RAS_FILE:
+                continue
+            try:
+                verdict = ras_verdict(read_text_bounded(path, JSON_RECORD_LIMIT, path.name))
+            except (OSError, InputRefused) as exc:
+                self.warnings.append(f"{path}: not read ({exc})")
+                continue
+            source = path.relative_to(rec.path).as_posix()
+            self.events.add(rec.run_id, source, None, RAS_VERDICT, verdict.first_problem_at)
+            self.events.add(path.parent.name, None, None, verdict.summary, None, None, verdict.ok)
+            self.events.add("", None)
+
+    def _add_provenance(self, rec: st.RunRecord) -> None:
+        """A row per provenance field (dicts and lists as compact JSON), then per variable of
+        the job's environment (`env:NAME`); empty values left out."""
+        add = self.provenance.add
+        for name, value in rec.provenance.items():
+            if name == "env" and isinstance(value, dict):
+                for var, text in value.items():
+                    add(rec.run_id, f"env:{var}", str(text))
+            elif value not in (None, "", [], {}):
+                text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+                add(rec.run_id, str(name), text)
+
     def tables(self) -> Tables:
         runs = _runs_frame(self.runs, sorted(self.env_names))
         results = self.results.frame()
+        iterations = _iterations_frame(self.iters)
+        if self.thin:
+            _series_baselines(runs, iterations, results, self.thin)
         results = _join_run_columns(results, runs, sorted(self.env_names))
         return Tables(
             results=results,
-            iterations=_iterations_frame(self.iters),
+            iterations=iterations,
             events=_typed_events(self.events.frame()),
             runs=runs,
             counters=pd.concat(self.counters, ignore_index=True)
             if self.counters
             else empty_counters(),
+            windows=_typed_windows(self.windows.frame()),
+            provenance=self.provenance.frame(),
             warnings=list(self.warnings),
         )
 
@@ -440,13 +310,9 @@ def env_column(name: str) -> str:
     return f"env:{name}" if name in fixed else name
 
 
-def _run_row(
-    sweep_dir: Path, run: ParsedRun, row_times: dict[tuple[int, str, int], tuple[float, float]]
-) -> dict[str, Any]:
-    from r2bench.records.recovery import recovery_columns  # it imports this module
-
+def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[str, Any]:
     rec, spec, end = run.record, run.record.spec, run.record.end
-    times = [t for t, _ in row_times.values() if t == t]
+    times = [t for t, _ in run.row_times.values() if t == t]
     outcome = run.outcome
     row: dict[str, Any] = {
         "run_id": rec.run_id,
@@ -489,9 +355,58 @@ def _run_row(
         "library_basis": rec.provenance.get("library_basis"),
         "path": os.path.relpath(rec.path, sweep_dir),
     }
-    row.update(recovery_columns(run))  # detect_s, stall_s, ... (docs/recovery.md)
+    row.update(metrics)  # detect_s, stall_s, ... (records/metrics.py, docs/recovery.md)
     row["env"] = spec.get("env") or {}
     return row
+
+
+def _series_baselines(
+    runs: pd.DataFrame, iterations: pd.DataFrame, results: pd.DataFrame, thin: list[ParsedRun]
+) -> None:
+    """Measure each thin run's ratios against the fault-free runs of its series instead (the
+    median of their samples per size), in place in `runs`; the basis says so."""
+    pools = _fault_free_pools(runs, iterations, results)
+    index = {run_id: i for i, run_id in enumerate(runs["run_id"])}
+    for run in thin:
+        pool = pools.get(recovery.series_key(run.record.spec))
+        if not pool:
+            continue
+        columns = recovery.compute(run, pool, recovery.SERIES_NOTE).columns()
+        row = index[run.record.run_id]
+        for key, value in columns.items():
+            runs.at[row, key] = value
+
+
+def _fault_free_pools(
+    runs: pd.DataFrame, iterations: pd.DataFrame, results: pd.DataFrame
+) -> dict[tuple[Any, Any], dict[int, float]]:
+    """(library, R2CC_MODE) -> size -> median busbw over the fault-free runs' iterations (or
+    result rows, for runs without per-iteration times)."""
+    clean = runs[(runs["scenario"] == "none") & (runs["n_faults"] == 0) & runs["complete"]]
+    if clean.empty:
+        return {}
+    ids = set(clean["run_id"])
+    its = iterations[iterations["run_id"].isin(ids)]
+    with_iters = set(its["run_id"].astype(str))
+    rows = results[results["run_id"].isin(ids - with_iters) & (results["placement"] != "")]
+    samples = pd.concat(
+        [
+            its[["run_id", "size_bytes", "busbw_gbps"]].astype({"run_id": str}),
+            rows[["run_id", "size_bytes", "busbw_gbps"]],
+        ]
+    )
+    mode = clean["R2CC_MODE"] if "R2CC_MODE" in clean else pd.Series(None, index=clean.index)
+    series = clean[["run_id", "library"]].assign(mode=mode.astype("string").fillna("-"))
+    keyed = samples.merge(series, on="run_id")
+    out: dict[tuple[Any, Any], dict[int, float]] = {}
+    for (lib, mode, size), values in keyed.groupby(["library", "mode", "size_bytes"], dropna=False)[
+        "busbw_gbps"
+    ]:
+        values = values.dropna()
+        if len(values) >= recovery.MIN_BASELINE:
+            key = (lib, None if mode == "-" else str(mode))
+            out.setdefault(key, {})[int(size)] = float(values.median())
+    return out
 
 
 def _gpus_per_process(parsed: ParsedNcclTests) -> int | None:
@@ -521,10 +436,8 @@ def _runs_frame(rows: list[dict[str, Any]], env_names: list[str]) -> pd.DataFram
 
 
 def _run_row_keys() -> list[str]:
-    empty = ParsedRun(
-        st.RunRecord("", Path(), False, {}, {}, None, []), ParsedNcclTests(), [], None
-    )
-    return list(_run_row(Path(), empty, {}))
+    empty = empty_run(st.RunRecord("", Path(), False, {}, {}, None, []))
+    return list(_run_row(Path(), empty, recovery.compute(empty).columns()))
 
 
 def _join_run_columns(results: pd.DataFrame, runs: pd.DataFrame, env: list[str]) -> pd.DataFrame:
@@ -563,6 +476,24 @@ def _iterations_frame(b: _IterBlocks) -> pd.DataFrame:
     )
 
 
+def _typed_windows(frame: pd.DataFrame) -> pd.DataFrame:
+    for name in ("fault", "cycle"):
+        frame[name] = frame[name].astype("int64")
+    for name in ("applied_at", "back_at"):
+        frame[name] = frame[name].astype("float64")
+    return frame
+
+
+def empty_windows() -> pd.DataFrame:
+    """The windows table of a sweep without faults (or of tables written before it existed)."""
+    return _typed_windows(pd.DataFrame({name: [] for name in WINDOW_COLUMNS}))
+
+
+def empty_provenance() -> pd.DataFrame:
+    """The provenance table with no rows."""
+    return pd.DataFrame({name: pd.Series([], dtype=object) for name in PROVENANCE_COLUMNS})
+
+
 def _typed_events(frame: pd.DataFrame) -> pd.DataFrame:
     for name in ("line", "pid", "rank", "fault", "cycle"):
         frame[name] = frame[name].astype("Int64")
@@ -583,6 +514,8 @@ class Tables:
     events: pd.DataFrame
     runs: pd.DataFrame
     counters: pd.DataFrame = field(default_factory=empty_counters)
+    windows: pd.DataFrame = field(default_factory=empty_windows)
+    provenance: pd.DataFrame = field(default_factory=empty_provenance)
     warnings: list[str] = field(default_factory=list)
     """Runs skipped or counted once, values left out: one line each, naming file and field."""
 
@@ -675,7 +608,7 @@ def read_tables(out_dir: Path) -> Tables:
     frames = {
         name: pd.read_parquet(out_dir / f"{name}.parquet")
         for name in TABLE_NAMES
-        if (out_dir / f"{name}.parquet").exists() or name != "counters"
+        if (out_dir / f"{name}.parquet").exists() or name not in OPTIONAL_TABLES
     }
     return Tables(**frames)
 

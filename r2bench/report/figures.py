@@ -358,35 +358,29 @@ class Window:
     label: str
 
 
-def fault_windows(events: pd.DataFrame, end_default: float) -> list[Window]:
-    """The inject..revert windows of one run's fault events, one per fault and flap cycle
-    (each inject paired with the next revert of its fault); a window without a revert lasts to
-    `end_default`."""
-    faults = events[events["kind"].astype(str).isin(["fault_inject", "fault_revert"])]
-    faults = faults.dropna(subset=["time"]).sort_values("time", kind="stable")
-    out: list[Window] = []
-    for _, g in faults.groupby("fault", sort=True, dropna=False):
-        start: float | None = None
-        label = ""
-        cycle = 0
-        for row in g.itertuples(index=False):
-            if row.kind == "fault_inject" and start is None:
-                start = float(row.time)
-                label = _fault_label(row, cycle)
-            elif row.kind == "fault_revert" and start is not None:
-                out.append(Window(start, float(row.time), label))
-                start, cycle = None, cycle + 1
-        if start is not None:
-            out.append(Window(start, max(end_default, start), label))
+def fault_windows(windows: pd.DataFrame, end_default: float) -> list[Window]:
+    """The fault windows of one run's rows of the windows table (`records.run.fault_windows`:
+    one per fault and flap cycle, on the controller clock); a window whose link never came
+    back lasts to `end_default`."""
+    out = [
+        Window(float(w.applied_at), float(max(end_default, w.applied_at)), _fault_label(w))
+        if w.back_at != w.back_at
+        else Window(float(w.applied_at), float(w.back_at), _fault_label(w))
+        for w in windows.itertuples(index=False)
+    ]
     return sorted(out, key=lambda w: w.start)
 
 
-def _fault_label(inject: Any, cycle: int) -> str:
-    """`link_down on node1/nic1`: the message's first word is the fault kind (the rest is the
-    injector's event line). Plain text: escaped where it is drawn."""
-    kind = str(inject.message).split(" ", 1)[0]
-    label = f"{kind} on {inject.host}/{inject.nic}"
-    return f"{label} (cycle {cycle})" if cycle else label
+def run_windows(tables: Tables, run_id: str, end_default: float) -> list[Window]:
+    """The fault windows of a run of the sweep."""
+    return fault_windows(tables.windows[tables.windows["run_id"] == run_id], end_default)
+
+
+def _fault_label(window: Any) -> str:
+    """`link_down on node1/nic1`, with its flap cycle after the first. Plain text: escaped
+    where it is drawn."""
+    label = f"{window.kind} on {window.node}/{window.nic}"
+    return f"{label} (cycle {window.cycle})" if window.cycle else label
 
 
 def timeline_points(tables: Tables, run_id: str) -> pd.DataFrame:
@@ -420,7 +414,7 @@ def timeline_figure(tables: Tables, run_id: str, index: int) -> Figure:
     events = tables.events[tables.events["run_id"] == run_id]
     times = pts["timestamp"].to_numpy(float)
     t0 = _t0(run, times, events)
-    windows = fault_windows(events, float(np.nanmax(times)) if len(times) else t0)
+    windows = run_windows(tables, run_id, float(np.nanmax(times)) if len(times) else t0)
     traces = _timeline_traces(pts, t0)
     ymax = float(np.nanmax(pts["busbw_gbps"])) if len(pts) else 1.0
     traces += _event_traces(events, t0, ymax * 1.05 if ymax == ymax else 1.0)

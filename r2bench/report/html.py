@@ -13,7 +13,6 @@ import json
 import os
 import urllib.parse
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,7 +31,7 @@ try:
     from plotly.offline import get_plotlyjs
 
     from r2bench.report.figures import Figure, all_figures, outcome_counts
-    from r2bench.report.nics import nics_section
+    from r2bench.report.nics import SECTION_TITLE, nic_figures
     from r2bench.report.recovery import recovery_section
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
@@ -109,16 +108,18 @@ _PROV_FIELDS = (
 )
 
 
-def summarize_provenance(records: Iterable[st.RunRecord]) -> ProvenanceSummary:
-    """Fold the provenance.json of every run into distinct values with counts."""
-    summary = ProvenanceSummary()
-    for rec in records:
-        summary.runs += 1
-        prov = rec.provenance
-        for key in _PROV_FIELDS:
-            summary.add(key, prov.get(key))
-        for name, value in (prov.get("env") or {}).items():
-            summary.env.setdefault(str(name), Counter())[str(value)[:MAX_VALUE_CHARS]] += 1
+def summarize_provenance(tables: Tables) -> ProvenanceSummary:
+    """Fold the provenance of every run (the provenance table) into distinct values with
+    counts."""
+    summary = ProvenanceSummary(runs=len(tables.runs))
+    fields = set(_PROV_FIELDS)
+    for name, value in zip(tables.provenance["field"], tables.provenance["value"], strict=True):
+        if name.startswith("env:"):
+            env = summary.env.setdefault(name.removeprefix("env:"), Counter())
+            env[str(value)[:MAX_VALUE_CHARS]] += 1
+        elif name in fields:
+            summary.add(name, value)
+    summary.values = {k: summary.values[k] for k in _PROV_FIELDS if k in summary.values}
     return summary
 
 
@@ -340,8 +341,8 @@ def render_report(
             "Timelines around faults (each run's largest size; fault window shaded)",
             timelines or "<p>No run with faults in this sweep.</p>",
         ),
-        nics_section(tables),
-        recovery_section(sweep_dir, tables),
+        *_nics_section(tables),
+        recovery_section(tables),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
         _section("Provenance", provenance_html(summary)),
     ]
@@ -354,6 +355,12 @@ def render_report(
         f"<code>{esc(sweep_dir)}</code>.</p>"
     )
     return _page(esc(f"r2bench report: {Path(sweep_dir).name}"), header + "\n".join(sections))
+
+
+def _nics_section(tables: Tables) -> list[str]:
+    """The NIC traffic section, when a faulted run has counters."""
+    figures = nic_figures(tables)
+    return [_section(SECTION_TITLE, _blocks(figures))] if figures else []
 
 
 def _blocks(figs: list[Figure] | None) -> str:
@@ -373,7 +380,7 @@ def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     """Write the report of a sweep to `out` (atomically); returns its figures."""
     require_report_extra("the HTML report")
     figures = all_figures(tables)
-    summary = summarize_provenance(st.RunStore.at(sweep_dir).records(include_incomplete=True))
+    summary = summarize_provenance(tables)
     page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
     st.atomic_write(out, page)
     return figures

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from r2bench.records.tables import Tables
-from r2bench.report.figures import Figure, Window, esc, fault_windows
+from r2bench.report.figures import Figure, Window, esc, run_windows
 
 MAX_NIC_FIGURES = 12
 MAX_POINTS_PER_TRACE = 4000
@@ -70,9 +70,8 @@ def _caption(means: pd.DataFrame, window: Window) -> str:
 def nic_figure(tables: Tables, run_id: str, index: int) -> Figure:
     """One run's per-NIC tx throughput over time with its fault windows shaded."""
     samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
-    events = tables.events[tables.events["run_id"].astype(str) == run_id]
     t0 = float(samples["time"].min())
-    windows = fault_windows(events, float(samples["time"].max()))
+    windows = run_windows(tables, run_id, float(samples["time"].max()))
     traces = []
     for (node, nic), g in samples.groupby(["node", "nic"], sort=True):
         g = g.sort_values("time")
@@ -125,13 +124,3 @@ def nic_figure(tables: Tables, run_id: str, index: int) -> Figure:
 def nic_figures(tables: Tables) -> list[Figure]:
     """A NIC traffic figure per faulted run with counters."""
     return [nic_figure(tables, run_id, i) for i, run_id in enumerate(nic_runs(tables))]
-
-
-def nics_section(tables: Tables) -> str:
-    """The report section (empty when no faulted run has counters)."""
-    from r2bench.report.html import _figure_block, _section  # the page's own blocks
-
-    figures = nic_figures(tables)
-    if not figures:
-        return ""
-    return _section(SECTION_TITLE, "".join(_figure_block(f) for f in figures))

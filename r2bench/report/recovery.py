@@ -1,29 +1,27 @@
 """The report's recovery section: a table per library/mode/scenario (median and p90 over
 repeats), a figure of the metrics' distributions, and what NCCL RAS saw beside the truth.
 
-Metrics come from the runs table (`records.recovery`, one run at a time); a faulted run too
-short of samples before its fault for a baseline of its own is computed again against the
-fault-free runs of its series (`records.recovery.compute(..., fallback=...)`), and the basis
-column says so.
+Everything comes from the tables: the metrics of the registry (`records.metrics`) from the runs
+table, where a faulted run too short of samples before its fault for a baseline of its own is
+already measured against the fault-free runs of its series (the basis column says so), and the
+RAS verdicts from the events table.
 """
 
 from __future__ import annotations
 
 import html
-from pathlib import Path
-from statistics import median
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from plotly.io.json import to_json_plotly
 
-from r2bench.records import recovery as rc
-from r2bench.records import store as st
-from r2bench.records.tables import Tables, parse_run
+from r2bench.records.metrics import of_unit
+from r2bench.records.tables import RAS_VERDICT, Tables
 
-TIME_METRICS = ("detect_s", "stall_s", "recover_s")
-RATIO_METRICS = ("degraded_ratio", "failback_ratio")
+TIME_METRICS = of_unit("s")
+RATIO_METRICS = of_unit("ratio")
+FLAG_METRICS = of_unit("flag")
 GROUP_KEYS = ("library", "mode", "scenario")
 FIGURE_ID = "recovery-distributions"
 _COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#ff7f0e", "#8c564b", "#17becf")
@@ -36,62 +34,15 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def run_metrics(sweep_dir: Path, tables: Tables) -> pd.DataFrame:
-    """Per faulted run: identity and metric columns; runs whose own baseline was too thin are
-    computed again against the fault-free runs of their series (library, R2CC_MODE)."""
+def run_metrics(tables: Tables) -> pd.DataFrame:
+    """Per faulted run: identity and metric columns, as the runs table holds them (a run too
+    short of samples before its fault is measured against its series there)."""
     runs = tables.runs
     if "detect_s" not in runs or runs.empty:
         return pd.DataFrame()
     frame = runs.copy()
     frame["mode"] = frame["R2CC_MODE"].astype("string") if "R2CC_MODE" in frame else pd.NA
-    faulted = frame[frame["n_faults"] > 0].copy()
-    pools = _fault_free_pools(tables, frame)
-    for i, row in faulted.iterrows():
-        thin = any(_THIN in str(row.get(f"{m}_reason") or "") for m in RATIO_METRICS)
-        pool = pools.get((row["library"], _mode_key(row["mode"])), {})
-        if not thin or not pool:
-            continue
-        parsed = parse_run(st.load_run(Path(sweep_dir) / str(row["path"])))
-        outcome = parsed.outcome.status.value if parsed.outcome else None
-        note = "the fault-free runs of the same series"
-        cols = rc.compute(parsed.record, parsed.parsed, outcome, pool, note).columns()
-        for key, value in cols.items():
-            faulted.at[i, key] = value
-    return faulted
-
-
-def _mode_key(value: Any) -> str | None:
-    return None if value is None or value is pd.NA or value != value else str(value)
-
-
-def _fault_free_pools(
-    tables: Tables, runs: pd.DataFrame
-) -> dict[tuple[Any, str | None], dict[int, float]]:
-    """(library, mode) -> size -> median busbw over the fault-free runs' iterations (or rows)."""
-    clean = runs[(runs["scenario"] == "none") & (runs["n_faults"] == 0) & runs["complete"]]
-    if clean.empty:
-        return {}
-    ids = set(clean["run_id"])
-    its = tables.iterations[tables.iterations["run_id"].isin(ids)]
-    with_iters = set(its["run_id"].astype(str))
-    rows = tables.results[
-        tables.results["run_id"].isin(ids - with_iters) & (tables.results["placement"] != "")
-    ]
-    samples = pd.concat(
-        [
-            its[["run_id", "size_bytes", "busbw_gbps"]].astype({"run_id": str}),
-            rows[["run_id", "size_bytes", "busbw_gbps"]],
-        ]
-    )
-    keyed = samples.merge(clean[["run_id", "library", "mode"]], on="run_id")
-    out: dict[tuple[Any, str | None], dict[int, float]] = {}
-    for (lib, mode, size), values in keyed.groupby(
-        ["library", keyed["mode"].fillna("-"), "size_bytes"], dropna=False
-    )["busbw_gbps"]:
-        vals = [v for v in values if v == v]
-        if len(vals) >= rc.MIN_BASELINE:
-            out.setdefault((lib, None if mode == "-" else str(mode)), {})[int(size)] = median(vals)
-    return out
+    return frame[frame["n_faults"] > 0].copy()
 
 
 def recovery_table(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -112,10 +63,9 @@ def recovery_table(metrics: pd.DataFrame) -> pd.DataFrame:
             row[f"{m} n"] = len(values)
             reasons = group[f"{m}_reason"].dropna()
             row[f"{m} undefined"] = reasons.mode().iloc[0] if len(reasons) else ""
-        lossless = group["lossless"].dropna()
-        row["lossless"] = (
-            f"{int(lossless.astype(bool).sum())}/{len(lossless)}" if len(lossless) else ""
-        )
+        for m in FLAG_METRICS:  # `true of defined`, e.g. lossless 3/4
+            flags = group[m].dropna()
+            row[m] = f"{int(flags.astype(bool).sum())}/{len(flags)}" if len(flags) else ""
         out.append(row)
     return pd.DataFrame(out)
 
@@ -194,7 +144,8 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
                 text += f"; {values['runs'] - n} undefined: {why}"
             cells.append(text)
         out[f"{m} median / p90"] = cells
-    out["lossless"] = table["lossless"]
+    for m in FLAG_METRICS:
+        out[m] = table[m]
     return out
 
 
@@ -212,24 +163,22 @@ def _html_table(frame: pd.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def observer_rows(sweep_dir: Path, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per faulted run with an NCCL RAS record: the truth (NIC, when) beside RAS's verdict."""
-    from r2bench.records.ras import RAS_FILE, ras_verdict
-
+def observer_rows(tables: Tables, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per faulted run with an NCCL RAS record: the truth (NIC, when) beside RAS's verdict
+    (the events table's `ras_verdict` rows)."""
+    events = tables.events
+    verdicts = events[events["kind"].astype(str) == RAS_VERDICT]
     rows = []
     for row in metrics.itertuples(index=False):
-        folder = Path(sweep_dir) / str(row.path) / st.NODE_DIR
-        files = sorted(folder.glob(f"*/{RAS_FILE}")) if folder.is_dir() else []
-        for path in files:
-            verdict = ras_verdict(path.read_text(errors="replace"))
+        for v in verdicts[verdicts["run_id"] == row.run_id].itertuples(index=False):
             rows.append(
                 {
                     "run_id": row.run_id,
-                    "observer node": path.parent.name,
+                    "observer node": v.host,
                     "truth: NIC down": f"{row.fault_node}/{row.fault_nic}",
                     "truth: applied at": row.fault_applied_at,
-                    "RAS verdict": verdict.summary,
-                    "RAS first problem at": verdict.first_problem_at,
+                    "RAS verdict": v.message,
+                    "RAS first problem at": None if v.time != v.time else v.time,
                 }
             )
     return pd.DataFrame(rows)
@@ -242,9 +191,9 @@ def _any_emulated(tables: Tables) -> bool:
     return bool(tables.runs["library_recipe"].astype(str).str.startswith("emulated").any())
 
 
-def recovery_section(sweep_dir: Path, tables: Tables) -> str:
+def recovery_section(tables: Tables) -> str:
     """The report's "Recovery" section (table, figure, RAS beside the truth) as HTML."""
-    metrics = run_metrics(sweep_dir, tables)
+    metrics = run_metrics(tables)
     title = "<h2>Recovery after faults (docs/recovery.md)</h2>"
     if metrics.empty:
         return f"<section>{title}<p>No run with faults in this sweep.</p></section>"
@@ -266,7 +215,7 @@ def recovery_section(sweep_dir: Path, tables: Tables) -> str:
         f"{to_json_plotly(spec)}</script></div>"
     )
     parts = [title, note, _html_table(_display(recovery_table(metrics))), figure]
-    observed = observer_rows(sweep_dir, metrics)
+    observed = observer_rows(tables, metrics)
     if not observed.empty:
         parts += ["<h3>What NCCL RAS saw, beside the truth</h3>", _html_table(observed)]
     return "<section>" + "\n".join(parts) + "</section>"

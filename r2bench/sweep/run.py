@@ -27,7 +27,7 @@ from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
-from r2bench.records.tables import log_events, parse_outputs
+from r2bench.records.run import log_events, parse_outputs
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError

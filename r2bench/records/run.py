@@ -1,0 +1,479 @@
+"""One run folder, parsed once: the model every analysis reads.
+
+A `ParsedRun` holds a run's nccl-tests results, its log events, its outcome, the transport
+NCCL set up, and everything put on the controller's clock once (`RunClock`: each node's
+offset, measured before the run, is subtracted here and nowhere else): the time of every
+result row, the fault windows (`fault_windows`) and the completed measurements
+(`measurement_samples`) that the recovery metrics are computed on. Tables, recovery metrics,
+the report and the figures all start from this module; it needs neither pandas nor numpy, so
+the sweep parses a run with it on a node without the `report` extra.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+from r2bench.records import store as st
+from r2bench.records.events import parse_events
+from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
+from r2bench.records.nccltests import combine, parse_json, parse_text
+from r2bench.records.outcome import classify, software_fault_check
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
+
+LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
+LINE_STAMP_RESOLUTION = 0.001  # a row stamped when its line was written ended just before
+ARRIVAL_RESOLUTION_S = 1e-3  # a line stamped on arrival: pipe and mpirun forwarding, ~1 ms
+STDERR_TIMES = "stderr.times"
+RESULT_VALUES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
+# `via NET/Socket/0`, `via P2P/CUMEM`, `via SHM/direct/direct`: NCCL INFO channel set-up lines.
+_VIA_RE = re.compile(rb"\] via ([A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*)?)")
+_OWN_STAMP_RE = re.compile(r"^\[(?P<ts>[^\]]{1,64})\]")
+_EPOCH_STAMP_RE = re.compile(r"^\d{9,11}(?:\.(?P<frac>\d+))?$")
+_DATE_STAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,](?P<frac>\d{1,9}))?")
+
+RowKey = tuple[int, str, int]
+"""(size in bytes, placement, cycle): one result row of a run."""
+
+
+# --------------------------------------------------------------------------- the clock
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """Puts a run's node times on the controller's clock.
+
+    `offsets`: node clock minus controller clock per node, measured before the run (the
+    `clock_offset_s` of faults.jsonl); `launch_node`: where mpirun ran (stdout.times and
+    stderr.times are its arrival times); `utc_offset_s`: what the node's local-time `-S` and
+    `[%F %T]` stamps differ from UTC by (provenance `node_utc_offset_s`)."""
+
+    offsets: Mapping[str, float] = field(default_factory=dict)
+    launch_node: str | None = None
+    utc_offset_s: float = 0.0
+
+    @classmethod
+    def of_record(cls, record: st.RunRecord) -> RunClock:
+        """The clock of a run folder: offsets from its fault events, the launch node from
+        spec.json, the UTC offset from provenance.json."""
+        offsets = {f.node: f.clock_offset_s for f in record.faults if f.clock_offset_s is not None}
+        nodes = record.spec.get("nodes") or []
+        utc = float(record.provenance.get("node_utc_offset_s") or 0.0)
+        return cls(offsets, str(nodes[0]) if nodes else None, utc)
+
+    @property
+    def launch_offset(self) -> float:
+        """The launch node's offset (0 when not measured)."""
+        return self.offsets.get(self.launch_node or "", 0.0)
+
+    def offset(self, node: str | None) -> float:
+        """A node's offset; the launch node's for a node not measured."""
+        return self.offsets.get(node or "", self.launch_offset)
+
+    def of_row(self, row: ResultRow, stamps: list[float] | None) -> float:
+        """When a result row's line was written, on the controller clock: its arrival on the
+        launch node (a sweep's `stdout.times`), else its `-S` stamp; NaN when neither."""
+        if stamps and row.line and row.line <= len(stamps):
+            return stamps[row.line - 1] - self.launch_offset
+        if row.timestamp is None:
+            return math.nan
+        epoch = row.timestamp.replace(tzinfo=timezone.utc).timestamp() - self.utc_offset_s
+        return float(epoch - self.launch_offset)
+
+    def of_event(self, event: Event) -> tuple[float, float] | None:
+        """(controller time, resolution in s) of a log line's own stamp, or None: `[epoch]`
+        stamps are UTC, `[%F %T]` stamps the node's local time."""
+        stamp = stamp_resolution(event.text)
+        if event.time is None or stamp is None:
+            return None
+        epoch, resolution = stamp
+        utc = 0.0 if epoch else self.utc_offset_s
+        return event.time - utc - self.offset(event.host), resolution
+
+
+def stamp_resolution(text: str) -> tuple[bool, float] | None:
+    """(epoch form, resolution in s) of a line's own `[...]` stamp, or None."""
+    m = _OWN_STAMP_RE.match(text)
+    if m is None:
+        return None
+    ts = m.group("ts").strip()
+    for rx, epoch in ((_EPOCH_STAMP_RE, True), (_DATE_STAMP_RE, False)):
+        if (mm := rx.match(ts)) is not None:
+            frac = mm.group("frac")
+            return epoch, 10.0 ** -len(frac) if frac else 1.0
+    return None
+
+
+def read_times(record: st.RunRecord, name: str) -> list[float] | None:
+    """The arrival time of every line of a log (`stdout.times`, `stderr.times`), or None."""
+    path = record.file(name)
+    if path is None:
+        return None
+    try:
+        return [float(x) for x in path.read_text().split()]
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- fault windows
+
+
+@dataclass(frozen=True)
+class Window:
+    """One fault cycle, on the controller's clock: applied -> link back (None: never back)."""
+
+    applied: float
+    back: float | None
+    node: str
+    nic: str
+    kind: str
+    fault: int
+    cycle: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completed measurement (an iteration with -I 1, else a result row)."""
+
+    start: float
+    end: float
+    size: int
+    busbw: float
+
+
+def fault_windows(faults: Iterable[st.FaultEvent], run_end: float | None) -> list[Window]:
+    """One window per (fault, cycle) that was applied, in time order, on the controller clock.
+
+    Start: the inject's `applied_at` (else its `time`). End: when the revert was made on the
+    node (its `applied_at`, else its `time`), else when the link was seen back (a `verify`, the
+    lease's own revert, a heal); None when none was recorded. The report's timelines, the
+    figures and the recovery metrics all read these windows.
+    """
+    by_key: dict[tuple[int, int], dict[str, st.FaultEvent]] = {}
+    for f in faults:
+        if f.ok or f.action != "inject":
+            by_key.setdefault((f.fault, f.cycle), {}).setdefault(f.action, f)
+    out = []
+    for (fault, cycle), steps in by_key.items():
+        inject = steps.get("inject")
+        if inject is None or not inject.ok:
+            continue
+        offset = inject.clock_offset_s or 0.0
+        applied = inject.applied_at if inject.applied_at is not None else inject.time
+        if applied is None:
+            continue
+        back = None
+        for action in ("revert", "verify", "lease_expired", "heal"):
+            step = steps.get(action)
+            if step is not None:
+                node_time = step.applied_at or step.verified_at or step.time
+                if node_time is not None:
+                    back = node_time - (step.clock_offset_s or offset)
+                    break
+        out.append(
+            Window(applied - offset, back, inject.node, inject.nic, inject.kind, fault, cycle)
+        )
+    out.sort(key=lambda w: w.applied)
+    if run_end is not None:
+        out = [w for w in out if w.applied <= run_end]
+    return out
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_outputs(
+    text_path: Path | None, json_path: Path | None, collective: str | None = None
+) -> ParsedNcclTests:
+    """nccl-tests results of a run from its text output and/or -J JSON (either may be None)."""
+    text = _parse_text_file(text_path, collective) if text_path else None
+    js = _parse_json_file(json_path) if json_path else None
+    if text is not None and js is not None:
+        return combine(text, js)
+    return text or js or ParsedNcclTests()
+
+
+def _parse_json_file(path: Path) -> ParsedNcclTests:
+    """A `-J` file, size-capped; too deep a nesting is a RecordError naming the file (a file
+    cut short is no error: its complete results are salvaged)."""
+    try:
+        text = read_text_bounded(path, JSON_RECORD_LIMIT, path.name)
+    except InputRefused as exc:
+        raise st.RecordError(str(exc)) from None
+    try:
+        return parse_json(text)
+    except RecursionError:
+        raise st.RecordError(f"{path}: nested too deeply to read") from None
+    except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
+        # a value of a type or size the file cannot mean: this run only, never the sweep
+        raise st.RecordError(f"{path}: a value it cannot hold ({exc})") from None
+
+
+def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
+    binary = f"{collective}_perf" if collective else None
+    with path.open("rb") as handle:
+        return parse_text(handle, binary_name=binary)
+
+
+def log_events(paths: Iterable[Path]) -> list[tuple[str, Event]]:
+    """(source file name, event) of every log, streamed line by line."""
+    out: list[tuple[str, Event]] = []
+    for path in paths:
+        with path.open("rb") as handle:
+            out.extend((path.name, ev) for ev in parse_events(handle))
+    return out
+
+
+def transport_of(paths: Iterable[Path]) -> str:
+    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), as
+    `NET/Socket`, `NET/IB`, `P2P`, `SHM` joined by `+`; empty when no such line was logged
+    (NCCL_DEBUG=INFO prints them)."""
+    found: set[str] = set()
+    for path in paths:
+        with path.open("rb") as handle:
+            for line in handle:
+                if b"] via " not in line:
+                    continue
+                for match in _VIA_RE.finditer(line):
+                    name = match.group(1).decode("ascii", "replace")
+                    head, _, sub = name.partition("/")
+                    found.add(f"{head}/{sub}" if head == "NET" and sub else head)
+    return "+".join(sorted(found))
+
+
+@dataclass
+class ParsedRun:
+    """One run folder, parsed once: results (values no measurement can have emptied), events,
+    outcome, transport, and the run's times on the controller clock."""
+
+    record: st.RunRecord
+    parsed: ParsedNcclTests
+    events: list[tuple[str, Event]]
+    outcome: Outcome | None
+    transport: str = ""
+    clock: RunClock = field(default_factory=RunClock)
+    stdout_times: list[float] | None = None
+    """Arrival of every stdout line on the launch node (a sweep's `stdout.times`)."""
+    row_times: dict[RowKey, tuple[float, float]] = field(default_factory=dict)
+    """Per result row: (when its line was written on the controller clock, busbw/algbw)."""
+    windows: list[Window] = field(default_factory=list)
+    refused_values: int = 0
+    """Result values not finite or negative, emptied (never averaged)."""
+
+    @property
+    def outcome_status(self) -> str | None:
+        """The outcome's status value (None for an incomplete run)."""
+        return self.outcome.status.value if self.outcome else None
+
+
+def parse_run(record: st.RunRecord) -> ParsedRun:
+    """Parse a run folder's outputs once; the outcome is classified again when outcome.json
+    is missing (an incomplete run keeps None)."""
+    collective = record.spec.get("collective")
+    parsed = parse_outputs(record.file(st.STDOUT), record.file(st.RESULT_JSON), collective)
+    parsed, refused = checked_results(parsed)
+    if record.file(st.EVENTS):
+        events = [(st.EVENTS, ev) for ev in record.events()]
+    else:
+        events = log_events(p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p)
+    outcome = record.end.outcome if record.end else None
+    if outcome is None and record.complete:
+        found = [e for _, e in events]
+        env = {k: str(v) for k, v in (record.spec.get("env") or {}).items()}
+        outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
+    logs = [p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p]
+    clock = RunClock.of_record(record)
+    stamps = read_times(record, st.STDOUT_TIMES)
+    end = record.end
+    return ParsedRun(
+        record,
+        parsed,
+        events,
+        outcome,
+        transport_of(logs),
+        clock,
+        stamps,
+        {key_of(r): (clock.of_row(r, stamps), bus_factor(r)) for r in parsed.rows},
+        fault_windows(record.faults, end.ended_at if end else None),
+        refused,
+    )
+
+
+def empty_run(record: st.RunRecord) -> ParsedRun:
+    """A run with nothing parsed (an incomplete or unreadable one): its record only."""
+    return ParsedRun(record, ParsedNcclTests(), [], None)
+
+
+def key_of(row: ResultRow) -> RowKey:
+    """A result row's key: (size, placement, cycle)."""
+    return (row.size_bytes, row.placement, row.cycle)
+
+
+def bus_factor(row: ResultRow) -> float:
+    """busbw/algbw of a row (the collective's bus factor), 1 when either is missing."""
+    return (row.busbw_gbps / row.algbw_gbps) if row.busbw_gbps and row.algbw_gbps else 1.0
+
+
+def checked_results(parsed: ParsedNcclTests) -> tuple[ParsedNcclTests, int]:
+    """The results with values no measurement can have (NaN, infinite, negative) emptied, and
+    how many there were: a figure or a comparison must not average them."""
+    rows, refused = [], 0
+    for row in parsed.rows:
+        row, bad = _checked_row(row)
+        rows.append(row)
+        refused += bad
+    return (parsed.model_copy(update={"rows": rows}), refused) if refused else (parsed, 0)
+
+
+def _checked_row(row: ResultRow) -> tuple[ResultRow, int]:
+    bad = {
+        name: None
+        for name in (*RESULT_VALUES, "iter_min_us", "iter_max_us", "iter_p99_us")
+        if (value := getattr(row, name, None)) is not None
+        and not (math.isfinite(value) and value >= 0)
+    }
+    return (row.model_copy(update=bad), len(bad)) if bad else (row, 0)
+
+
+# --------------------------------------------------------------------------- row and iteration times
+
+
+def block_end_times(run: ParsedRun, resolution: float) -> dict[RowKey, float]:
+    """Estimated end of each per-iteration block, on the controller clock.
+
+    `-S 1` stamps have one-second resolution and are printed when a row (out-of-place, then
+    in-place iterations) ends, so a row ends in [ts, ts + 1). Summed iteration times bound it
+    further: a forward pass from the launch gives the earliest possible end of every row, a
+    backward pass from the job's end the latest; the estimate is the middle of the two.
+    """
+    parsed, row_times, end = run.parsed, run.row_times, run.record.end
+    span = (end.started_at, end.ended_at) if end else (None, None)
+    totals: dict[RowKey, float] = {
+        (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
+    }
+    rows = []  # (in-place key, row time, in-place time, printed second)
+    for r in parsed.rows:
+        ts = row_times[(r.size_bytes, r.placement, r.cycle)][0]
+        if r.placement == "in_place" and ts == ts:
+            oop, inp = (r.size_bytes, "out_of_place", r.cycle), (r.size_bytes, "in_place", r.cycle)
+            rows.append(
+                (inp, totals.get(oop, 0.0) + totals.get(inp, 0.0), totals.get(inp, 0.0), ts)
+            )
+    earliest, latest = _row_bounds(rows, span, resolution)
+    ends: dict[RowKey, float] = {}
+    for (inp, _, t_in, _), lo, hi in zip(rows, earliest, latest, strict=True):
+        end = (lo + hi) / 2 if lo <= hi else lo
+        ends[inp] = end
+        ends[(inp[0], "out_of_place", inp[2])] = end - t_in
+    return ends
+
+
+def _row_bounds(
+    rows: list[tuple[Any, float, float, float]],
+    span: tuple[float | None, float | None],
+    resolution: float,
+) -> tuple[list[float], list[float]]:
+    """Earliest and latest end of each row, from its stamp (a row ends in [ts, ts + resolution])
+    and the rows around it."""
+    earliest, latest = [], []
+    clock = -math.inf if span[0] is None else span[0]
+    for _, total, _, ts in rows:
+        clock = min(max(clock + total, ts), ts + resolution)
+        earliest.append(clock)
+    clock = math.inf if span[1] is None else span[1]
+    next_total = 0.0
+    for _, total, _, ts in reversed(rows):
+        clock = max(min(clock - next_total, ts + resolution), ts)
+        latest.append(clock)
+        next_total = total
+    return earliest, latest[::-1]
+
+
+def measurement_samples(run: ParsedRun) -> tuple[list[Sample], str, float]:
+    """Completed measurements on the controller clock, the basis text and the resolution.
+
+    With -I 1: one sample per iteration (its end estimated as the runs table estimates
+    iteration timestamps); otherwise one per result row (start = end - iterations x time)."""
+    parsed, row_times, stamps = run.parsed, run.row_times, run.stdout_times
+    clock = "stdout.times (line arrival, ~1 ms)" if stamps else "-S 1 stamps (1 s)"
+    resolution = ARRIVAL_RESOLUTION_S if stamps else 1.0
+    out: list[Sample] = []
+    if parsed.per_iteration and stamps:
+        out = _spread_iterations(parsed, row_times)
+        basis = (
+            "per iteration (-I 1); iteration ends placed between row prints (stdout.times, "
+            "~1 ms) with each row's untimed time spread evenly over its iterations"
+        )
+    elif parsed.per_iteration:
+        ends = block_end_times(run, LAST_IN_SECOND)
+        for p in parsed.per_iteration:
+            key = (p.size_bytes, p.placement, p.cycle)
+            block_end = ends.get(key)
+            if block_end is None or block_end != block_end:
+                continue
+            factor = row_times.get(key, (0.0, 1.0))[1]
+            t_end = block_end - sum(p.times_us) / 1e6
+            for t_us in p.times_us:
+                start, t_end = t_end, t_end + t_us / 1e6
+                if t_us > 0:
+                    out.append(
+                        Sample(start, t_end, p.size_bytes, _busbw(p.size_bytes, t_us, factor))
+                    )
+        basis = f"per iteration (-I 1), ends estimated from {clock} and the iteration times"
+    else:
+        iters = parsed.iters or (run.record.spec.get("options") or {}).get("iterations") or 1
+        for r in parsed.rows:
+            ts = row_times[key_of(r)][0]
+            if ts == ts and r.time_us and r.busbw_gbps is not None:
+                out.append(Sample(ts - iters * r.time_us / 1e6, ts, r.size_bytes, r.busbw_gbps))
+        basis = f"per result row (no -I: the mean of {iters} iterations), row ends from {clock}"
+    out.sort(key=lambda s: s.end)
+    return out, basis, resolution
+
+
+def _busbw(size: int, t_us: float, factor: float) -> float:
+    return size / t_us / 1e3 * factor
+
+
+def _spread_iterations(
+    parsed: ParsedNcclTests, row_times: dict[RowKey, tuple[float, float]]
+) -> list[Sample]:
+    """Iterations placed between the print of the previous row and their own row's print.
+
+    A row's iterations (out-of-place, then in-place) ran between the two prints; the time
+    there that no iteration accounts for (warm-up, buffer fill, check, the print) is spread
+    evenly before each iteration. The first row has no previous print: its iterations are
+    packed back to back before its own print."""
+    blocks: dict[tuple[int, int], dict[str, tuple[float, ...]]] = {}
+    for p in parsed.per_iteration:
+        blocks.setdefault((p.size_bytes, p.cycle), {})[p.placement] = p.times_us
+    rows = sorted(
+        {
+            (row_times[(size, pl, cy)][0], size, cy)
+            for size, pl, cy in row_times
+            if (size, cy) in blocks
+        }
+    )
+    out: list[Sample] = []
+    previous: float | None = None
+    for printed, size, cycle in rows:
+        if printed != printed:
+            continue
+        block = blocks[(size, cycle)]
+        times = [(pl, t) for pl in ("out_of_place", "in_place") for t in block.get(pl, ()) if t > 0]
+        total = sum(t for _, t in times) / 1e6
+        span = printed - previous if previous is not None else total
+        slack = max(0.0, span - total) / len(times) if times else 0.0
+        cursor = printed - max(span, total)
+        for pl, t_us in times:
+            start = cursor + slack
+            cursor = start + t_us / 1e6
+            factor = row_times[(size, pl, cycle)][1]
+            out.append(Sample(start, cursor, size, _busbw(size, t_us, factor)))
+        previous = printed
+    return out
