@@ -3,9 +3,6 @@ finds no regression between the two, nor against the stored reference."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +18,8 @@ from r2bench.compare.verdict import compare_reference, compare_sweeps
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
-    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py missing"),
+    pytest.mark.needs_mpirun,
+    pytest.mark.needs_mpi4py,
 ]
 
 ROOT = Path(__file__).resolve().parents[1]

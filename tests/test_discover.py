@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from r2bench.cloudlab.manifest import manifest_testbed
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import NicKind
 from r2bench.testbeds.discover import merge_testbed, parse_discovery
+from r2bench.virtual.lifecycle import UpResult
 
 DATA = Path(__file__).parent / "data" / "cloudlab"
 
@@ -111,23 +109,13 @@ def test_local_node_discovery_writes_back(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def virtual_testbed() -> Iterator[Path]:
-    if os.geteuid() != 0 or shutil.which("mpirun") is None:
-        pytest.skip("needs root and mpirun (virtual testbed)")
-    from r2bench.virtual.lifecycle import up
-    from r2bench.virtual.plan import VirtualSpec, default_state_dir
-    from r2bench.virtual.teardown import teardown
-
-    name = f"ds{uuid.uuid4().hex[:6]}"
-    state = default_state_dir(name)
-    try:
-        up(VirtualSpec(name=name, state_dir=state))
-        yield state / "testbed.yaml"
-    finally:
-        teardown(name, state, lambda _: None)
+def virtual_testbed(virtual_testbed: UpResult) -> Path:
+    """The shared testbed (conftest.py), as its file."""
+    return virtual_testbed.testbed_yaml
 
 
 @pytest.mark.root
+@pytest.mark.needs_mpirun
 def test_virtual_testbed_discovery_is_a_fixed_point(virtual_testbed: Path, tmp_path: Path) -> None:
     """The virtual testbed's file is already complete: discovery confirms it, changes nothing
     but dropping the management mark finds it again from the default route."""

@@ -4,38 +4,22 @@ hand (naming the node, the NIC and the fix), and passes again once it is back up
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
-from r2bench.virtual.teardown import teardown
+from r2bench.virtual.lifecycle import UpResult
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
-]
+pytestmark = [pytest.mark.root, pytest.mark.needs_mpirun]
 
 
 @pytest.fixture(scope="module")
-def testbed() -> Iterator[tuple[str, Path]]:
-    name = f"dr{uuid.uuid4().hex[:6]}"
-    state = default_state_dir(name)
-    try:
-        up(VirtualSpec(name=name, state_dir=state))
-        yield name, state / "testbed.yaml"
-    finally:
-        teardown(name, state, lambda _: None)
+def testbed(virtual_testbed: UpResult) -> tuple[str, Path]:
+    return virtual_testbed.testbed.name, virtual_testbed.testbed_yaml
 
 
 def doctor(testbed_file: Path) -> tuple[int, dict]:

@@ -10,17 +10,12 @@ its fault is active leaves the link down no longer than the node-side lease (+2 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,16 +24,14 @@ import pytest
 from r2bench.config.load import load_testbed
 from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
 from r2bench.records.store import COMPLETE, FaultEvent, RunEnd, RunStore
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir, netns_name
-from r2bench.virtual.teardown import teardown
+from r2bench.virtual.lifecycle import UpResult
+from r2bench.virtual.plan import netns_name
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
-    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py missing"),
+    pytest.mark.needs_mpirun,
+    pytest.mark.needs_mpi4py,
 ]
 
 CLI = [sys.executable, "-c", "from r2bench.cli import main; main()"]
@@ -77,14 +70,8 @@ class Bed:
 
 
 @pytest.fixture(scope="module")
-def bed() -> Iterator[Bed]:
-    name = f"sw{uuid.uuid4().hex[:6]}"
-    state = default_state_dir(name)
-    try:
-        result = up(VirtualSpec(name=name, state_dir=state))
-        yield Bed(name, result.testbed_yaml)
-    finally:
-        teardown(name, state, lambda _: None)
+def bed(virtual_testbed: UpResult) -> Bed:
+    return Bed(virtual_testbed.testbed.name, virtual_testbed.testbed_yaml)
 
 
 def sweep(experiment: Path, bed: Bed, results: Path, *extra: str) -> subprocess.Popen[str]:

@@ -3,9 +3,7 @@ NCCL_HOSTID in the launch line, doctor's word on shared GPUs, and the experiment
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -124,8 +122,7 @@ def test_experiment_names_its_own_virtual_testbed(tmp_path: Path) -> None:
 
 
 @pytest.mark.root
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd")
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
+@pytest.mark.needs_mpirun
 def test_real_mpirun_gives_each_namespace_node_its_hostid() -> None:
     """The planned launch line, run for real by mpirun over ssh into two namespace nodes: each
     rank sees its own node's hostname, NCCL_HOSTID and device list, and the job's variables."""
