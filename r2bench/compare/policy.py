@@ -37,20 +37,26 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from r2bench.config.errors import ConfigError
 from r2bench.config.source import load_data
 from r2bench.config.types import parse_size
+from r2bench.records.metrics import REGISTRY
+
+_UNIT_TEXT = {"s": "s", "ratio": "", "flag": ""}
 
 METRICS = ("busbw_gbps", "time_us")
 """Compared per cell; busbw is better higher, time better lower."""
-RECOVERY_METRICS = ("detect_s", "stall_s", "failback_ratio")
-"""Compared per series of faulted runs, one sample a run (records/recovery.py)."""
+RECOVERY_METRICS = tuple(m.name for m in REGISTRY if m.compared)
+"""Compared per series of faulted runs, one sample a run (the registry's `compared` entries)."""
 COMPARED = (*METRICS, *RECOVERY_METRICS)
 HIGHER_IS_BETTER = {
-    "busbw_gbps": True, "time_us": False,
-    "detect_s": False, "stall_s": False, "failback_ratio": True,
-}  # fmt: skip
-UNITS = {"busbw_gbps": "GB/s", "time_us": "us", "detect_s": "s", "stall_s": "s",
-         "failback_ratio": ""}  # fmt: skip
-DEFAULT_MIN_EFFECT = {"detect_s": 0.10, "stall_s": 0.10}
-"""Detection and stalls wait on timeouts and polling: a smaller change is within their jitter."""
+    "busbw_gbps": True,
+    "time_us": False,
+    **{m.name: m.higher_is_better for m in REGISTRY},
+}
+UNITS = {"busbw_gbps": "GB/s", "time_us": "us", **{m.name: _UNIT_TEXT[m.unit] for m in REGISTRY}}
+DEFAULT_MIN_EFFECT = {
+    m.name: m.min_effect for m in REGISTRY if m.compared and m.min_effect is not None
+}
+"""Detection and stalls wait on timeouts and polling: a smaller change is within their jitter
+(records/metrics.py gives each metric's)."""
 
 
 class Statistic(str, Enum):

@@ -7,7 +7,8 @@ first reaction, completed measurements and baseline, all on the controller clock
 
 Adding a metric is one `MetricDef` in `REGISTRY` plus its function: the runs table gets its
 three columns (`<name>`, `<name>_reason`, `<name>_basis`), the report a column in its
-recovery table, and `compare` can gate it (`compared=True`, or a policy entry naming it).
+recovery table (by unit), and `compare` gates it per series of faulted runs with
+`compared=True` (its better direction, unit and default `min_effect` from the entry).
 """
 
 from __future__ import annotations
