@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from r2bench.sweep.command import SweepOptions, sweep_command
+from r2bench.commands.sweep import SweepOptions, sweep_command
 from r2bench.virtual.lifecycle import throwaway_testbed
 
 EXPERIMENT = """name: bench-sweep

@@ -230,7 +230,7 @@ def setup(
 
     Example: [bold]r2bench setup experiments/quickstart.yaml -t experiments/testbeds/virtual-example.yaml[/]
     """
-    from r2bench.setup.commands import setup_command
+    from r2bench.commands.setup import setup_command
 
     with config_errors(_stderr()):
         code = setup_command(
@@ -270,10 +270,10 @@ def doctor(
 
     Example: [bold]r2bench doctor -t experiments/testbeds/virtual-example.yaml[/]
     """
-    from r2bench.doctor.cli import doctor_command
+    from r2bench.commands.doctor import doctor_command
 
     if discover:
-        from r2bench.testbeds.discover import discover_command
+        from r2bench.commands.testbed import discover_command
 
         with config_errors(_stderr()):
             raise typer.Exit(discover_command(testbed, dry_run))
@@ -442,8 +442,8 @@ def compare(
         require_report_extra("compare")
     except MissingExtra as exc:
         _stderr().print(f"cannot compare: {exc}")
-        raise typer.Exit(2) from None
-    from r2bench.compare.command import compare_command
+        raise typer.Exit(ExitCode.USAGE) from None
+    from r2bench.commands.compare import compare_command
     from r2bench.compare.verdict import Gate
 
     gate = Gate(allow_incomplete=allow_incomplete, allow_undecided=allow_undecided)
@@ -464,32 +464,20 @@ def version() -> None:
 
 
 def _mount_subcommands() -> None:
-    from r2bench.virtual.cli import testbed_app
+    """testbed (up, down, status, from-slurm), cloudlab and figures, from r2bench.commands."""
+    from r2bench.commands.figures import figures_command
+    from r2bench.commands.testbed import cloudlab_app, testbed_app
 
     app.add_typer(
         testbed_app,
         name="testbed",
         help="Create, inspect and remove testbeds (virtual: network namespaces).",
     )
-
-
-_mount_subcommands()
-
-
-def _mount_testbed_tools() -> None:
-    """cloudlab testbed, testbed from-slurm, figures (modules under cloudlab/, testbeds/,
-    figures/)."""
-    from r2bench.cloudlab.cli import cloudlab_app
-    from r2bench.figures.cli import figures_command
-    from r2bench.testbeds.cli import from_slurm_command
-    from r2bench.virtual.cli import testbed_app
-
     app.add_typer(cloudlab_app, name="cloudlab", help="CloudLab: a testbed file from a manifest.")
-    testbed_app.command("from-slurm")(from_slurm_command)
     app.command("figures")(figures_command)
 
 
-_mount_testbed_tools()
+_mount_subcommands()
 
 
 SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.
@@ -553,8 +541,7 @@ def sweep(
         ),
     ] = None,
 ) -> None:
-    from r2bench.commands.sweep import sweep_cli
-    from r2bench.sweep.command import SweepOptions
+    from r2bench.commands.sweep import SweepOptions, sweep_cli
 
     console = _stderr()
     if rerun not in (None, "failed"):

@@ -15,7 +15,7 @@ import yaml
 from rich.console import Console
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.compare.command import compare_command
+from r2bench.commands.compare import compare_command
 from r2bench.compare.policy import Policy, Statistic, load_policy
 from r2bench.compare.reference import load_reference, reference_from_sweep, reference_yaml
 from r2bench.compare.samples import SweepData

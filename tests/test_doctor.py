@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from helpers_sshd import SshServer, needs_sshd, sshd  # noqa: F401  (sshd is a fixture)
 
+from r2bench.commands.doctor import doctor_command
 from r2bench.config.testbed import Nic, Testbed
 from r2bench.config.testbed import Node as NodeModel
-from r2bench.doctor import Status, doctor_command
+from r2bench.doctor import Status
 from r2bench.doctor.checks import (
     check_affinity,
     check_clock,
@@ -499,7 +500,9 @@ def test_doctor_cli_exit_status_for_a_healthy_ssh_node(sshd: SshServer, tmp_path
         "nodes": [ssh_node_entry(sshd, "solo")],
     }
     path = write_testbed(tmp_path / "testbed.yaml", body)
-    code = "import sys; from pathlib import Path; from r2bench.doctor import doctor_command;"
+    code = (
+        "import sys; from pathlib import Path; from r2bench.commands.doctor import doctor_command;"
+    )
     code += f"sys.exit(doctor_command(Path({str(path)!r}), True))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     report = json.loads(done.stdout)

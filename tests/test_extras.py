@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     from rich.console import Console
     from typer.testing import CliRunner
 
-    import r2bench.doctor.cli, r2bench.setup.commands, r2bench.sweep.command as sweep
+    import r2bench.commands.doctor, r2bench.commands.setup, r2bench.commands.sweep as sweep
     from r2bench.cli import app
     from r2bench.extras import MissingExtra, missing_report_packages
     from r2bench.records.importer import import_dir

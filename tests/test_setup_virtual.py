@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from r2bench.commands.setup import setup_command
 from r2bench.config.load import load_testbed
 from r2bench.setup import cache
-from r2bench.setup.commands import setup_command
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import VirtualSpec, default_state_dir
 from r2bench.virtual.teardown import TestbedError, teardown

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from r2bench.commands import testbed as cli
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
 from r2bench.launch.launchers import Job, launch_command
-from r2bench.virtual import cli
 from r2bench.virtual.plan import default_state_dir
 from r2bench.virtual.teardown import teardown
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from r2bench.commands import testbed as cli
 from r2bench.config import testbed as testbed_model
 from r2bench.config.load import load_testbed
-from r2bench.virtual import cli
 from r2bench.virtual.describe import build_testbed, to_yaml
 from r2bench.virtual.plan import (
     POOL,

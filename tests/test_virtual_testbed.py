@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from r2bench.commands import testbed as cli
 from r2bench.config.load import load_testbed
-from r2bench.virtual import cli, sshd
+from r2bench.virtual import sshd
 from r2bench.virtual.plan import default_state_dir, host_ifname
 from r2bench.virtual.teardown import owned_pid, teardown
 

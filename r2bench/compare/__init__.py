@@ -6,5 +6,6 @@ stored reference (ReFrame-style YAML, kept as data).
 - `policy`: minimum effects per metric, rules, xfail entries
 - `reference`: the reference file (read, write from a sweep)
 - `verdict`: the comparison itself; `output`: rich table, markdown, JUnit XML
-- `command`: the CLI's entry point (exit 0 no regression, 1 regression, 2 could not compare)
+
+The command itself (options, printing, exit codes) is `r2bench.commands.compare`.
 """

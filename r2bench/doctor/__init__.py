@@ -1,7 +1,6 @@
 """`r2bench doctor`: is the testbed ready for a sweep? One table, and how to fix what is not."""
 
 from r2bench.doctor.checks import CheckResult, Status, run_checks
-from r2bench.doctor.cli import doctor_command
 from r2bench.doctor.run import diagnose
 
-__all__ = ["CheckResult", "Status", "diagnose", "doctor_command", "run_checks"]
+__all__ = ["CheckResult", "Status", "diagnose", "run_checks"]

@@ -3,5 +3,6 @@
 Pure parts: `cache` (keys and stamps), `failures` (what went wrong in a build log), `libcheck`
 (which NCCL a benchmark really loaded), `probe` (parsing what a node has), `steps` (the per-node
 build commands, rendered by the planner). Effectful parts: `source` (local trees on the
-controller), `builder` (runs everything through the node layer) and `commands` (the CLI entry).
+controller) and `builder` (runs everything through the node layer). The command is
+`r2bench.commands.setup`.
 """

@@ -22,13 +22,13 @@ from r2bench.config.load import load_testbed
 from r2bench.config.recipes import load_recipes
 from r2bench.config.source import parse_yaml
 from r2bench.config.validate import validate_model
+from r2bench.errors import ExitCode
 from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.build import LEASE_GRACE_S, Inputs, make_plan
 from r2bench.plan.model import FaultStep, NodeCommand
 from r2bench.sweep.agent import parse_fault_line
 from r2bench.sweep.nodeside import injectors_dir, install_injectors, own_records_script
 
-EXIT_OK, EXIT_FAILED = 0, 1
 DEFAULT_LEASE_S = 300.0
 MANUAL_TAG_RUN = "manual"
 
@@ -95,7 +95,7 @@ def heal_command(testbed_file: Path, console: Console | None = None) -> int:
         table.add_row(name, "\n".join(report.reverted) or "nothing", failed, str(report.left))
         clean = clean and report.clean
     console.print(table)
-    return EXIT_OK if clean else EXIT_FAILED
+    return ExitCode.OK if clean else ExitCode.FAILED
 
 
 @dataclass(frozen=True)
@@ -186,4 +186,4 @@ def fault_command(testbed_file: Path, fault: ManualFault, action: str, console: 
             f"undo with: r2bench revert -t {testbed_file} {fault.kind} {fault.node} {fault.nic} "
             f"(or wait {step.lease_s:g} s: the node reverts by itself)"
         )
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return ExitCode.OK if result.ok else ExitCode.FAILED

@@ -8,23 +8,18 @@ One bash script per node (one round trip) prints tagged lines:
 with RDMA -> roce, no RDMA -> eth), names NICs that carry a placeholder name (`railN` from a
 manifest) after their RDMA device, adds RDMA ports the file does not list, and marks the
 management NIC (the one the file marks, else the default route's) and the launcher's bootstrap
-interface. The file is rewritten only when something changed; the diff is shown either way.
+interface. `r2bench.commands.testbed.discover_command` shows the diff and rewrites the file
+only when something changed.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from rich.console import Console
-
-from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Nic, NicKind, Testbed
 from r2bench.config.testbed import Node as NodeModel
 from r2bench.nodes import Node, NodeError, NodePool
-from r2bench.testbeds.yamlio import testbed_text, write_text_atomic
 
 DISCOVER_TIMEOUT_S = 60.0
 PLACEHOLDER = re.compile(r"^rail\d+$")
@@ -186,36 +181,3 @@ def header_of(text: str) -> str:
             break
         lines.append(line)
     return "".join(lines)
-
-
-def discover_command(
-    path: Path, dry_run: bool, console: Console | None = None, pool: NodePool | None = None
-) -> int:
-    """Discover, show the diff, write back. 0 done, 1 some node could not be asked."""
-    console = console or Console()
-    testbed = load_testbed(path)
-    own = pool is None
-    pool = pool or NodePool.from_testbed(testbed)
-    try:
-        merged, errors = discover(testbed, pool)
-    finally:
-        if own:
-            pool.close()
-    header = header_of(path.read_text())
-    before = testbed_text(testbed, header)
-    after = testbed_text(merged, header)
-    diff = list(difflib.unified_diff(before.splitlines(keepends=True),
-                                     after.splitlines(keepends=True),
-                                     f"{path} (before)", f"{path} (discovered)"))  # fmt: skip
-    for name, error in errors.items():
-        console.print(f"{name}: not discovered: {error}", markup=False, highlight=False)
-    if merged == testbed or not diff:
-        console.print(f"{path}: nothing to change")
-    else:
-        console.print("".join(diff), markup=False, highlight=False, end="")
-        if dry_run:
-            console.print("--dry-run: nothing written")
-        else:
-            write_text_atomic(path, after)
-            console.print(f"wrote {path}")
-    return 1 if errors else 0

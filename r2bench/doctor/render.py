@@ -1,18 +1,14 @@
-"""`r2bench doctor`: render the checks as a table (check x node) or JSON; exit 1 on failure."""
+"""The doctor's results as a table (check x node) with the fixes, or as JSON."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
 from r2bench.doctor.checks import CheckResult, Status, failed
-from r2bench.doctor.run import diagnose
 from r2bench.launch.registry import LAUNCHERS
 
 STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
@@ -93,17 +89,3 @@ def results_json(testbed: Testbed, results: list[CheckResult]) -> str:
         ],
     }
     return json.dumps(body, indent=2)
-
-
-def doctor_command(testbed: Path, json_out: bool, console: Console | None = None) -> int:
-    """Check every node of a testbed; print a report; return 0 if nothing failed, else 1.
-
-    An invalid testbed file raises ConfigError (the main CLI reports it).
-    """
-    model = load_testbed(testbed)
-    results = diagnose(model)
-    if json_out:
-        sys.stdout.write(results_json(model, results) + "\n")
-    else:
-        print_report(model, results, console or Console())
-    return 1 if failed(results) else 0

@@ -1,8 +1,18 @@
-"""`r2bench testbed up|down|status`: the virtual 2-node (or N-node) testbed on one host."""
+"""`r2bench testbed up|down|status|from-slurm`, `r2bench cloudlab testbed` and
+`r2bench doctor --discover`: the commands that make, remove, show or fill in testbeds.
+
+`up`, `down` and `status` drive the virtual testbed (network namespaces on this host,
+r2bench.virtual); `from-slurm` writes a testbed of a Slurm allocation (r2bench.testbeds.slurm);
+`cloudlab testbed` one from a CloudLab manifest (r2bench.cloudlab.manifest); `--discover` fills
+one in from its nodes (r2bench.testbeds.discover).
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
+import sys
 import time
 from enum import Enum
 from pathlib import Path
@@ -12,6 +22,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from r2bench.cloudlab.manifest import ManifestError, manifest_testbed
+from r2bench.config.load import load_testbed
+from r2bench.errors import ExitCode
+from r2bench.nodes import NodePool
+from r2bench.testbeds.discover import discover, header_of
+from r2bench.testbeds.slurm import SlurmError, slurm_testbed
+from r2bench.testbeds.yamlio import testbed_text, write_testbed, write_text_atomic
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import (
     SHAPING_HANDLE,
@@ -111,7 +128,9 @@ def up_command(
     """
     console = Console(stderr=True)
     if kind is not TestbedKind.virtual:
-        raise _fail(console, f"unknown testbed kind {kind!r}: only `virtual` can be created", 2)
+        raise _fail(
+            console, f"unknown testbed kind {kind!r}: only `virtual` can be created", ExitCode.USAGE
+        )
     try:
         spec = VirtualSpec(name, nodes, nics, router, state_dir, rate, gpus, host_gpus)
         capped = f", each capped at {rate}" if rate else ""
@@ -120,7 +139,7 @@ def up_command(
         )
         result = up(spec, _progress(console))
     except PlanError as exc:
-        raise _fail(console, str(exc), 2) from None
+        raise _fail(console, str(exc), ExitCode.USAGE) from None
     except TestbedError as exc:
         raise _fail(console, str(exc), exc.exit_code) from None
     for warning in result.warnings:
@@ -143,9 +162,9 @@ def down_command(
         check_name(name)
         done = teardown(name, state_dir or default_state_dir(name), _progress(console))
     except PlanError as exc:
-        raise _fail(console, str(exc), 2) from None
+        raise _fail(console, str(exc), ExitCode.USAGE) from None
     except RuntimeError as exc:
-        raise _fail(console, str(exc), 1) from None
+        raise _fail(console, str(exc), ExitCode.FAILED) from None
     console.print(f"testbed {name}: " + ("removed" if done else "nothing to do"))
 
 
@@ -205,7 +224,7 @@ def status_command(
             read_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)
         ]
     except PlanError as exc:
-        raise _fail(Console(stderr=True), str(exc), 2) from None
+        raise _fail(Console(stderr=True), str(exc), ExitCode.USAGE) from None
     if as_json:
         typer.echo(json.dumps(statuses if name is None else statuses[0], indent=2))
         return
@@ -213,3 +232,140 @@ def status_command(
         console.print("no virtual testbeds")
     for status in statuses:
         _print_status(console, status)
+
+
+SLURM_HEADER = """\
+# Made by `r2bench testbed from-slurm` inside Slurm job {job}.
+# NICs (RDMA devices, netdevs, link layers, the management interface) are not in Slurm's
+# environment: run `r2bench doctor --discover -t {out}` inside the allocation to add them.
+"""
+
+
+@testbed_app.command("from-slurm")
+def from_slurm_command(
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Testbed YAML to write (default: stdout).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Testbed name (default: slurm-<job id>).")
+    ] = None,
+) -> None:
+    """Write a testbed of the current Slurm allocation (SLURM_JOB_NODELIST, tasks and GPUs
+    per node), launched with srun.
+
+    Exit codes: 0 written, 2 not inside an allocation or the SLURM_* variables are invalid.
+
+    Example: [bold]r2bench testbed from-slurm -o testbed.yaml[/]
+    """
+    err = Console(stderr=True)
+    try:
+        testbed = slurm_testbed(os.environ, name=name)
+    except SlurmError as exc:
+        err.print(f"from-slurm: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.USAGE) from None
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    write_testbed(testbed, out, SLURM_HEADER.format(job=job, out=out or "TESTBED.yaml"))
+    if out is not None:
+        err.print(f"wrote {out}: {len(testbed.nodes)} node(s)", highlight=False)
+
+
+cloudlab_app = typer.Typer(
+    no_args_is_help=True,
+    help="CloudLab experiments: turn a manifest into a testbed file.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+CLOUDLAB_HEADER = """\
+# Made by `r2bench cloudlab testbed` from {source}.
+# GPUs, RDMA devices, kernel interface names and link layers are not in a manifest: run
+#   r2bench doctor --discover -t {out}
+# to fill them in from the nodes (it shows the diff and writes this file back).
+"""
+
+
+def read_manifest(source: str) -> str:
+    """The manifest's text from a path, or stdin for `-`."""
+    if source == "-":
+        return sys.stdin.read()
+    return Path(source).read_text(encoding="utf-8")
+
+
+@cloudlab_app.command("testbed")
+def testbed_command(
+    manifest: Annotated[
+        str, typer.Argument(help="Manifest RSpec file, or - for stdin (`geni-get manifest`).")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Testbed YAML to write (default: stdout).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Testbed name (default: the experiment's).")
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="Login user (default: the first login listed)."),
+    ] = None,
+) -> None:
+    """Write a testbed file from a CloudLab manifest: nodes with their login host, user and
+    port, the control network as the management NIC, and one NIC per experiment LAN.
+
+    Exit codes: 0 written, 2 the manifest cannot be read or is not a usable manifest
+    (malformed, truncated, a request RSpec, nodes without logins).
+
+    Example: [bold]r2bench cloudlab testbed manifest.xml -o testbed.yaml[/] (or pipe `geni-get manifest` into `r2bench cloudlab testbed -`)
+    """
+    err = Console(stderr=True)
+    label = "stdin" if manifest == "-" else manifest
+    try:
+        text = read_manifest(manifest)
+        testbed = manifest_testbed(text, name=name, user=user)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err.print(
+            f"{label}: cannot read the manifest: {reason}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(ExitCode.USAGE) from None
+    except ManifestError as exc:
+        err.print(f"{label}: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.USAGE) from None
+    header = CLOUDLAB_HEADER.format(source=label, out=out or "TESTBED.yaml")
+    write_testbed(testbed, out, header)
+    if out is not None:
+        names = ", ".join(node.name for node in testbed.nodes)
+        err.print(f"wrote {out}: {len(testbed.nodes)} node(s) ({names})", highlight=False)
+
+
+def discover_command(
+    path: Path, dry_run: bool, console: Console | None = None, pool: NodePool | None = None
+) -> int:
+    """Discover, show the diff, write back. 0 done, 1 some node could not be asked."""
+    console = console or Console()
+    testbed = load_testbed(path)
+    own = pool is None
+    pool = pool or NodePool.from_testbed(testbed)
+    try:
+        merged, errors = discover(testbed, pool)
+    finally:
+        if own:
+            pool.close()
+    header = header_of(path.read_text())
+    before = testbed_text(testbed, header)
+    after = testbed_text(merged, header)
+    diff = list(difflib.unified_diff(before.splitlines(keepends=True),
+                                     after.splitlines(keepends=True),
+                                     f"{path} (before)", f"{path} (discovered)"))  # fmt: skip
+    for name, error in errors.items():
+        console.print(f"{name}: not discovered: {error}", markup=False, highlight=False)
+    if merged == testbed or not diff:
+        console.print(f"{path}: nothing to change")
+    else:
+        console.print("".join(diff), markup=False, highlight=False, end="")
+        if dry_run:
+            console.print("--dry-run: nothing written")
+        else:
+            write_text_atomic(path, after)
+            console.print(f"wrote {path}")
+    return ExitCode.FAILED if errors else ExitCode.OK

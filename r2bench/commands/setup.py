@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from r2bench.errors import ExitCode
 from r2bench.plan.build import load_inputs
 from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
 from r2bench.setup.report import Status, summary
@@ -52,4 +53,5 @@ def setup_command(
     started = time.monotonic()
     results = Builder(inputs, options, console).run()
     console.print(summary(results, time.monotonic() - started), highlight=False)
-    return 1 if any(result.status is Status.FAILED for result in results) else 0
+    failed = any(result.status is Status.FAILED for result in results)
+    return ExitCode.FAILED if failed else ExitCode.OK

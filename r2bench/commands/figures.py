@@ -9,7 +9,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_USAGE = 2
+from r2bench.errors import ExitCode
+
 VERDICT_STYLE = {"holds": "green", "does not hold": "bold red", "not tested": "yellow"}
 
 
@@ -47,19 +48,19 @@ def figures_command(
     for sweep in sweeps:
         if not sweep.is_dir():
             err.print(f"figures: {sweep}: no such sweep folder", markup=False, highlight=False)
-            raise typer.Exit(EXIT_USAGE)
+            raise typer.Exit(ExitCode.USAGE)
         if not any(RunStore.at(sweep).run_dirs()):
             err.print(
                 f"figures: {sweep}: no runs in it (nothing to draw; run a sweep or import logs)",
                 markup=False, highlight=False,
             )  # fmt: skip
-            raise typer.Exit(EXIT_USAGE)
+            raise typer.Exit(ExitCode.USAGE)
     out_dir = out or sweeps[0] / "figures"
     try:  # the default folder is the sweep's own: a link there must not lead elsewhere
         inside(out_dir if out else sweeps[0], out_dir)
     except OutsideFolder as exc:
         err.print(f"figures: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(ExitCode.USAGE) from None
     tables = load_sweeps(sweeps)
     for line in tables.warnings:
         err.print(f"warning: {line}", style="yellow", markup=False, highlight=False, soft_wrap=True)
