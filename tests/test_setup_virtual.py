@@ -9,10 +9,7 @@ out (same work-folder id on both nodes), copies once, and the second node checks
 from __future__ import annotations
 
 import io
-import os
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,35 +18,17 @@ from rich.console import Console
 from r2bench.commands.setup import setup_command
 from r2bench.config.load import load_testbed
 from r2bench.setup import cache
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
-from r2bench.virtual.teardown import TestbedError, teardown
+from r2bench.virtual.lifecycle import UpResult
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(
-        os.geteuid() != 0, reason="needs root: creates network namespaces and runs sshd"
-    ),
-]
+pytestmark = [pytest.mark.root, pytest.mark.virtual_optional]
 
 QUICKSTART = Path(__file__).parents[1] / "experiments" / "quickstart.yaml"
 NOOP_LIMIT_S = 3.0
 
 
 @pytest.fixture(scope="module")
-def testbed_file() -> Iterator[Path]:
-    name = f"st{uuid.uuid4().hex[:6]}"
-    state = default_state_dir(name)
-    try:
-        try:
-            result = up(VirtualSpec(name, nodes=2, nics=2))
-        except TestbedError as exc:
-            if exc.exit_code == 2:
-                pytest.skip(f"virtual testbed unavailable here: {exc}")
-            raise
-        yield result.testbed_yaml
-    finally:
-        teardown(name, state, lambda _: None)
+def testbed_file(virtual_testbed: UpResult) -> Path:
+    return virtual_testbed.testbed_yaml
 
 
 def _setup(testbed: Path, logs: Path) -> tuple[int, str, float]:

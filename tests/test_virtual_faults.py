@@ -10,35 +10,26 @@ NIC, is masked off from the start, so its loss costs nothing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from r2bench.commands import testbed as cli
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
 from r2bench.launch.launchers import Job, launch_command
-from r2bench.virtual.plan import default_state_dir
-from r2bench.virtual.teardown import teardown
+from r2bench.virtual.lifecycle import UpResult
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
-    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (openmpi-bin)"),
-    pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py missing"),
+    pytest.mark.needs_mpirun,
+    pytest.mark.needs_mpi4py,
 ]
 
 FAILOVER_MS = 500
@@ -66,15 +57,9 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def bed() -> Iterator[Bed]:
-    name = f"fx-{uuid.uuid4().hex[:8]}"
-    state = default_state_dir(name)
-    try:
-        result = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", name])
-        assert result.exit_code == 0, result.output
-        yield Bed(name, load_testbed(state / "testbed.yaml"))
-    finally:
-        teardown(name, state, lambda _: None)
+def bed(virtual_testbed: UpResult) -> Bed:
+    testbed = load_testbed(virtual_testbed.testbed_yaml)
+    return Bed(testbed.name, testbed)
 
 
 def mpirun_command(testbed: Testbed, env: dict[str, str], report: Path) -> str:

@@ -9,25 +9,16 @@ import os
 import shutil
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from r2bench.commands import testbed as cli
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
-from r2bench.virtual.plan import default_state_dir
-from r2bench.virtual.teardown import teardown
+from r2bench.virtual.lifecycle import UpResult
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces and sshd"),
-]
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,18 +31,11 @@ class Bed:
 
 
 @pytest.fixture(scope="module")
-def bed() -> Iterator[Bed]:
-    name = f"sf-{uuid.uuid4().hex[:8]}"
-    state = default_state_dir(name)
-    try:
-        result = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", name])
-        assert result.exit_code == 0, result.output
-        testbed = load_testbed(state / "testbed.yaml")
-        work = Path(testbed.paths.work_dir)
-        shutil.copytree(REPO / "injectors", work / "injectors", dirs_exist_ok=True)
-        yield Bed(name, testbed, work)
-    finally:
-        teardown(name, state, lambda _: None)
+def bed(virtual_testbed: UpResult) -> Bed:
+    testbed = load_testbed(virtual_testbed.testbed_yaml)
+    work = Path(testbed.paths.work_dir)
+    shutil.copytree(REPO / "injectors", work / "injectors", dirs_exist_ok=True)
+    return Bed(testbed.name, testbed, work)
 
 
 def ssh(bed: Bed, node: str, command: str) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,6 @@ table) is shared by the tests of this module and torn down at the end, whatever 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,12 +24,7 @@ from r2bench.virtual import sshd
 from r2bench.virtual.plan import default_state_dir, host_ifname
 from r2bench.virtual.teardown import owned_pid, teardown
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(
-        os.geteuid() != 0, reason="needs root: creates network namespaces and runs sshd"
-    ),
-]
+pytestmark = [pytest.mark.root]
 
 SERVER = """
 import socket, sys
