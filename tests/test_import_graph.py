@@ -12,8 +12,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "r2bench"
 
 COMMAND_LAYER = ("r2bench.cli", "r2bench.commands")
@@ -147,17 +145,11 @@ def test_the_graph_sees_relative_and_from_imports() -> None:
     assert find_cycle(graph) == ["x", "y", "z", "x"]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="two cycles are being removed: records.tables <-> records.recovery and "
-    "report.html <-> report.nics",
-)
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-@pytest.mark.xfail(strict=False, reason="the sweep still reaches records.tables; being split off")
 def test_the_sweep_never_imports_the_report_extra() -> None:
     """A sweep runs without the report extra (pandas, pyarrow) and without the tables."""
     graph = import_graph()
