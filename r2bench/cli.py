@@ -424,15 +424,26 @@ def compare(
             "from noise) pass the gate.",
         ),
     ] = False,
+    allow_provenance_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-provenance-mismatch",
+            help="Compare even when BASELINE was measured on another testbed or with another "
+            "nccl-tests or library version than CANDIDATE (each difference is then a warning).",
+        ),
+    ] = False,
 ) -> None:
     """Noise-aware regression verdicts, per collective x size x library/mode x scenario: a
     seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
     outcome changes (ok -> crashed/timeout/wrong_results) always a regression. The gate counts
     every cell: candidate runs that did not finish, missing cells and `undecided` ones (too few
-    samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass.
+    samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass. A
+    BASELINE measured on another testbed, or with another nccl-tests version or version of a
+    library both sides ran, is refused, naming the field and both values, unless
+    --allow-provenance-mismatch; a version unknown on either side is a warning.
 
     Exit codes: 0 passed, 1 regression or cells not judged, 2 could not compare (nothing
-    matched, bad input).
+    matched, bad input, provenance differs).
 
     Example: [bold]r2bench compare results/baselines/ci-virtual.yaml results/ci/ci-virtual[/]
     """
@@ -449,7 +460,15 @@ def compare(
     gate = Gate(allow_incomplete=allow_incomplete, allow_undecided=allow_undecided)
     raise typer.Exit(
         compare_command(
-            baseline, candidate, policy, markdown, junit, write_reference, show_all, gate=gate
+            baseline,
+            candidate,
+            policy,
+            markdown,
+            junit,
+            write_reference,
+            show_all,
+            gate=gate,
+            allow_provenance_mismatch=allow_provenance_mismatch,
         )
     )
 

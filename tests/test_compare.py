@@ -4,6 +4,8 @@ one size, or mode 1 crashing under the fault), and on references written from th
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.commands.compare import compare_command
 from r2bench.compare.policy import Policy, Statistic, load_policy
+from r2bench.compare.provenance import compare_provenance, sweep_facts
 from r2bench.compare.reference import load_reference, reference_from_sweep, reference_yaml
 from r2bench.compare.samples import SweepData
 from r2bench.compare.samples import load_sweep as _load_sweep
@@ -218,3 +221,76 @@ def test_worse_recovery_is_a_regression_like_a_busbw_drop(sweeps: dict[str, Path
     assert not [r for r in same.regressions if r.metric in ("detect_s", "failback_ratio")]
     few = compare_sweeps(before, after, Policy())  # 3 runs a side < min_samples 5
     assert {r.verdict for r in few.rows if r.metric == "detect_s"} == {Verdict.UNDECIDED}
+
+
+# ---- provenance: a candidate measured elsewhere or with other software is not judged ----------
+
+
+def _on_other_testbed(sweep: Path, to: Path, testbed: str = "elsewhere") -> Path:
+    """A copy of `sweep` whose runs name another testbed in their spec.json."""
+    target = to / f"{sweep.name}-{testbed}"
+    shutil.copytree(sweep, target)
+    for spec in target.glob("*/spec.json"):
+        data = json.loads(spec.read_text())
+        spec.write_text(json.dumps({**data, "testbed": testbed}))
+    return target
+
+
+def test_another_testbed_is_refused_naming_the_field_both_values_and_the_flag(
+    sweeps: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = _on_other_testbed(sweeps["same"], tmp_path)
+    assert compare_command(sweeps["base"], other, console=_quiet()) == 2
+    err = capsys.readouterr().err
+    assert "testbed" in err and "'sample'" in err and "'elsewhere'" in err
+    assert "--allow-provenance-mismatch" in err
+    lenient = Gate(allow_undecided=True)
+    code = compare_command(
+        sweeps["base"], other, console=_quiet(), gate=lenient, allow_provenance_mismatch=True
+    )
+    assert code == 0
+    assert "warning" in capsys.readouterr().err
+
+
+def test_a_reference_keeps_the_provenance_it_was_written_from(
+    sweeps: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = tmp_path / "ref.yaml"
+    assert compare_command(sweeps["base"], None, write_reference=ref, console=_quiet()) == 0
+    written = yaml.safe_load(ref.read_text())["provenance"]
+    assert written["testbed"] == "sample" and written["library_version[nccl]"] == "2.28.3"
+    other = _on_other_testbed(sweeps["same"], tmp_path)
+    assert compare_command(ref, other, console=_quiet()) == 2
+    assert "'elsewhere'" in capsys.readouterr().err
+
+
+def test_unknown_provenance_is_a_warning_not_a_refusal(
+    sweeps: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = tmp_path / "old.yaml"
+    assert compare_command(sweeps["base"], None, write_reference=ref, console=_quiet()) == 0
+    data = yaml.safe_load(ref.read_text())
+    del data["provenance"]  # a reference written before r2bench kept it
+    ref.write_text(yaml.safe_dump(data))
+    lenient = Gate(allow_undecided=True)
+    capsys.readouterr()
+    assert compare_command(ref, sweeps["same"], console=_quiet(), gate=lenient) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "testbed" in err and "unknown" in err
+
+
+def test_library_and_nccl_tests_versions_are_checked_per_library(
+    sweeps: dict[str, Path],
+) -> None:
+    base = sweep_facts(load_sweep(sweeps["base"]))
+    assert base["nccl_tests_version"] and base["library_version[r2ccl]"] == "2.28.3"
+    newer = {**base, "library_version[r2ccl]": "2.29.0", "nccl_tests_version": "9.9.9"}
+    problems, warnings = compare_provenance(base, newer)
+    assert [p.field for p in problems] == ["library_version[r2ccl]", "nccl_tests_version"]
+    assert "'2.28.3'" in problems[0].text() and "'2.29.0'" in problems[0].text()
+    assert warnings == []
+    unknown = {**base, "nccl_tests_version": None}
+    problems, warnings = compare_provenance(base, unknown)
+    assert problems == [] and len(warnings) == 1 and "nccl_tests_version" in warnings[0]
+    only_here = {**base, "library_version[other]": "1.0"}  # a library the other side lacks
+    assert compare_provenance(base, only_here) == ([], [])

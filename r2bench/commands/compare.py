@@ -1,4 +1,6 @@
-"""`r2bench compare BASELINE CANDIDATE`: exit 0 no regression, 1 regression, 2 could not compare."""
+"""`r2bench compare BASELINE CANDIDATE`: exit 0 no regression, 1 regression, 2 could not compare
+(bad input, nothing matched, or a baseline of another testbed, nccl-tests or library version:
+`compare.provenance`)."""
 
 from __future__ import annotations
 
@@ -8,23 +10,24 @@ from rich.console import Console
 from rich.text import Text
 
 from r2bench.compare.output import junit, markdown, print_table
-from r2bench.compare.policy import load_policy
+from r2bench.compare.policy import Policy, load_policy
+from r2bench.compare.provenance import check_provenance, sweep_facts
 from r2bench.compare.reference import (
     is_reference_file,
     load_reference,
     reference_from_sweep,
     reference_yaml,
 )
-from r2bench.compare.samples import CompareInputError, load_sweep
+from r2bench.compare.samples import CompareInputError, SweepData, load_sweep
 from r2bench.compare.verdict import (
-    EXIT_CANNOT,
-    EXIT_OK,
     Comparison,
     Gate,
     compare_reference,
     compare_sweeps,
 )
+from r2bench.errors import ExitCode
 from r2bench.records.store import atomic_write
+from r2bench.textsafe import printable
 
 
 def compare_command(
@@ -37,9 +40,12 @@ def compare_command(
     show_all: bool = False,
     console: Console | None = None,
     gate: Gate | None = None,
+    allow_provenance_mismatch: bool = False,
 ) -> int:
     """Compare, print, write the requested files; returns the exit code. `gate` says what may
-    pass unjudged (by default nothing: incomplete, missing and undecided cells fail)."""
+    pass unjudged (by default nothing: incomplete, missing and undecided cells fail); a
+    baseline whose testbed, nccl-tests or library version differs from the candidate's is
+    refused (exit 2) unless `allow_provenance_mismatch`."""
     out = console or Console()
     err = Console(stderr=True)
     try:
@@ -54,24 +60,38 @@ def compare_command(
                 f"from {baseline}"
             )
             if candidate is None:
-                return EXIT_OK
+                return ExitCode.OK
         if candidate is None:
             raise CompareInputError("CANDIDATE is missing (a sweep folder)")
         cand = load_sweep(candidate)
-        for line in cand.tables.warnings:
-            err.print(Text(f"warning: {line}"), style="yellow", soft_wrap=True)
-        result: Comparison
-        if is_reference_file(baseline):
-            result = compare_reference(load_reference(baseline), cand, policy)
-        else:
-            result = compare_sweeps(load_sweep(baseline), cand, policy)
+        _warn(err, cand.tables.warnings)
+        result = _compare(baseline, cand, policy, allow_provenance_mismatch, err)
         result.gate = gate or Gate()
     except (CompareInputError, ValueError) as exc:
-        err.print(f"[red]cannot compare:[/] {exc}")
-        return EXIT_CANNOT
+        err.print(Text.assemble(("cannot compare: ", "red"), printable(exc)), soft_wrap=True)
+        return ExitCode.USAGE
     print_table(result, out, everything=show_all)
     if markdown_file is not None:
         atomic_write(markdown_file, markdown(result))
     if junit_file is not None:
         atomic_write(junit_file, junit(result))
     return result.exit_code
+
+
+def _warn(err: Console, lines: list[str]) -> None:
+    for line in lines:
+        err.print(Text(printable(f"warning: {line}")), style="yellow", soft_wrap=True)
+
+
+def _compare(
+    baseline: Path, cand: SweepData, policy: Policy, allow_mismatch: bool, err: Console
+) -> Comparison:
+    """Load the baseline (a reference file or a sweep), check that its provenance matches the
+    candidate's (ProvenanceMismatch otherwise), and compare."""
+    if is_reference_file(baseline):
+        ref = load_reference(baseline)
+        _warn(err, check_provenance(ref.provenance, sweep_facts(cand), allow_mismatch))
+        return compare_reference(ref, cand, policy)
+    base = load_sweep(baseline)
+    _warn(err, check_provenance(sweep_facts(base), sweep_facts(cand), allow_mismatch))
+    return compare_sweeps(base, cand, policy)

@@ -6,6 +6,7 @@ stored reference (ReFrame-style YAML, kept as data).
 - `policy`: minimum effects per metric, rules, xfail entries
 - `reference`: the reference file (read, write from a sweep)
 - `verdict`: the comparison itself; `output`: rich table, markdown, JUnit XML
+- `provenance`: whether both sides share testbed, nccl-tests and library versions
 
 The command itself (options, printing, exit codes) is `r2bench.commands.compare`.
 """

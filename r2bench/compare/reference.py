@@ -4,6 +4,10 @@
 format: r2bench-reference/1
 sweep: ci-virtual                  # where the values came from
 series_columns: [collective, library, scenario, R2CC_MODE]
+provenance:                         # what a candidate must match (compare.provenance)
+  testbed: ci-virtual
+  nccl_tests_version: 2.19.6
+  library_version[r2ccl]: 2.28.3
 cells:                              # one line per cell; metrics are [value, lower, upper, unit]
 - {collective: all_reduce, library: emulated, scenario: none, R2CC_MODE: '1', size_bytes: 4194304,
    placement: out_of_place, type: float, redop: sum, n: 16,
@@ -28,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from r2bench.compare.policy import HIGHER_IS_BETTER, METRICS, UNITS, Policy, XFail
+from r2bench.compare.provenance import Facts, sweep_facts
 from r2bench.compare.samples import (
     CELL_FIELDS,
     CompareInputError,
@@ -80,6 +85,9 @@ class Reference(BaseModel):
     sweep: str = ""
     written: str = ""
     series_columns: list[str]
+    provenance: Facts = Field(default_factory=dict)
+    """The sweep's testbed, nccl-tests and library versions (empty: written before references
+    kept them, so unknown)."""
     cells: list[RefCell] = Field(default_factory=list)
     series: list[RefSeries] = Field(default_factory=list)
     xfail: list[XFail] = Field(default_factory=list)
@@ -118,12 +126,22 @@ def parse_reference(data: Any, where: str = "reference") -> Reference:
             sweep=str(data.get("sweep") or ""),
             written=str(data.get("written") or ""),
             series_columns=columns,
+            provenance=_provenance(data.get("provenance"), where),
             cells=ref_cells,
             series=ref_series,
             xfail=[XFail.model_validate(x) for x in data.get("xfail") or []],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CompareInputError(f"{where}: {exc}") from exc
+
+
+def _provenance(raw: Any, where: str) -> Facts:
+    """The reference's `provenance:` mapping (field -> value or null); missing: empty."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise CompareInputError(f"{where}: provenance: expected a mapping of field: value")
+    return {str(k): None if v is None else str(v) for k, v in raw.items()}
 
 
 def load_reference(path: Path) -> Reference:
@@ -184,6 +202,7 @@ def reference_from_sweep(sweep: SweepData, policy: Policy) -> Reference:
         sweep=sweep.name,
         written=stamp,
         series_columns=names,
+        provenance=sweep_facts(sweep),
         cells=out_cells,
         series=out_series,
         xfail=list(policy.xfail),
@@ -220,6 +239,7 @@ def reference_yaml(ref: Reference) -> str:
         "sweep": ref.sweep,
         "written": ref.written,
         "series_columns": _FlowList(ref.series_columns),
+        "provenance": dict(ref.provenance),
         "cells": [
             _FlowDict(
                 {
