@@ -437,9 +437,10 @@ def compare(
     seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
     outcome changes (ok -> crashed/timeout/wrong_results) always a regression. The gate counts
     every cell: candidate runs that did not finish, missing cells and `undecided` ones (too few
-    samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass. A
-    BASELINE measured on another testbed, or with another nccl-tests version or version of a
-    library both sides ran, is refused, naming the field and both values, unless
+    samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass.
+
+    A BASELINE measured on another testbed, or with another nccl-tests version or NCCL version
+    of a library both sides ran, is refused, naming the field and both values, unless
     --allow-provenance-mismatch; a version unknown on either side is a warning.
 
     Exit codes: 0 passed, 1 regression or cells not judged, 2 could not compare (nothing
