@@ -272,6 +272,8 @@ class RunRecord:
 
 
 def _stays_in(run_dir: Path, path: Path) -> bool:
+    if path.parent == run_dir and not path.is_symlink():
+        return True  # a plain entry of the folder: inside it wherever the folder itself is
     try:
         inside(run_dir, path)
     except OutsideFolder:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.extras import require_report_extra
-from r2bench.records import recovery
+from r2bench.records import recovery, rowcache
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, run_counters
 from r2bench.records.provenance import nccl_version_text
@@ -52,6 +52,8 @@ except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
 TABLE_NAMES = ("results", "iterations", "events", "runs", "counters", "windows", "provenance")
+BUILD_FILE = "BUILD"
+"""In the tables folder, written last: what the tables were built from (their build key)."""
 OPTIONAL_TABLES = frozenset({"counters", "windows", "provenance"})
 """Tables a tables folder written by an older r2bench may lack (read as empty)."""
 MAX_WORKERS = 8
@@ -86,7 +88,7 @@ class _Cols:
 
     names: tuple[str, ...]
     data: dict[str, list[Any]] = field(default_factory=dict)
-    _lists: list[list[Any]] = field(default_factory=list)
+    _lists: rowcache.Prints | None = field(default_factory=list)
     _next: int = 0
 
     def __post_init__(self) -> None:
@@ -119,6 +121,44 @@ class _IterBlocks:
     end_time: list[float] = field(default_factory=list)
 
 
+_COLUMN_TABLES = ("results", "events", "windows", "provenance")
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _fill(columns: dict[str, list[Any]], kept: Any) -> None:
+    """Put kept column lists into `columns` (same names, equal lengths, scalars only)."""
+    if not isinstance(kept, dict) or set(kept) != set(columns):
+        raise ValueError("not the columns expected")
+    lengths = set()
+    for name, values in kept.items():
+        if not isinstance(values, list) or not all(type(v) in _SCALARS for v in values):
+            raise ValueError(f"column {name}: not a list of plain values")
+        lengths.add(len(values))
+        columns[name][:] = values
+    if len(lengths) > 1 and set(columns) != {f.name for f in fields(_IterBlocks)}:
+        raise ValueError("columns of different lengths")
+
+
+def _checked_run_row(row: Any) -> dict[str, Any]:
+    """A kept runs-table row: the keys of `_run_row`, plain values, `env` a flat mapping."""
+    if not isinstance(row, dict) or set(row) != set(_RUN_ROW_KEYS) | {"env"}:
+        raise ValueError("not a runs-table row")
+    env = row["env"]
+    if not isinstance(env, dict) or not all(type(v) in _SCALARS for v in env.values()):
+        raise ValueError("env: not a flat mapping")
+    if not all(type(v) in _SCALARS for k, v in row.items() if k != "env"):
+        raise ValueError("not plain values")
+    return row
+
+
+def _counters_frame(columns: Any) -> pd.DataFrame:
+    """A kept counters frame, with the table's column types."""
+    empty = empty_counters()
+    if not isinstance(columns, dict) or set(columns) != set(empty.columns):
+        raise ValueError("not the counters columns")
+    return pd.DataFrame(columns, columns=list(empty.columns)).astype(empty.dtypes.to_dict())
+
+
 class _Builder:
     """Accumulates the four tables over parsed runs."""
 
@@ -135,6 +175,8 @@ class _Builder:
         self.warnings: list[str] = []
         self.thin: list[ParsedRun] = []
         """Faulted runs too short of samples before the fault for a baseline of their own."""
+        self.cacheable = False
+        """A complete run's rows, computed from its folder alone: worth keeping (rowcache)."""
 
     def merge(self, other: _Builder) -> None:
         """Append another builder's rows (built over other run folders)."""
@@ -154,7 +196,7 @@ class _Builder:
         self.warnings.extend(other.warnings)
         self.thin.extend(other.thin)
 
-    def add_folder(self, path: Path) -> None:
+    def parse_folder(self, path: Path) -> None:
         """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
         record an `invalid` one: the rest of the sweep goes on)."""
         record = st.load_run(path)
@@ -193,6 +235,7 @@ class _Builder:
         metrics = recovery.compute(run)
         if recovery.thin_baseline(metrics):
             self.thin.append(run)
+        self.cacheable = rec.complete and not self.thin
         self.runs.append(_run_row(self.sweep_dir, run, metrics.columns()))
         self.env_names.update((rec.spec.get("env") or {}).keys())
         counters = run_counters(rec)
@@ -200,6 +243,36 @@ class _Builder:
             offsets = counters["node"].map(lambda node: run.clock.offset(str(node)))
             counters["time"] = counters["time"] - offsets.astype("float64")
             self.counters.append(counters)
+
+    def to_doc(self) -> dict[str, Any]:
+        """The rows as plain JSON-able data (records.rowcache keeps them)."""
+        return {
+            "sweep": str(self.sweep_dir),
+            **{name: getattr(self, name).data for name in _COLUMN_TABLES},
+            "iters": {f.name: getattr(self.iters, f.name) for f in fields(_IterBlocks)},
+            "runs": self.runs,
+            "env_names": sorted(self.env_names),
+            "counters": [frame.to_dict("list") for frame in self.counters],
+            "warnings": self.warnings,
+        }
+
+    def merge_doc(self, doc: dict[str, Any]) -> bool:
+        """Add rows kept by `to_doc`; False (nothing added) when they do not have its shape."""
+        try:
+            other = _Builder(self.sweep_dir)
+            if doc.get("sweep") != str(self.sweep_dir):
+                return False
+            for name in _COLUMN_TABLES:
+                _fill(getattr(other, name).data, doc[name])
+            _fill(other.iters.__dict__, doc["iters"])
+            other.runs = [_checked_run_row(row) for row in doc["runs"]]
+            other.env_names = {str(n) for n in doc["env_names"]}
+            other.counters = [_counters_frame(c) for c in doc["counters"]]
+            other.warnings = [str(w) for w in doc["warnings"]]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return False
+        self.merge(other)
+        return True
 
     def add_incomplete(self, rec: st.RunRecord) -> None:
         run = empty_run(rec)
@@ -440,6 +513,9 @@ def _run_row_keys() -> list[str]:
     return list(_run_row(Path(), empty, recovery.compute(empty).columns()))
 
 
+_RUN_ROW_KEYS = tuple(k for k in _run_row_keys() if k != "env")
+
+
 def _join_run_columns(results: pd.DataFrame, runs: pd.DataFrame, env: list[str]) -> pd.DataFrame:
     """Put the per-run columns (experiment, library, env, scenario, ...) onto every result row."""
     keys = ["run_id", *RUN_KEYS[:3], *(env_column(n) for n in env), *RUN_KEYS[3:]]
@@ -518,43 +594,69 @@ class Tables:
     provenance: pd.DataFrame = field(default_factory=empty_provenance)
     warnings: list[str] = field(default_factory=list)
     """Runs skipped or counted once, values left out: one line each, naming file and field."""
+    build_key: str = ""
+    """What the tables were built from (records.rowcache.build_key); empty when unknown."""
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
         """(name, frame) pairs in TABLE_NAMES order."""
         return [(name, getattr(self, name)) for name in TABLE_NAMES]
 
 
-def _build_chunk(sweep_dir: Path, paths: list[Path]) -> _Builder:
-    builder = _Builder(sweep_dir)
-    for path in paths:
-        builder.add_folder(path)
-    return builder
+def build_tables(sweep_dir: Path, workers: int | None = None, keep: bool = False) -> Tables:
+    """The tables of a sweep: each run folder's rows, kept from an earlier build while the
+    folder is unchanged (records.rowcache), else parsed (and, with `keep`, kept for the next
+    build: `rebuild` keeps them beside the tables it writes).
 
-
-def build_tables(sweep_dir: Path, workers: int | None = None) -> Tables:
-    """Parse every run folder of a sweep once and build the four tables.
-
-    Large sweeps are parsed by `workers` processes (default: one per CPU, at most 8), each
-    returning plain column lists for its share of the folders; rows keep folder order.
+    Many runs to parse are parsed by `workers` processes (default: one per CPU, at most 8);
+    rows keep folder order.
     """
     require_report_extra("tables")
     sweep_dir = Path(sweep_dir)
     store = st.RunStore.at(sweep_dir)
     paths, warnings = distinct_runs(list(store.run_dirs()))
-    warnings = [*store.links_out(), *warnings]
-    workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
-    if workers < 2 or len(paths) < PARALLEL_MIN_RUNS:
-        builder = _build_chunk(sweep_dir, paths)
-        builder.warnings[:0] = warnings
-        return builder.tables()
-    size = max(1, len(paths) // (workers * 4))
-    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    notes = [*store.links_out(), *warnings]
+    prints = {path: rowcache.fingerprint(path) for path in paths}
+    kept = {path: rowcache.load(sweep_dir, path, prints[path]) for path in paths}
+    missing = [path for path in paths if kept[path] is None]
+    jobs = [(path, prints[path]) for path in missing]
+    parsed = dict(zip(missing, _parse_all(sweep_dir, jobs, workers, keep), strict=True))
     builder = _Builder(sweep_dir)
-    builder.warnings += warnings
+    builder.warnings += notes
+    for path in paths:
+        doc = kept[path]
+        if doc is None or not builder.merge_doc(doc):
+            builder.merge(parsed.get(path) or _parse_one(sweep_dir, (path, None), False))
+    tables = builder.tables()
+    tables.build_key = rowcache.build_key(sweep_dir, prints, notes)
+    return tables
+
+
+def _parse_one(
+    sweep_dir: Path, job: tuple[Path, rowcache.Prints | None], keep: bool
+) -> _Builder:
+    """One run folder's rows, parsed (and, with `keep`, kept when the run is complete and
+    did not change while it was parsed)."""
+    path, prints = job
+    one = _Builder(sweep_dir)
+    one.parse_folder(path)
+    if keep and one.cacheable and rowcache.fingerprint(path) == prints:
+        rowcache.save(sweep_dir, path, one.to_doc(), prints)
+    return one
+
+
+def _parse_all(
+    sweep_dir: Path,
+    jobs: list[tuple[Path, rowcache.Prints | None]],
+    workers: int | None,
+    keep: bool,
+) -> list[_Builder]:
+    workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
+    if workers < 2 or len(jobs) < PARALLEL_MIN_RUNS:
+        return [_parse_one(sweep_dir, job, keep) for job in jobs]
+    chunk = max(1, len(jobs) // (workers * 4))
+    n = len(jobs)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for part in pool.map(_build_chunk, [sweep_dir] * len(chunks), chunks):
-            builder.merge(part)
-    return builder.tables()
+        return list(pool.map(_parse_one, [sweep_dir] * n, jobs, [keep] * n, chunksize=chunk))
 
 
 def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -582,12 +684,40 @@ def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> lis
     require_report_extra("tables")
     if root is not None:
         inside(root, out_dir)
-    written = []
+    paths = [out_dir / f"{name}.{ext}" for name in TABLE_NAMES for ext in ("parquet", "csv")]
+    if tables.build_key and _written_from(out_dir, tables.build_key, paths):
+        return paths  # the same runs and code as last time: the same tables are there
+    build = out_dir / BUILD_FILE
+    if build.is_file() and not build.is_symlink():
+        build.unlink()  # a build cut short never looks complete
     for name, frame in tables.items():
         arrow = pa.Table.from_pandas(frame, preserve_index=False)
-        written.append(_write_atomic(out_dir / f"{name}.parquet", arrow, "parquet", root))
-        written.append(_write_atomic(out_dir / f"{name}.csv", arrow, "csv", root))
-    return written
+        _write_atomic(out_dir / f"{name}.parquet", arrow, "parquet", root)
+        _write_atomic(out_dir / f"{name}.csv", arrow, "csv", root)
+    if tables.build_key:
+        files = {p.name: _stamp(p) for p in paths}
+        st.atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
+    return paths
+
+
+def _stamp(path: Path) -> list[int]:
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns]
+
+
+def _written_from(out_dir: Path, key: str, paths: list[Path]) -> bool:
+    """Whether `out_dir` holds tables built from `key`, every file as it was written."""
+    build = out_dir / BUILD_FILE
+    try:
+        if build.is_symlink():
+            return False
+        doc = json.loads(read_text_bounded(build, JSON_RECORD_LIMIT, BUILD_FILE))
+        files = doc["files"]
+        return doc["key"] == key and all(
+            not p.is_symlink() and files.get(p.name) == _stamp(p) for p in paths
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, InputRefused):
+        return False
 
 
 def _write_atomic(path: Path, table: pa.Table, fmt: str, root: Path | None) -> Path:
@@ -615,6 +745,6 @@ def read_tables(out_dir: Path) -> Tables:
 
 def rebuild(sweep_dir: Path) -> Tables:
     """Build the tables of a sweep and write them under `<sweep>/tables/`."""
-    tables = build_tables(sweep_dir)
+    tables = build_tables(sweep_dir, keep=True)
     write_tables(tables, Path(sweep_dir) / st.TABLES_DIR, Path(sweep_dir))
     return tables
