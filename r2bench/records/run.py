@@ -351,8 +351,8 @@ def block_end_times(run: ParsedRun, resolution: float) -> dict[RowKey, float]:
     further: a forward pass from the launch gives the earliest possible end of every row, a
     backward pass from the job's end the latest; the estimate is the middle of the two.
     """
-    parsed, row_times, end = run.parsed, run.row_times, run.record.end
-    span = (end.started_at, end.ended_at) if end else (None, None)
+    parsed, row_times, job = run.parsed, run.row_times, run.record.end
+    span = (job.started_at, job.ended_at) if job else (None, None)
     totals: dict[RowKey, float] = {
         (p.size_bytes, p.placement, p.cycle): sum(p.times_us) / 1e6 for p in parsed.per_iteration
     }
