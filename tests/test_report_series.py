@@ -279,7 +279,7 @@ def test_fault_windows_per_flap_cycle() -> None:
                     nic="eth1",
                     time=t,
                     cycle=cycle,
-                )  # fmt: skip
+                )
             )
     windows = fault_windows(_window_rows(events), 20.0)
     assert [(w.start, w.end) for w in windows] == [(10.0, 11.0), (12.0, 13.5)]

@@ -2,7 +2,7 @@
 
 Parsing a run folder (nccl-tests text and JSON, logs, recovery metrics) costs milliseconds;
 a sweep of thousands of runs is reported, compared and drawn many times. The tables build
-keeps each complete run's rows in `<sweep>/tables/runs/<folder>.json` and reads them back
+keeps each complete run's rows in `<sweep>/tables/runs/<folder>.<digest>.json` and reads them back
 instead of parsing again, as long as
 
 - every file of the run folder (and of its `node/` folder) has the same name, type, size,
@@ -18,6 +18,7 @@ the cache is derived data: delete `tables/` at any time.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -70,17 +71,29 @@ def fingerprint(run_dir: Path) -> Prints | None:
     return out
 
 
-def cache_path(sweep_dir: Path, run_dir: Path) -> Path:
-    """Where a run's rows are kept."""
-    return Path(sweep_dir) / st.TABLES_DIR / CACHE_DIR / f"{run_dir.name}.json"
+def cache_path(sweep_dir: Path, run_dir: Path, prints: Prints) -> Path:
+    """Where a run's rows are kept: the name carries a digest of the code and the folder's
+    fingerprint, so whether rows still hold is one look at the folder, without reading them."""
+    digest = hashlib.sha256(code_key().encode())
+    digest.update(json.dumps(prints).encode())
+    name = f"{run_dir.name}.{digest.hexdigest()[:20]}.json"
+    return Path(sweep_dir) / st.TABLES_DIR / CACHE_DIR / name
+
+
+def is_kept(sweep_dir: Path, run_dir: Path, prints: Prints | None) -> bool:
+    """Whether rows that still hold are kept for a run folder (not read: see `load`)."""
+    if prints is None:
+        return False
+    path = cache_path(sweep_dir, run_dir, prints)
+    return path.is_file() and not path.is_symlink()
 
 
 def load(sweep_dir: Path, run_dir: Path, prints: Prints | None) -> dict[str, Any] | None:
     """The rows kept for a run folder whose `fingerprint` is `prints`, or None when there
     are none that still hold."""
-    path = cache_path(sweep_dir, run_dir)
     if prints is None:
         return None
+    path = cache_path(sweep_dir, run_dir, prints)
     try:
         if path.is_symlink() or not path.is_file():
             return None
@@ -99,15 +112,18 @@ def load(sweep_dir: Path, run_dir: Path, prints: Prints | None) -> dict[str, Any
 def save(sweep_dir: Path, run_dir: Path, rows: dict[str, Any], prints: Prints | None) -> bool:
     """Keep a run's rows (best effort: a read-only or full disk skips it); True if written.
     Never through a link out of the sweep (a symlinked `tables/`)."""
-    path = cache_path(sweep_dir, run_dir)
     if prints is None:
         return False
+    path = cache_path(sweep_dir, run_dir, prints)
     doc = {"code": code_key(), "fingerprint": prints, "rows": rows}
     try:
         inside(Path(sweep_dir), path.parent.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
         inside(Path(sweep_dir), path.parent)
         _replace(path, json.dumps(doc, separators=(",", ":")).encode())
+        for old in path.parent.glob(f"{glob.escape(run_dir.name)}.*.json"):
+            if old != path:  # rows of the run's earlier state or of other code
+                old.unlink(missing_ok=True)
     except (OSError, ValueError):
         return False
     return True

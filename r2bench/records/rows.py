@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -88,9 +89,10 @@ class Cols:
 
 @dataclass
 class IterBlocks:
-    """Per-iteration times: one flat list of times plus per-block columns (np.repeat later)."""
+    """Per-iteration times: one flat array of times plus per-block columns (np.repeat later).
+    The times are the bulk of a sweep's data: kept as C doubles, not Python floats."""
 
-    times: list[float] = field(default_factory=list)
+    times: array[float] = field(default_factory=lambda: array("d"))
     run_id: list[str] = field(default_factory=list)
     size_bytes: list[int] = field(default_factory=list)
     placement: list[str] = field(default_factory=list)
@@ -110,10 +112,15 @@ def _fill(columns: dict[str, list[Any]], kept: Any) -> None:
         raise ValueError("not the columns expected")
     lengths = set()
     for name, values in kept.items():
-        if not isinstance(values, list) or not all(type(v) in _SCALARS for v in values):
+        if not isinstance(values, list):
+            raise ValueError(f"column {name}: not a list")
+        if isinstance(columns[name], array):
+            columns[name][:] = array("d", values)  # numbers only, or TypeError
+        elif all(type(v) in _SCALARS for v in values):
+            columns[name][:] = values
+        else:
             raise ValueError(f"column {name}: not a list of plain values")
         lengths.add(len(values))
-        columns[name][:] = values
     if len(lengths) > 1 and set(columns) != {f.name for f in fields(IterBlocks)}:
         raise ValueError("columns of different lengths")
 
@@ -228,7 +235,7 @@ class RunRows:
         return {
             "sweep": str(self.sweep_dir),
             **{name: getattr(self, name).data for name in _COLUMN_TABLES},
-            "iters": {f.name: getattr(self.iters, f.name) for f in fields(IterBlocks)},
+            "iters": {f.name: list(getattr(self.iters, f.name)) for f in fields(IterBlocks)},
             "runs": self.runs,
             "env_names": sorted(self.env_names),
             "counters": [frame.to_dict("list") for frame in self.counters],

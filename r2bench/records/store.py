@@ -142,6 +142,11 @@ def atomic_write(path: Path, data: str | bytes, root: Path | None = None) -> Non
         raise
 
 
+def file_mode() -> int:
+    """The mode a new file gets here (0666 less the umask): temporary files are 0600."""
+    return 0o666 & ~_umask()
+
+
 def _umask() -> int:
     """The process umask, read without changing it (mkstemp files are 0600 otherwise)."""
     try:

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ from r2bench.records.rows import (
     RUN_KEYS,
     RUN_ROW_KEYS,
     WINDOW_COLUMNS,
+    Cols,
     IterBlocks,
     RunRows,
     env_column,
@@ -73,6 +77,8 @@ BUILD_FILE = "BUILD"
 """In the tables folder, written last: what the tables were built from (their build key)."""
 OPTIONAL_TABLES = frozenset({"counters", "windows", "provenance"})
 """Tables a tables folder written by an older r2bench may lack (read as empty)."""
+WRITE_ROWS = 1 << 20
+"""Rows converted to Arrow at a time when a table is written."""
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
 
@@ -81,10 +87,13 @@ PARALLEL_MIN_RUNS = 64
 
 
 def _assemble(rows: RunRows) -> Tables:
-    """The frames of merged rows."""
+    """The frames of merged rows; each table's lists are let go once its frame is made (a
+    large sweep's rows and frames are never all held at once)."""
     runs = _runs_frame(rows.runs, sorted(rows.env_names))
     results = rows.results.frame()
+    rows.results = Cols(rows.results.names)
     iterations = _iterations_frame(rows.iters)
+    rows.iters = IterBlocks()
     if rows.thin:
         _series_baselines(runs, iterations, results, rows.thin)
     results = _join_run_columns(results, runs, sorted(rows.env_names))
@@ -173,29 +182,42 @@ def _join_run_columns(results: pd.DataFrame, runs: pd.DataFrame, env: list[str])
 
 
 def _iterations_frame(b: IterBlocks) -> pd.DataFrame:
+    """One row per iteration from the per-block columns; each temporary array is dropped as
+    soon as it is used (at 10,000 runs a column is about 100 MB)."""
     n = np.asarray(b.n, dtype=np.int64)
-    times = np.asarray(b.times, dtype=np.float64)
-    size = np.repeat(np.asarray(b.size_bytes, dtype=np.int64), n)
-    factor = np.repeat(np.asarray(b.bus_factor, dtype=np.float64), n)
-    starts = np.cumsum(n) - n
-    index = np.arange(len(times), dtype=np.int64) - np.repeat(starts, n)
+    times = np.array(b.times, dtype=np.float64)
+    ends = np.cumsum(n)
+    index = np.arange(len(times), dtype=np.int64) - np.repeat(ends - n, n)
     csum = np.cumsum(times)
-    block_end = np.repeat(np.cumsum(n) - 1, n)
-    after_us = csum[block_end] - csum if len(times) else csum
+    after_s = (csum[np.repeat(ends - 1, n)] - csum) / 1e6 if len(times) else csum
+    del csum
+    timestamp = np.repeat(np.asarray(b.end_time, dtype=np.float64), n)
+    timestamp -= after_s
+    del after_s
+    size = np.repeat(np.asarray(b.size_bytes, dtype=np.int64), n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        busbw = np.where(times > 0, size / (times * 1e3) * factor, np.nan)
-    return pd.DataFrame(
-        {
-            "run_id": pd.Categorical(np.repeat(np.asarray(b.run_id, dtype=object), n)),
-            "size_bytes": size,
-            "placement": pd.Categorical(np.repeat(np.asarray(b.placement, dtype=object), n)),
-            "cycle": np.repeat(np.asarray(b.cycle, dtype=np.int64), n),
-            "iteration": index,
-            "time_us": times,
-            "busbw_gbps": busbw,
-            "timestamp": np.repeat(np.asarray(b.end_time, dtype=np.float64), n) - after_us / 1e6,
-        }
-    )
+        busbw = size / (times * 1e3)
+        busbw *= np.repeat(np.asarray(b.bus_factor, dtype=np.float64), n)
+    busbw[~(times > 0)] = np.nan
+    columns = {
+        "run_id": _repeated_categories(b.run_id, n),
+        "size_bytes": size,
+        "placement": _repeated_categories(b.placement, n),
+        "cycle": np.repeat(np.asarray(b.cycle, dtype=np.int64), n),
+        "iteration": index,
+        "time_us": times,
+        "busbw_gbps": busbw,
+        "timestamp": timestamp,
+    }
+    del size, index, times, busbw, timestamp
+    return pd.DataFrame(columns)
+
+
+def _repeated_categories(values: list[str], n: np.ndarray) -> pd.Categorical:
+    """A categorical of each block's value repeated `n` times, coded per block (never an
+    object array of every row)."""
+    categories, codes = np.unique(np.asarray(values, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(np.repeat(codes, n), categories=categories)
 
 
 def _typed_windows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -262,16 +284,18 @@ def build_tables(sweep_dir: Path, workers: int | None = None, keep: bool = False
     paths, warnings = distinct_runs(list(store.run_dirs()))
     notes = [*store.links_out(), *warnings]
     prints = {path: rowcache.fingerprint(path) for path in paths}
-    kept = {path: rowcache.load(sweep_dir, path, prints[path]) for path in paths}
-    missing = [path for path in paths if kept[path] is None]
-    jobs = [(path, prints[path]) for path in missing]
-    parsed = dict(zip(missing, _parse_all(sweep_dir, jobs, workers, keep), strict=True))
+    kept = {path: rowcache.is_kept(sweep_dir, path, prints[path]) for path in paths}
+    jobs = [(path, prints[path]) for path in paths if not kept[path]]
     builder = RunRows(sweep_dir)
     builder.warnings += notes
-    for path in paths:
-        doc = kept[path]
-        if doc is None or not builder.merge_doc(doc):
-            builder.merge(parsed.get(path) or _parse_one(sweep_dir, (path, None), False))
+    with ExitStack() as stack:
+        parsed = _parse_all(stack, sweep_dir, jobs, workers, keep)  # in folder order
+        for path in paths:
+            doc = rowcache.load(sweep_dir, path, prints[path]) if kept[path] else None
+            if doc is not None and builder.merge_doc(doc):
+                continue
+            one = next(parsed) if not kept[path] else _parse_one(sweep_dir, (path, None), False)
+            builder.merge(one)
     tables = _assemble(builder)
     tables.build_key = rowcache.build_key(sweep_dir, prints, notes)
     return tables
@@ -289,18 +313,20 @@ def _parse_one(sweep_dir: Path, job: tuple[Path, rowcache.Prints | None], keep: 
 
 
 def _parse_all(
+    stack: ExitStack,
     sweep_dir: Path,
     jobs: list[tuple[Path, rowcache.Prints | None]],
     workers: int | None,
     keep: bool,
-) -> list[RunRows]:
+) -> Iterator[RunRows]:
+    """The rows of each job, in order, as they come: many in `workers` processes."""
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS)
     if workers < 2 or len(jobs) < PARALLEL_MIN_RUNS:
-        return [_parse_one(sweep_dir, job, keep) for job in jobs]
-    chunk = max(1, len(jobs) // (workers * 4))
+        return (_parse_one(sweep_dir, job, keep) for job in jobs)
+    chunk = max(1, len(jobs) // (workers * 8))
     n = len(jobs)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_parse_one, [sweep_dir] * n, jobs, [keep] * n, chunksize=chunk))
+    pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+    return pool.map(_parse_one, [sweep_dir] * n, jobs, [keep] * n, chunksize=chunk)
 
 
 def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -334,10 +360,9 @@ def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> lis
     build = out_dir / BUILD_FILE
     if build.is_file() and not build.is_symlink():
         build.unlink()  # a build cut short never looks complete
+    out_dir.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
-        arrow = pa.Table.from_pandas(frame, preserve_index=False)
-        _write_atomic(out_dir / f"{name}.parquet", arrow, "parquet", root)
-        _write_atomic(out_dir / f"{name}.csv", arrow, "csv", root)
+        _write_frame(out_dir, name, frame)
     if tables.build_key:
         files = {p.name: _stamp(p) for p in paths}
         st.atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
@@ -364,16 +389,38 @@ def _written_from(out_dir: Path, key: str, paths: list[Path]) -> bool:
         return False
 
 
-def _write_atomic(path: Path, table: pa.Table, fmt: str, root: Path | None) -> Path:
-    buffer = pa.BufferOutputStream()
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
+def _write_frame(out_dir: Path, name: str, frame: pd.DataFrame) -> None:
+    """`<name>.parquet` and `<name>.csv`, each through a temporary file and a rename (a link
+    at either path is replaced, never written through), converted to Arrow a slice at a time
+    so that a sweep's largest table is never held twice."""
+    import pyarrow.parquet as pq
 
-        pq.write_table(table, buffer)
-    else:
-        pa_csv.write_csv(table, buffer)
-    st.atomic_write(path, buffer.getvalue().to_pybytes(), root)
-    return path
+    targets = (out_dir / f"{name}.parquet", out_dir / f"{name}.csv")
+    temps = [_temporary(path) for path in targets]
+    try:
+        schema = pa.Schema.from_pandas(frame, preserve_index=False)
+        with (
+            pq.ParquetWriter(temps[0], schema) as parquet,
+            pa_csv.CSVWriter(temps[1], schema) as csv,
+        ):
+            for start in range(0, max(len(frame), 1), WRITE_ROWS):
+                part = frame.iloc[start : start + WRITE_ROWS]
+                chunk = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
+                parquet.write_table(chunk)
+                csv.write_table(chunk)
+        for temp, path in zip(temps, targets, strict=True):
+            os.chmod(temp, st.file_mode())
+            os.replace(temp, path)
+    except BaseException:
+        for temp in temps:
+            Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _temporary(path: Path) -> str:
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return temp
 
 
 def read_tables(out_dir: Path) -> Tables:
