@@ -80,7 +80,7 @@ def measure(sweep_dir: Path, profile: bool, label: str, target_s: float) -> int:
     size = (sweep_dir / "report.html").stat().st_size
     print(
         f"{label}: runs {len(tables.runs)}, result rows {len(tables.results)}, "
-        f"iterations {len(tables.iterations)}, events {len(tables.events)}"
+        f"iterations {tables.n_iterations}, events {len(tables.events)}"
     )
     print(
         f"{label}: tables {t_tables:.2f} s; + report: {wall:.2f} s (report {size / 1e6:.1f} MB);"

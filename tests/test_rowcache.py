@@ -97,3 +97,21 @@ def test_a_symlinked_tables_folder_gets_no_kept_rows(sweep: Path, tmp_path: Path
     tables = build_tables(sweep, keep=True)
     assert len(tables.runs) == 4
     assert not any(outside.rglob("*"))
+
+
+def test_iterations_are_made_whole_only_when_read(sweep: Path) -> None:
+    tables = build_tables(sweep)
+    assert tables.blocks is not None and tables.n_iterations > 0
+    run_id = str(tables.runs["run_id"].iloc[1])
+    some = tables.iterations_of([run_id])
+    parts = list(tables.iteration_slices(1000))
+    assert tables.blocks is not None  # nothing above made the whole table
+    whole = tables.iterations
+    assert tables.blocks is None and len(whole) == tables.n_iterations
+    expected = whole[whole["run_id"] == run_id]
+    pd.testing.assert_frame_equal(
+        some.reset_index(drop=True).astype({"run_id": str, "placement": str}),
+        expected.reset_index(drop=True).astype({"run_id": str, "placement": str}),
+    )
+    pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), whole)
+    assert len(parts) > 1

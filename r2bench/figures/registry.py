@@ -509,7 +509,7 @@ def stall_numbers(tables: Tables, run_id: str) -> dict[str, float | None]:
 
 def _any_result_after(tables: Tables, run_id: str, start: float) -> bool:
     """Whether the run produced any result (any size, iteration or row) after `start`."""
-    for frame in (tables.iterations, tables.results):
+    for frame in (tables.iterations_of([run_id]), tables.results):
         mine = frame[frame["run_id"] == run_id]["timestamp"]
         if bool((mine >= start).any()):
             return True

@@ -15,7 +15,9 @@ import os
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
+from itertools import accumulate
 from pathlib import Path
+from sys import intern
 from typing import Any
 
 from r2bench.records import recovery
@@ -101,6 +103,25 @@ class IterBlocks:
     bus_factor: list[float] = field(default_factory=list)
     end_time: list[float] = field(default_factory=list)
 
+    def select(self, blocks: Iterable[int]) -> IterBlocks:
+        """The blocks at these indices (in order), with their times."""
+        wanted = list(blocks)
+        starts = list(accumulate(self.n, initial=0))
+        out = IterBlocks()
+        for i in wanted:
+            out.times.extend(self.times[starts[i] : starts[i] + self.n[i]])
+        for f in fields(IterBlocks):
+            if f.name != "times":
+                column = getattr(self, f.name)
+                getattr(out, f.name).extend(column[i] for i in wanted)
+        return out
+
+
+def _shared(values: list[Any]) -> list[Any]:
+    """The values with equal strings made one object: a sweep's rows repeat the same few
+    strings (run ids, placements, types) millions of times."""
+    return [intern(v) if type(v) is str else v for v in values]
+
 
 _COLUMN_TABLES = ("results", "events", "windows", "provenance")
 _SCALARS = (str, int, float, bool, type(None))
@@ -173,9 +194,10 @@ class RunRows:
             (self.provenance, other.provenance),
         ):
             for name in mine.names:
-                mine.data[name].extend(theirs.data[name])
+                mine.data[name].extend(_shared(theirs.data[name]))
         for f in fields(IterBlocks):
-            getattr(self.iters, f.name).extend(getattr(other.iters, f.name))
+            column = getattr(other.iters, f.name)
+            getattr(self.iters, f.name).extend(_shared(column) if f.name != "times" else column)
         self.runs.extend(other.runs)
         self.env_names |= other.env_names
         self.counters.extend(other.counters)

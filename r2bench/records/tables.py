@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -92,14 +93,15 @@ def _assemble(rows: RunRows) -> Tables:
     runs = _runs_frame(rows.runs, sorted(rows.env_names))
     results = rows.results.frame()
     rows.results = Cols(rows.results.names)
-    iterations = _iterations_frame(rows.iters)
-    rows.iters = IterBlocks()
+    blocks, rows.iters = rows.iters, IterBlocks()
     if rows.thin:
-        _series_baselines(runs, iterations, results, rows.thin)
+        clean = set(_fault_free(runs)["run_id"])
+        chosen = [i for i, run_id in enumerate(blocks.run_id) if run_id in clean]
+        _series_baselines(runs, _iterations_frame(blocks.select(chosen)), results, rows.thin)
     results = _join_run_columns(results, runs, sorted(rows.env_names))
     return Tables(
         results=results,
-        iterations=iterations,
+        blocks=blocks,
         events=_typed_events(rows.events.frame()),
         runs=runs,
         counters=pd.concat(rows.counters, ignore_index=True) if rows.counters else empty_counters(),
@@ -131,7 +133,7 @@ def _fault_free_pools(
 ) -> dict[tuple[Any, Any], dict[int, float]]:
     """(library, R2CC_MODE) -> size -> median busbw over the fault-free runs' iterations (or
     result rows, for runs without per-iteration times)."""
-    clean = runs[(runs["scenario"] == "none") & (runs["n_faults"] == 0) & runs["complete"]]
+    clean = _fault_free(runs)
     if clean.empty:
         return {}
     ids = set(clean["run_id"])
@@ -158,6 +160,16 @@ def _fault_free_pools(
     return out
 
 
+def _categories(blocks: IterBlocks) -> dict[str, list[str]]:
+    """The iterations table's categories: every run id and placement of the blocks."""
+    return {"run_id": sorted(set(blocks.run_id)), "placement": sorted(set(blocks.placement))}
+
+
+def _fault_free(runs: pd.DataFrame) -> pd.DataFrame:
+    """The complete runs of scenario `none` with no fault: the baseline of their series."""
+    return runs[(runs["scenario"] == "none") & (runs["n_faults"] == 0) & runs["complete"]]
+
+
 def _runs_frame(rows: list[dict[str, Any]], env_names: list[str]) -> pd.DataFrame:
     cols: dict[str, list[Any]] = {}
     keys = [k for k in rows[0] if k != "env"] if rows else list(RUN_ROW_KEYS)
@@ -181,7 +193,9 @@ def _join_run_columns(results: pd.DataFrame, runs: pd.DataFrame, env: list[str])
     return merged
 
 
-def _iterations_frame(b: IterBlocks) -> pd.DataFrame:
+def _iterations_frame(
+    b: IterBlocks, categories: dict[str, list[str]] | None = None
+) -> pd.DataFrame:
     """One row per iteration from the per-block columns; each temporary array is dropped as
     soon as it is used (at 10,000 runs a column is about 100 MB)."""
     n = np.asarray(b.n, dtype=np.int64)
@@ -200,9 +214,9 @@ def _iterations_frame(b: IterBlocks) -> pd.DataFrame:
         busbw *= np.repeat(np.asarray(b.bus_factor, dtype=np.float64), n)
     busbw[~(times > 0)] = np.nan
     columns = {
-        "run_id": _repeated_categories(b.run_id, n),
+        "run_id": _repeated_categories(b.run_id, n, (categories or {}).get("run_id")),
         "size_bytes": size,
-        "placement": _repeated_categories(b.placement, n),
+        "placement": _repeated_categories(b.placement, n, (categories or {}).get("placement")),
         "cycle": np.repeat(np.asarray(b.cycle, dtype=np.int64), n),
         "iteration": index,
         "time_us": times,
@@ -213,10 +227,16 @@ def _iterations_frame(b: IterBlocks) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def _repeated_categories(values: list[str], n: np.ndarray) -> pd.Categorical:
+def _repeated_categories(
+    values: list[str], n: np.ndarray, categories: list[str] | None = None
+) -> pd.Categorical:
     """A categorical of each block's value repeated `n` times, coded per block (never an
-    object array of every row)."""
-    categories, codes = np.unique(np.asarray(values, dtype=object), return_inverse=True)
+    object array of every row); `categories` (sorted) those of the whole table."""
+    if categories is None:
+        found, codes = np.unique(np.asarray(values, dtype=object), return_inverse=True)
+        return pd.Categorical.from_codes(np.repeat(codes, n), categories=found)
+    index = {value: i for i, value in enumerate(categories)}
+    codes = np.asarray([index[v] for v in values], dtype=np.int64)
     return pd.Categorical.from_codes(np.repeat(codes, n), categories=categories)
 
 
@@ -249,14 +269,40 @@ def _typed_events(frame: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- public API
 
 
+class _Iterations:
+    """The `iterations` field of `Tables`: a frame, or made from the compact per-block form
+    (`Tables.blocks`) the first time it is read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, tables: Tables | None, owner: type | None = None) -> Any:
+        if tables is None:
+            return None  # the field's default: made from the blocks
+        frame = tables.__dict__.get(self.slot)
+        if frame is None:
+            blocks = tables.blocks or IterBlocks()
+            frame = _iterations_frame(blocks, _categories(blocks))
+            tables.__dict__[self.slot], tables.blocks = frame, None
+        return frame
+
+    def __set__(self, tables: Tables, frame: pd.DataFrame | None) -> None:
+        tables.__dict__[self.slot] = frame
+
+
 @dataclass
 class Tables:
-    """The tidy tables of a sweep."""
+    """The tidy tables of a sweep.
+
+    `iterations` (one row per timed iteration: 11.8 million at 10,000 runs) may be kept in
+    its compact per-block form (`blocks`) and made into a frame on first read; a reader that
+    needs a few runs asks `iterations_of`, and `write_tables` writes it a slice at a time, so
+    a report never holds it whole."""
 
     results: pd.DataFrame
-    iterations: pd.DataFrame
-    events: pd.DataFrame
-    runs: pd.DataFrame
+    iterations: _Iterations = _Iterations()
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)
+    runs: pd.DataFrame = field(default_factory=pd.DataFrame)
     counters: pd.DataFrame = field(default_factory=empty_counters)
     windows: pd.DataFrame = field(default_factory=empty_windows)
     provenance: pd.DataFrame = field(default_factory=empty_provenance)
@@ -264,9 +310,50 @@ class Tables:
     """Runs skipped or counted once, values left out: one line each, naming file and field."""
     build_key: str = ""
     """What the tables were built from (records.rowcache.build_key); empty when unknown."""
+    blocks: IterBlocks | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def _made(self) -> pd.DataFrame | None:
+        """The iterations frame if it was made (or given)."""
+        return self.__dict__.get("_iterations")
+
+    @property
+    def n_iterations(self) -> int:
+        """Rows of the iterations table, without making it."""
+        if self._made is not None:
+            return len(self._made)
+        return len(self.blocks.times) if self.blocks else 0
+
+    def iterations_of(self, run_ids: Iterable[str]) -> pd.DataFrame:
+        """The iterations table's rows of these runs only."""
+        ids = {str(r) for r in run_ids}
+        if self._made is not None or self.blocks is None:
+            frame = self.iterations
+            return frame[frame["run_id"].astype(str).isin(ids)]
+        blocks = self.blocks
+        chosen = [i for i, run_id in enumerate(blocks.run_id) if run_id in ids]
+        return _iterations_frame(blocks.select(chosen), _categories(blocks))
+
+    def iteration_slices(self, rows: int) -> Iterator[pd.DataFrame]:
+        """The iterations table in consecutive slices of about `rows` rows (all of it at
+        least once, even empty), each with the whole table's categories."""
+        if self._made is not None or self.blocks is None:
+            frame = self.iterations
+            for start in range(0, max(len(frame), 1), rows):
+                yield frame.iloc[start : start + rows]
+            return
+        blocks, first, count = self.blocks, 0, 0
+        categories = _categories(blocks)
+        for i, n in enumerate(blocks.n):
+            count += n
+            if count >= rows:
+                yield _iterations_frame(blocks.select(range(first, i + 1)), categories)
+                first, count = i + 1, 0
+        if first < len(blocks.n) or not blocks.n:
+            yield _iterations_frame(blocks.select(range(first, len(blocks.n))), categories)
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
-        """(name, frame) pairs in TABLE_NAMES order."""
+        """(name, frame) pairs in TABLE_NAMES order (the iterations table made whole)."""
         return [(name, getattr(self, name)) for name in TABLE_NAMES]
 
 
@@ -361,8 +448,14 @@ def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> lis
     if build.is_file() and not build.is_symlink():
         build.unlink()  # a build cut short never looks complete
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, frame in tables.items():
-        _write_frame(out_dir, name, frame)
+    for name in TABLE_NAMES:
+        if name == "iterations":
+            _write_frame(out_dir, name, tables.iteration_slices(WRITE_ROWS))
+        else:
+            frame = getattr(tables, name)
+            schema = pa.Schema.from_pandas(frame, preserve_index=False)
+            slices = (frame.iloc[i : i + WRITE_ROWS] for i in _starts(frame))
+            _write_frame(out_dir, name, slices, schema)
     if tables.build_key:
         files = {p.name: _stamp(p) for p in paths}
         st.atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
@@ -389,22 +482,29 @@ def _written_from(out_dir: Path, key: str, paths: list[Path]) -> bool:
         return False
 
 
-def _write_frame(out_dir: Path, name: str, frame: pd.DataFrame) -> None:
-    """`<name>.parquet` and `<name>.csv`, each through a temporary file and a rename (a link
-    at either path is replaced, never written through), converted to Arrow a slice at a time
-    so that a sweep's largest table is never held twice."""
+def _starts(frame: pd.DataFrame) -> range:
+    return range(0, max(len(frame), 1), WRITE_ROWS)
+
+
+def _write_frame(
+    out_dir: Path, name: str, slices: Iterator[pd.DataFrame], schema: pa.Schema | None = None
+) -> None:
+    """`<name>.parquet` and `<name>.csv` from consecutive slices of a table (their columns
+    and categories alike), each file through a temporary file and a rename (a link at either
+    path is replaced, never written through): a sweep's largest table is never held whole
+    or twice."""
     import pyarrow.parquet as pq
 
     targets = (out_dir / f"{name}.parquet", out_dir / f"{name}.csv")
     temps = [_temporary(path) for path in targets]
     try:
-        schema = pa.Schema.from_pandas(frame, preserve_index=False)
+        first = next(slices)
+        schema = schema or pa.Schema.from_pandas(first, preserve_index=False)
         with (
             pq.ParquetWriter(temps[0], schema) as parquet,
             pa_csv.CSVWriter(temps[1], schema) as csv,
         ):
-            for start in range(0, max(len(frame), 1), WRITE_ROWS):
-                part = frame.iloc[start : start + WRITE_ROWS]
+            for part in chain([first], slices):
                 chunk = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
                 parquet.write_table(chunk)
                 csv.write_table(chunk)

@@ -387,8 +387,8 @@ def timeline_points(tables: Tables, run_id: str) -> pd.DataFrame:
     """(timestamp, busbw_gbps, what) points of one run: iterations when they have timestamps,
     else the timestamped result rows; of its largest size only (the longest iterations, and one
     line per placement that does not jump between sizes)."""
-    it = tables.iterations
-    pts = it[(it["run_id"] == run_id) & it["timestamp"].notna()]
+    it = tables.iterations_of([run_id])
+    pts = it[it["timestamp"].notna()]
     what = " iteration"
     if pts.empty:
         res = tables.results

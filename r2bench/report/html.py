@@ -350,7 +350,7 @@ def render_report(
     header = (
         f"<h1>r2bench report: {esc(Path(sweep_dir).name)}</h1>"
         f"<p>{len(tables.runs)} runs, {len(tables.results)} result rows, "
-        f"{len(tables.iterations)} iterations, {len(tables.events)} events. "
+        f"{tables.n_iterations} iterations, {len(tables.events)} events. "
         f"Generated {stamp} by r2bench {esc(r2bench.__version__)} from "
         f"<code>{esc(sweep_dir)}</code>.</p>"
     )
