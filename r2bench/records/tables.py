@@ -301,8 +301,8 @@ class Tables:
 
     results: pd.DataFrame
     iterations: _Iterations = _Iterations()
-    events: pd.DataFrame = field(default_factory=pd.DataFrame)
-    runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    events: pd.DataFrame = field(default_factory=lambda: pd.DataFrame())
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame())
     counters: pd.DataFrame = field(default_factory=empty_counters)
     windows: pd.DataFrame = field(default_factory=empty_windows)
     provenance: pd.DataFrame = field(default_factory=empty_provenance)
