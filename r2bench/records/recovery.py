@@ -198,7 +198,7 @@ def _recovery_of(run: ParsedRun) -> RunRecovery:
     record, spec = run.record, run.record.spec
     env = spec.get("env") or {}
     timeout = failover_timeout(env) if _has_failover(spec) else None
-    outcome = run.outcome_status or (record.end.outcome.status.value if record.end else None)
+    outcome = run.outcome_status
     return RunRecovery(
         run_id=record.run_id,
         library=spec.get("library_label"),

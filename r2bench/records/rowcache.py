@@ -22,7 +22,6 @@ import glob
 import hashlib
 import json
 import os
-import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -119,27 +118,14 @@ def save(sweep_dir: Path, run_dir: Path, rows: dict[str, Any], prints: Prints | 
     try:
         inside(Path(sweep_dir), path.parent.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
-        inside(Path(sweep_dir), path.parent)
-        _replace(path, json.dumps(doc, separators=(",", ":")).encode())
+        data = json.dumps(doc, separators=(",", ":"))
+        st.atomic_write(path, data, Path(sweep_dir), durable=False)  # a cut file is re-made
         for old in path.parent.glob(f"{glob.escape(run_dir.name)}.*.json"):
             if old != path:  # rows of the run's earlier state or of other code
                 old.unlink(missing_ok=True)
     except (OSError, ValueError):
         return False
     return True
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename (a link at `path` is replaced, never
-    followed). No fsync: a file cut short by a crash does not parse, and is only re-made."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def build_key(sweep_dir: Path, prints: dict[Path, Prints | None], notes: list[str]) -> str:

@@ -34,6 +34,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -121,24 +122,38 @@ class RunEnd(BaseModel):
     ended_at: float | None = Field(default=None, description="epoch seconds, job end")
 
 
-def atomic_write(path: Path, data: str | bytes, root: Path | None = None) -> None:
+def atomic_write(
+    path: Path, data: str | bytes, root: Path | None = None, durable: bool = True
+) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename (which
     replaces a link at `path`, never its target). With `root`, the folder must stay under it
-    once links are followed (OutsideFolder otherwise): results never land outside their sweep."""
+    once links are followed (OutsideFolder otherwise): results never land outside their sweep.
+    `durable=False` skips the fsync, for derived files a crash may only cut short."""
+    raw = data.encode() if isinstance(data, str) else data
+    with replacing(path, root, durable) as temp:
+        temp.write_bytes(raw)
+
+
+@contextmanager
+def replacing(path: Path, root: Path | None = None, durable: bool = True) -> Iterator[Path]:
+    """A temporary file beside `path` for the caller to write; when the block ends without an
+    error it gets the usual file mode and is renamed over `path` (a link there is replaced,
+    never followed), else it is removed. `root` and `durable` as for `atomic_write`."""
     if root is not None:
         inside(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    temp = Path(name)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as out:
-            out.write(raw)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        yield temp
+        os.chmod(temp, file_mode())
+        if durable:
+            with temp.open("rb+") as written:
+                os.fsync(written.fileno())
+        os.replace(temp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
 
 

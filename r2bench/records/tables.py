@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
@@ -495,32 +494,18 @@ def _write_frame(
     or twice."""
     import pyarrow.parquet as pq
 
-    targets = (out_dir / f"{name}.parquet", out_dir / f"{name}.csv")
-    temps = [_temporary(path) for path in targets]
-    try:
-        first = next(slices)
-        schema = schema or pa.Schema.from_pandas(first, preserve_index=False)
-        with (
-            pq.ParquetWriter(temps[0], schema) as parquet,
-            pa_csv.CSVWriter(temps[1], schema) as csv,
-        ):
-            for part in chain([first], slices):
-                chunk = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
-                parquet.write_table(chunk)
-                csv.write_table(chunk)
-        for temp, path in zip(temps, targets, strict=True):
-            os.chmod(temp, st.file_mode())
-            os.replace(temp, path)
-    except BaseException:
-        for temp in temps:
-            Path(temp).unlink(missing_ok=True)
-        raise
-
-
-def _temporary(path: Path) -> str:
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    return temp
+    first = next(slices)
+    schema = schema or pa.Schema.from_pandas(first, preserve_index=False)
+    with (
+        st.replacing(out_dir / f"{name}.parquet", durable=False) as parquet_path,
+        st.replacing(out_dir / f"{name}.csv", durable=False) as csv_path,
+        pq.ParquetWriter(parquet_path, schema) as parquet,
+        pa_csv.CSVWriter(csv_path, schema) as csv,
+    ):
+        for part in chain([first], slices):
+            chunk = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
+            parquet.write_table(chunk)
+            csv.write_table(chunk)
 
 
 def read_tables(out_dir: Path) -> Tables:
