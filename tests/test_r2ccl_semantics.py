@@ -51,3 +51,12 @@ def test_which_variables_are_r2ccls_own() -> None:
     assert is_r2cc_variable("R2CC_MODE") and is_r2cc_variable("NCCL_R2CC_FAILOVER_TIMEOUT_MS")
     assert is_r2cc_variable("FAILURE2_SAME_SERVER")
     assert not is_r2cc_variable("NCCL_IB_TIMEOUT") and not is_r2cc_variable("NCCL_DEBUG")
+
+
+@pytest.mark.parametrize("ib_timeout", ["5000", "31", "64", "-3", "99999999999"])
+def test_an_ib_timeout_out_of_range_never_overflows(ib_timeout: str) -> None:
+    """NCCL_IB_TIMEOUT=5000 once overflowed 2^(x-20) and killed `import` (exit 70): the IB
+    local ACK timeout is a 5-bit field, so the exponent is bounded by 31."""
+    timeout = failover_timeout({"NCCL_IB_TIMEOUT": ib_timeout})
+    assert timeout.source == "derived"
+    assert 32_000 <= timeout.ms <= 2.0 ** (31 - 20) * 32_000

@@ -1,9 +1,13 @@
-"""What R-2CCL's code does with its environment (pure facts, read off its source at f45cbcb).
+"""What R-2CCL's code does with its environment (pure facts), per revision of the library.
 
 One home for the library's semantics that the plan checks, the emulator and the recovery metrics
-share, so that they cannot disagree:
+share, so that they cannot disagree. The library changed a lot after the commit r2bench pins
+(f45cbcb), so the facts are kept per revision (`REVISIONS`, chosen from a recipe's ref by
+`revision_for`); the module-level helpers below the table describe f45cbcb, which is what the
+emulator follows and what runs on the lent GPUs:
 - the failover timeout is ``NCCL_R2CC_FAILOVER_TIMEOUT_MS`` (declared with NCCL_PARAM, which adds
-  the ``NCCL_`` prefix); unset, the library derives it from the IB retry settings;
+  the ``NCCL_`` prefix); unset, f45cbcb derives it from the IB retry settings (32 s), upstream's
+  main uses 5000 ms;
 - the failure response (hot repair onto the channel's backup connection, on NIC ``netDev XOR 1``)
   runs in every mode; modes 1-3 only *simulate* a NIC that failed before the job started;
 - ``R2CC_DISCONNECTED_HCA`` is injected by the IB transport only, at ``R2CC_DISCONNECTED_STEP``.
@@ -11,14 +15,21 @@ share, so that they cannot disagree:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 FAILOVER_TIMEOUT_VAR = "NCCL_R2CC_FAILOVER_TIMEOUT_MS"
 # The bare name looks right but is never read: NCCL_PARAM prepends "NCCL_".
 IGNORED_TIMEOUT_VAR = FAILOVER_TIMEOUT_VAR.removeprefix("NCCL_")
 IB_TIMEOUT_DEFAULT = 20
 IB_RETRY_CNT_DEFAULT = 7
+IB_TIMEOUT_MAX = 31
+"""The IB local ACK timeout is a 5-bit field: NCCL_IB_TIMEOUT above 31 means nothing to the
+NIC, and 2^(x-20) of a larger x overflows a float (NCCL_IB_TIMEOUT=5000 once killed `import`)."""
+IB_RETRY_CNT_MAX = 7
+"""The IB retry count is a 3-bit field."""
 DISCONNECTED_STEP_DEFAULT = 10
 # R2CC_MODE after a hot repair, from the next collective on, for the communicator's life.
 MODE_AFTER_REPAIR = 2
@@ -60,7 +71,11 @@ def _int_env(env: Mapping[str, object], name: str, default: int) -> int:
 
 
 def derived_timeout_ms(ib_timeout: int, retry_cnt: int) -> float:
-    """R-2CCL's default: 2^(IB_TIMEOUT-20) x 4 x (RETRY_CNT+1) s; the factor never goes below 1."""
+    """R-2CCL's default at f45cbcb: 2^(IB_TIMEOUT-20) x 4 x (RETRY_CNT+1) s; the factor never
+    goes below 1. Both inputs are held to the range of their IB fields (timeout 0-31, retries
+    0-7), so any value a user writes gives a finite number."""
+    ib_timeout = min(max(ib_timeout, 0), IB_TIMEOUT_MAX)
+    retry_cnt = min(max(retry_cnt, 0), IB_RETRY_CNT_MAX)
     factor = max(2.0 ** (ib_timeout - IB_TIMEOUT_DEFAULT), 1.0)
     return factor * 4.0 * (retry_cnt + 1) * 1000.0
 
@@ -72,7 +87,7 @@ def failover_timeout(env: Mapping[str, object]) -> FailoverTimeout:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value > 0:
+    if value > 0 and math.isfinite(value):
         return FailoverTimeout(value, "set", f"{FAILOVER_TIMEOUT_VAR}={text}")
     ib_timeout = _int_env(env, "NCCL_IB_TIMEOUT", IB_TIMEOUT_DEFAULT)
     retry = _int_env(env, "NCCL_IB_RETRY_CNT", IB_RETRY_CNT_DEFAULT)
