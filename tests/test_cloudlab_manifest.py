@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.cloudlab.manifest import ManifestError, manifest_testbed
+from r2bench.cloudlab.manifest import ManifestError, manifest_testbed, parse_rspec
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import NicKind
 
 DATA = Path(__file__).parent / "data" / "cloudlab"
 ROOT = Path(__file__).resolve().parent.parent
-GOOD = ["two-nodes-one-lan.xml", "two-nodes-four-rails.xml", "one-node-no-lan.xml"]
+# Real manifests as the portal returned them (tests/data/cloudlab/README.md names the sources).
+REAL = ["real-emulab-2025-blockstore.xml", "real-utah-2024-m510.xml", "real-geni-2022-vms.xml"]
+GOOD = ["two-nodes-one-lan.xml", "two-nodes-four-rails.xml", "one-node-no-lan.xml", *REAL]
 BAD = {
     "truncated.xml": "not well-formed XML at line 25, column 3: no element found (truncated?)",
     "malformed.xml": "not well-formed XML at line 6, column 7: mismatched tag",
-    "request.xml": 'type="request", not type="manifest"',
+    "request.xml": "a request RSpec (what a profile prints: no sliver_id on any node)",
     "no-login.xml": "node node1 has no <services><login>",
     "empty.xml": "the manifest is empty",
     "not-rspec.xml": "the root element is <html>, not <rspec>",
@@ -109,3 +112,72 @@ def test_every_truncation_fails_cleanly() -> None:
     for cut in range(0, len(text) - 10, 37):
         with pytest.raises(ManifestError):
             manifest_testbed(text[:cut])
+
+
+def test_current_portal_manifest_is_a_request_typed_rspec_with_slivers() -> None:
+    """The portal returns `type="request"` (request schema) for a running experiment, with
+    sliver ids, logins and hosts: accepted; its `emulab:portal` names the experiment."""
+    testbed = manifest_testbed((DATA / "real-utah-2024-m510.xml").read_text())
+    assert testbed.name == "cluster-miner"
+    assert [n.name for n in testbed.nodes] == ["node0", "node1", "node2"]
+    node0 = testbed.nodes[0]
+    assert (node0.address, node0.ssh.user) == ("ms1041.utah.cloudlab.us", "probirr")
+    assert [(n.name, n.netdev, n.address) for n in node0.data_nics] == [
+        ("link-1", "eth1", "10.10.1.1")
+    ]
+    assert "of type m510" in testbed.description
+
+
+def test_hardware_type_comes_from_the_vnode() -> None:
+    """Emulab manifests carry no <hardware_type>: the allocated type is `emulab:vnode
+    hardware_type`; where both exist the vnode's (what was allocated) wins."""
+    manifest = parse_rspec((DATA / "real-emulab-2025-blockstore.xml").read_text())
+    assert {n.client_id: n.hardware_type for n in manifest.nodes} == {
+        "nfs": "d430",
+        "node1": "d710",
+        "node2": "d710",
+    }
+    vms = parse_rspec((DATA / "real-geni-2022-vms.xml").read_text())
+    assert {n.hardware_type for n in vms.nodes} == {"pcvm"}
+
+
+def test_remote_blockstore_is_skipped_with_a_note() -> None:
+    """A remote blockstore is a pseudo-node (storage, its `login` a console port of the
+    storage host): not a node of the testbed, and the LAN to it is storage, not a data NIC."""
+    text = (DATA / "real-emulab-2025-blockstore.xml").read_text()
+    manifest = parse_rspec(text)
+    assert manifest.skipped == ("dsnode",)
+    testbed = manifest_testbed(text)
+    assert testbed.name == "Exp-n40"
+    assert [n.name for n in testbed.nodes] == ["nfs", "node1", "node2"]
+    nfs = testbed.nodes[0]
+    assert [n.name for n in nfs.data_nics] == ["nfsLan"]
+    assert "dsnode (remote blockstore)" in testbed.description
+    assert "of type d430, d710" in testbed.description
+
+
+def test_vm_interface_on_the_hosts_loopback_is_no_netdev_guess() -> None:
+    """A GENI VM's interface component is the physical host's `lo0`: not a name inside the VM;
+    the placeholder is the interface's own name until discovery finds it by address."""
+    testbed = manifest_testbed((DATA / "real-geni-2022-vms.xml").read_text())
+    assert testbed.name == "CS655FinalPJNew"
+    server = testbed.nodes[0]
+    assert [(n.netdev, n.address) for n in server.data_nics] == [("interface-0", "10.10.1.1")]
+
+
+def test_only_manifest_and_instantiated_request_types() -> None:
+    text = (DATA / "two-nodes-one-lan.xml").read_text()
+    as_request = text.replace('type="manifest"', 'type="request"')
+    assert [n.name for n in manifest_testbed(as_request).nodes] == ["node0", "node1"]
+    with pytest.raises(ManifestError, match='type="advertisement"'):
+        manifest_testbed(text.replace('type="manifest"', 'type="advertisement"'))
+
+
+def test_only_a_blockstore_is_no_testbed() -> None:
+    text = (DATA / "real-emulab-2025-blockstore.xml").read_text()
+    root = ET.fromstring(text)
+    for node in root.findall("{http://www.geni.net/resources/rspec/3}node"):
+        if node.get("client_id") != "dsnode":
+            root.remove(node)
+    with pytest.raises(ManifestError, match=r"no node to log in to.*\(dsnode\)"):
+        manifest_testbed(ET.tostring(root, encoding="unicode"))

@@ -6,6 +6,15 @@ hostname= port= username=>` (one per user of the project), and `<interface clien
 component_id= mac_address=>` with `<ip address= netmask=>` for each experiment LAN the node is
 on; `<link client_id=>` lists its members as `<interface_ref client_id=>`.
 
+Which manifests: the portal returns today's manifests with `type="request"` and the request
+schema, filled in (sliver ids, MACs, hosts, logins, an `emulab:portal` element naming the
+experiment); older ones say `type="manifest"`. Both are read; a request RSpec that no aggregate
+has filled in (no `sliver_id` on any node: what a profile prints) is refused. The hardware type
+a node got is `emulab:vnode hardware_type=` (Emulab manifests have no `<hardware_type>`, which
+is what was asked for). A remote blockstore (`sliver_type emulab-blockstore`) is a pseudo-node:
+storage, its `login` a port of the storage host; it is skipped, with the LANs that reach it, and
+the testbed's description says so.
+
 What it does not say: GPUs, RDMA devices, kernel interface names, link layers. The testbed gets
 placeholders for those (`gpus: 0`, netdev = the interface name CloudLab knows, kind eth) that
 `r2bench doctor --discover` replaces with what the nodes report. The control network becomes a
@@ -34,6 +43,8 @@ from r2bench.config.testbed import (
 from r2bench.errors import InputError
 
 GENI_V3 = "http://www.geni.net/resources/rspec/3"
+BLOCKSTORE_SLIVER = "emulab-blockstore"
+"""sliver_type of a remote blockstore pseudo-node (storage, not a machine to run on)."""
 CONTROL_NIC = "control"
 CONTROL_NETDEV_PLACEHOLDER = "control"
 """netdev written for the control NIC until discovery finds the real name."""
@@ -80,6 +91,16 @@ class ManifestNode:
     interfaces: tuple[ManifestInterface, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Manifest:
+    """What a manifest says: the nodes to run on, the pseudo-nodes skipped (remote
+    blockstores), and the experiment's name where the portal wrote it (`emulab:portal`)."""
+
+    nodes: tuple[ManifestNode, ...]
+    skipped: tuple[str, ...] = ()
+    experiment: str | None = None
+
+
 def _tag(element: ET.Element) -> str:
     return element.tag.rsplit("}", 1)[-1]
 
@@ -110,11 +131,16 @@ def parse_xml(text: str) -> ET.Element:
     if _tag(root) != "rspec":
         raise ManifestError(f"the root element is <{_tag(root)}>, not <rspec>")
     kind = root.get("type")
-    if kind != "manifest":
+    where = "`geni-get manifest` on a node, or the portal's Manifest tab"
+    if kind not in ("manifest", "request"):
         got = f'type="{kind}"' if kind else "no type attribute"
         raise ManifestError(
-            f'this RSpec has {got}, not type="manifest": give the manifest of a running '
-            "experiment (`geni-get manifest` on a node, or the portal's Manifest tab)"
+            f"this RSpec has {got}, not the manifest of a running experiment ({where})"
+        )
+    if kind == "request" and not any(n.get("sliver_id") for n in _children(root, "node")):
+        raise ManifestError(
+            "this is a request RSpec (what a profile prints: no sliver_id on any node), not the "
+            f"manifest of a running experiment: give that ({where})"
         )
     return root
 
@@ -157,15 +183,35 @@ def _interface(element: ET.Element, node: str, lans: dict[str, str]) -> Manifest
     )
 
 
-def parse_manifest(text: str) -> list[ManifestNode]:
-    """Every node of a manifest, in document order."""
+def _is_blockstore(node: ET.Element) -> bool:
+    sliver = _child(node, "sliver_type")
+    return sliver is not None and sliver.get("name") == BLOCKSTORE_SLIVER
+
+
+def _hardware_type(node: ET.Element) -> str | None:
+    """The type the node got (`emulab:vnode hardware_type`), else the one asked for."""
+    vnode = _child(node, "vnode")
+    if vnode is not None and vnode.get("hardware_type"):
+        return vnode.get("hardware_type")
+    hardware = _child(node, "hardware_type")
+    return hardware.get("name") if hardware is not None else None
+
+
+def parse_rspec(text: str) -> Manifest:
+    """The manifest's nodes in document order (blockstores skipped), and what else it says."""
     root = parse_xml(text)
     lans = _lan_of(root)
+    skipped = [e.get("client_id") or "?" for e in _children(root, "node") if _is_blockstore(e)]
+    storage = {
+        lan for iface, lan in lans.items() if iface.split(":", 1)[0] in skipped
+    }  # the LANs to a blockstore carry its storage traffic: never a data NIC
     nodes = []
     for element in _children(root, "node"):
         name = element.get("client_id")
         if not name:
             raise ManifestError("a <node> without client_id")
+        if _is_blockstore(element):
+            continue
         host = _child(element, "host")
         services = _child(element, "services")
         logins = [_login(e, name) for e in _children(services, "login")] if services else []
@@ -174,22 +220,29 @@ def parse_manifest(text: str) -> list[ManifestNode]:
                 f"node {name} has no <services><login>: the experiment is not ready yet, "
                 "or this is not a manifest"
             )
-        hardware = _child(element, "hardware_type")
+        interfaces = [_interface(e, name, lans) for e in _children(element, "interface")]
         nodes.append(
             ManifestNode(
                 client_id=name,
                 host_name=host.get("name") if host is not None else None,
                 host_ipv4=host.get("ipv4") if host is not None else None,
-                hardware_type=hardware.get("name") if hardware is not None else None,
+                hardware_type=_hardware_type(element),
                 logins=tuple(logins),
-                interfaces=tuple(
-                    _interface(e, name, lans) for e in _children(element, "interface")
-                ),
+                interfaces=tuple(i for i in interfaces if i.lan not in storage),
             )
         )
+    if not nodes and skipped:
+        raise ManifestError(f"no node to log in to: only remote blockstores ({', '.join(skipped)})")
     if not nodes:
         raise ManifestError("the manifest has no <node>")
-    return nodes
+    portal = _child(root, "portal")
+    experiment = portal.get("experiment") if portal is not None else None
+    return Manifest(tuple(nodes), tuple(skipped), experiment or None)
+
+
+def parse_manifest(text: str) -> list[ManifestNode]:
+    """Every node of a manifest to run on, in document order."""
+    return list(parse_rspec(text).nodes)
 
 
 def _safe_name(text: str) -> str:
@@ -201,7 +254,8 @@ def _netdev_guess(iface: ManifestInterface) -> str:
     """CloudLab's name of the interface (`...:eth2` at the end of component_id) when it looks
     like a kernel name, else the interface's own short name; discovery fixes it."""
     tail = iface.component_id.rsplit(":", 1)[-1] if ":" in iface.component_id else ""
-    if tail and _IFNAME.match(tail):
+    # A VM's interface is named after its host's loopback (`pc2:lo0`): no name inside the VM.
+    if tail and _IFNAME.match(tail) and not tail.startswith("lo"):
         return tail
     short = iface.client_id.rsplit(":", 1)[-1]
     return short[:15] if _IFNAME.match(short[:15]) else "eth0"
@@ -237,8 +291,11 @@ def _nics(node: ManifestNode) -> list[Nic]:
     return nics
 
 
-def experiment_name(nodes: list[ManifestNode]) -> str:
-    """The experiment's name from host names (`node0.<experiment>.<project>.<cluster>`)."""
+def experiment_name(nodes: list[ManifestNode], portal: str | None = None) -> str:
+    """The experiment's name: the portal's (`emulab:portal experiment=`), else from host names
+    (`node0.<experiment>.<project>.<cluster>`)."""
+    if portal:
+        return _safe_name(portal)
     labels = {
         n.host_name.split(".")[1] for n in nodes if n.host_name and n.host_name.count(".") > 2
     }
@@ -247,9 +304,9 @@ def experiment_name(nodes: list[ManifestNode]) -> str:
 
 def manifest_testbed(text: str, name: str | None = None, user: str | None = None) -> Testbed:
     """The testbed a manifest describes (placeholders where only the nodes know)."""
-    nodes = parse_manifest(text)
+    manifest = parse_rspec(text)
     try:
-        return _testbed(nodes, name, user)
+        return _testbed(manifest, name, user)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -258,7 +315,8 @@ def manifest_testbed(text: str, name: str | None = None, user: str | None = None
         ) from None
 
 
-def _testbed(nodes: list[ManifestNode], name: str | None, user: str | None) -> Testbed:
+def _testbed(manifest: Manifest, name: str | None, user: str | None) -> Testbed:
+    nodes = list(manifest.nodes)
     models = []
     for node in nodes:
         login = choose_login(node, user)
@@ -275,9 +333,10 @@ def _testbed(nodes: list[ManifestNode], name: str | None, user: str | None) -> T
         f"CloudLab experiment, {len(nodes)} node(s)"
         + (f" of type {', '.join(types)}" if types else "")
         + "; GPUs, RDMA devices and interface names: run `r2bench doctor --discover`"
+        + "".join(f"; skipped {s} (remote blockstore)" for s in manifest.skipped)
     )
     return Testbed(
-        name=_safe_name(name) if name else experiment_name(nodes),
+        name=_safe_name(name) if name else experiment_name(nodes, manifest.experiment),
         description=description,
         nodes=models,
         launcher=Launcher(kind=LauncherKind.MPIRUN),
