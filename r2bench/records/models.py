@@ -216,6 +216,13 @@ class OutcomeStatus(str, Enum):
     # A software fault (R2CC_DISCONNECTED_HCA) was armed and nothing shows it fired: the run
     # measured no fault, so it must never count as one that survived.
     FAULT_NOT_INJECTED = "fault_not_injected"
+    # The fault was applied and the run went on, but it touched no traffic: the NIC carried
+    # nothing before it, or kept carrying traffic after it (records/evidence.py). An ok run
+    # under such a fault measured no fault and must never count as one that survived.
+    FAULT_WITHOUT_EFFECT = "fault_without_effect"
+    # The run's own harness says the fault missed a running collective (R-2CCL's artifact
+    # programs exit 3 for a cut that landed between AllReduces).
+    FAULT_MISSED = "fault_missed"
 
 
 class Evidence(_Frozen):
