@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from r2bench.errors import InputError
 
 # Caps for files read whole. Logs are never read whole: they are streamed line by line.
 CONFIG_LIMIT = 4 * 1024 * 1024
 JSON_RECORD_LIMIT = 16 * 1024 * 1024
+# A CloudLab manifest: about 2 KiB a node, so thousands of nodes fit many times over.
+MANIFEST_LIMIT = 16 * 1024 * 1024
 
 
 class InputRefused(InputError, ValueError):
@@ -52,6 +55,15 @@ def read_bytes_bounded(path: Path, limit: int, what: str = "input") -> bytes:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise InputRefused(_too_large(path, what, limit))
+    return data
+
+
+def read_stream_bounded(stream: BinaryIO, limit: int, what: str, name: str) -> bytes:
+    """At most `limit` bytes of an open stream (stdin, a pipe), refusing a longer one after
+    reading one byte past the cap: never the whole of an endless stream (`/dev/zero`)."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise InputRefused(_too_large(Path(name), what, limit))
     return data
 
 

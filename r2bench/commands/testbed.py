@@ -26,9 +26,16 @@ from r2bench.cloudlab.manifest import ManifestError, manifest_testbed
 from r2bench.config.load import load_testbed
 from r2bench.errors import ExitCode
 from r2bench.nodes import NodePool
+from r2bench.safeio import MANIFEST_LIMIT, InputRefused, read_bytes_bounded, read_stream_bounded
 from r2bench.testbeds.discover import discover, header_of
 from r2bench.testbeds.slurm import SlurmError, slurm_testbed
-from r2bench.testbeds.yamlio import testbed_text, write_testbed, write_text_atomic
+from r2bench.testbeds.yamlio import (
+    comment_header,
+    testbed_text,
+    write_testbed,
+    write_text_atomic,
+)
+from r2bench.textsafe import printable
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import (
     SHAPING_HANDLE,
@@ -235,10 +242,9 @@ def status_command(
 
 
 SLURM_HEADER = """\
-# Made by `r2bench testbed from-slurm` inside Slurm job {job}.
-# NICs (RDMA devices, netdevs, link layers, the management interface) are not in Slurm's
-# environment: run `r2bench doctor --discover -t {out}` inside the allocation to add them.
-"""
+Made by `r2bench testbed from-slurm` inside Slurm job {job}.
+NICs (RDMA devices, netdevs, link layers, the management interface) are not in Slurm's
+environment: run `r2bench doctor --discover -t {out}` inside the allocation to add them."""
 
 
 @testbed_app.command("from-slurm")
@@ -264,7 +270,8 @@ def from_slurm_command(
         err.print(f"from-slurm: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(ExitCode.USAGE) from None
     job = os.environ.get("SLURM_JOB_ID", "?")
-    write_testbed(testbed, out, SLURM_HEADER.format(job=job, out=out or "TESTBED.yaml"))
+    header = comment_header(SLURM_HEADER, job=job, out=out or "TESTBED.yaml")
+    write_testbed(testbed, out, header)
     if out is not None:
         err.print(f"wrote {out}: {len(testbed.nodes)} node(s)", highlight=False)
 
@@ -276,18 +283,20 @@ cloudlab_app = typer.Typer(
 )
 
 CLOUDLAB_HEADER = """\
-# Made by `r2bench cloudlab testbed` from {source}.
-# GPUs, RDMA devices, kernel interface names and link layers are not in a manifest: run
-#   r2bench doctor --discover -t {out}
-# to fill them in from the nodes (it shows the diff and writes this file back).
-"""
+Made by `r2bench cloudlab testbed` from {source}.
+GPUs, RDMA devices, kernel interface names and link layers are not in a manifest: run
+  r2bench doctor --discover -t {out}
+to fill them in from the nodes (it shows the diff and writes this file back)."""
 
 
 def read_manifest(source: str) -> str:
-    """The manifest's text from a path, or stdin for `-`."""
+    """The manifest's text from a path, or stdin for `-`: a regular file or stream of at most
+    MANIFEST_LIMIT bytes (InputRefused otherwise), UTF-8 (UnicodeDecodeError otherwise)."""
     if source == "-":
-        return sys.stdin.read()
-    return Path(source).read_text(encoding="utf-8")
+        data = read_stream_bounded(sys.stdin.buffer, MANIFEST_LIMIT, "the manifest", "stdin")
+    else:
+        data = read_bytes_bounded(Path(source), MANIFEST_LIMIT, "the manifest")
+    return data.decode("utf-8")
 
 
 @cloudlab_app.command("testbed")
@@ -322,16 +331,19 @@ def testbed_command(
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         err.print(
-            f"{label}: cannot read the manifest: {reason}",
+            printable(f"{label}: cannot read the manifest: {reason}"),
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
         raise typer.Exit(ExitCode.USAGE) from None
-    except ManifestError as exc:
-        err.print(f"{label}: {exc}", markup=False, highlight=False, soft_wrap=True)
+    except InputRefused as exc:  # names the file already
+        err.print(printable(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(ExitCode.USAGE) from None
-    header = CLOUDLAB_HEADER.format(source=label, out=out or "TESTBED.yaml")
+    except ManifestError as exc:
+        err.print(printable(f"{label}: {exc}"), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.USAGE) from None
+    header = comment_header(CLOUDLAB_HEADER, source=label, out=out or "TESTBED.yaml")
     write_testbed(testbed, out, header)
     if out is not None:
         names = ", ".join(node.name for node in testbed.nodes)

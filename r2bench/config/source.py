@@ -223,8 +223,52 @@ class _Converter:
         self.doc = doc
         self.loader = yaml.SafeLoader("")
         self.count = 0
+        # The collections being converted, outermost first: an alias to one of them
+        # (`a: &x [*x]`) is a collection inside itself, which no config can mean.
+        self.open: set[int] = set()
 
     def convert(self, node: yaml.Node, path: FieldPath) -> Any:
+        if id(node) in self.open:
+            raise ConfigError(
+                [
+                    self.doc.issue(
+                        path,
+                        "an alias refers to itself (the collection it is in, *x inside &x)",
+                        "write the values out instead of the alias",
+                    )
+                ]
+            )
+        if not isinstance(node, yaml.CollectionNode):
+            return self.scalar(node, path)
+        self.open.add(id(node))
+        try:
+            return self.collection(node, path)
+        finally:
+            self.open.discard(id(node))
+
+    def scalar(self, node: yaml.Node, path: FieldPath) -> Any:
+        """A plain value, with its position recorded."""
+        self.counted(node, path)
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise ConfigError([self.doc.issue(path, f"cannot read value: {exc}")]) from exc
+        except ValueError as exc:  # int() refuses more than 4300 digits
+            digits = sum(char.isdigit() for char in str(node.value))
+            raise ConfigError(
+                [
+                    self.doc.issue(
+                        path,
+                        f"a number of {digits} digits is too long to read",
+                        "no setting needs one; quote it if it is meant as text",
+                    )
+                ]
+            ) from exc
+        return _as_written(node, value)
+
+    def counted(self, node: yaml.Node, path: FieldPath) -> None:
+        """Count one more value (refusing alias expansion past MAX_NODES) and record where
+        it is."""
         self.count += 1
         if self.count > self.MAX_NODES:
             # Name the innermost key (what a user can find), not the list indices under it.
@@ -233,7 +277,11 @@ class _Converter:
             message = f"more than {self.MAX_NODES} values (alias expansion: nested *aliases?)"
             raise ConfigError([self.doc.issue(where, message, "write the values out")])
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.CollectionNode) and node.tag not in _STANDARD_COLLECTION_TAGS:
+
+    def collection(self, node: yaml.CollectionNode, path: FieldPath) -> Any:
+        """A mapping or a list, converted item by item."""
+        self.counted(node, path)
+        if node.tag not in _STANDARD_COLLECTION_TAGS:
             raise ConfigError(
                 [
                     self.doc.issue(
@@ -245,13 +293,7 @@ class _Converter:
             )
         if isinstance(node, yaml.MappingNode):
             return self.mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
-        try:
-            value = self.loader.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            raise ConfigError([self.doc.issue(path, f"cannot read value: {exc}")]) from exc
-        return _as_written(node, value)
+        return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
 
     def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[Any, Any]:
         result: dict[Any, Any] = {}

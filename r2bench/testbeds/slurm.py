@@ -19,9 +19,16 @@ from pydantic import ValidationError
 from r2bench.config.testbed import Launcher, LauncherKind, Node, Testbed
 from r2bench.errors import InputError
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+# ASCII digits only: `\d` (and str.isdigit) take Arabic-Indic, full-width or superscript
+# digits too, which would become ASCII host names or fail int(). 20 digits is beyond any
+# host number and far below the length int() refuses.
+_RANGE = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
+_COUNT = re.compile(r"[0-9]{1,9}")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_HOSTS = 100_000
+"""Most hosts a node list may expand to, all its groups together (counted before any is built)."""
+MAX_COUNT = 10**9
+"""Largest count a SLURM_* variable may hold (nine digits: more tasks or GPUs than any node)."""
 
 
 class SlurmError(InputError, ValueError):
@@ -49,69 +56,103 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def _expand_ranges(body: str, item: str) -> list[str]:
-    """`01-03,7` -> ['01', '02', '03', '7'] (zero padding kept, as Slurm prints it)."""
-    out: list[str] = []
+Ranges = list[tuple[int, int, int]]
+"""(low, high, zero-padded width) of each piece of one bracket group."""
+
+
+def _ranges(body: str, item: str) -> Ranges:
+    """`01-03,7` -> [(1, 3, 2), (7, 7, 0)] (zero padding kept, as Slurm prints it)."""
+    out: Ranges = []
     for piece in body.split(","):
-        match = _RANGE.match(piece.strip())
+        match = _RANGE.fullmatch(piece.strip())
         if not match:
-            raise SlurmError(f"bad range {piece!r} in {item!r}")
+            raise SlurmError(f"bad range {piece!r} in {item!r} (ASCII digits, e.g. 01-08)")
         low_text, high_text = match.group(1), match.group(2)
-        if high_text is None:
-            out.append(low_text)
-            continue
-        low, high = int(low_text), int(high_text)
+        low, high = int(low_text), int(high_text or low_text)
         if high < low:
             raise SlurmError(f"range {piece!r} in {item!r} goes down")
-        if high - low + 1 + len(out) > MAX_HOSTS:
-            raise SlurmError(f"range {piece!r} in {item!r} has more than {MAX_HOSTS} hosts")
-        width = len(low_text) if low_text.startswith("0") else 0
-        out += [str(n).zfill(width) for n in range(low, high + 1)]
+        out.append((low, high, len(low_text) if low_text.startswith("0") else 0))
     return out
 
 
-def _expand_item(item: str) -> list[str]:
-    """One host expression, possibly with several bracket groups (`r[1-2]n[01-02]`)."""
-    names = [""]
+Groups = list[tuple[str, Ranges]]
+"""One host expression: (text before a bracket group, the group's ranges), the last one's
+ranges empty when text follows the last group."""
+
+
+def _groups(item: str) -> Groups:
+    """The bracket groups of one host expression (`r[1-2]n[01-02]`), parsed, not expanded."""
+    groups: Groups = []
     rest = item
     while rest:
         open_at = rest.find("[")
         if open_at < 0:
-            names = [n + rest for n in names]
+            groups.append((rest, []))
             break
         close_at = rest.index("]", open_at)
         prefix, body, rest = rest[:open_at], rest[open_at + 1 : close_at], rest[close_at + 1 :]
-        values = _expand_ranges(body, item)
+        groups.append((prefix, _ranges(body, item)))
+    return groups
+
+
+def _count(groups: Groups) -> int:
+    """How many hosts `groups` expand to, stopping once past MAX_HOSTS (never a huge product)."""
+    total = 1
+    for _, ranges in groups:
+        if ranges:
+            total *= sum(high - low + 1 for low, high, _ in ranges)
+        if total > MAX_HOSTS:
+            return MAX_HOSTS + 1
+    return total
+
+
+def _expand(groups: Groups) -> list[str]:
+    """Every host name of one parsed expression, in order."""
+    names = [""]
+    for prefix, ranges in groups:
+        if not ranges:
+            names = [n + prefix for n in names]
+            continue
+        values = [str(v).zfill(width) for low, high, width in ranges for v in range(low, high + 1)]
         names = [n + prefix + v for n in names for v in values]
-        if len(names) > MAX_HOSTS:
-            raise SlurmError(f"{item!r} has more than {MAX_HOSTS} hosts")
     return names
 
 
 def expand_nodelist(text: str) -> list[str]:
-    """Every hostname of a Slurm host list, in order (`scontrol show hostnames` does the same)."""
+    """Every hostname of a Slurm host list, in order (`scontrol show hostnames` does the same).
+    The hosts are counted before any is built: more than MAX_HOSTS, all groups together, is a
+    SlurmError."""
     text = text.strip()
     if not text:
         raise SlurmError("the node list is empty")
-    hosts: list[str] = []
+    parsed: list[Groups] = []
+    total = 0
     for item in _split_top(text):
         item = item.strip()
         if not item:
             raise SlurmError(f"empty host name in {text!r}")
         if item.startswith("["):
             raise SlurmError(f"host name starts with '[' in {text!r}")
-        hosts += _expand_item(item)
-    return hosts
+        parsed.append(groups := _groups(item))
+        total += _count(groups)
+        if total > MAX_HOSTS:
+            shown = item if len(item) <= 60 else item[:57] + "..."
+            raise SlurmError(f"the node list has more than {MAX_HOSTS} hosts (at {shown!r})")
+    return [host for groups in parsed for host in _expand(groups)]
 
 
 def expand_tasks_per_node(text: str) -> list[int]:
     """`SLURM_TASKS_PER_NODE` (`8(x2),4`) -> [8, 8, 4]."""
     counts: list[int] = []
     for piece in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", piece)
+        match = re.fullmatch(r"\s*([0-9]{1,9})(?:\(x([0-9]{1,9})\))?\s*", piece)
         if not match:
-            raise SlurmError(f"bad SLURM_TASKS_PER_NODE entry {piece!r}")
-        counts += [int(match.group(1))] * int(match.group(2) or 1)
+            shown = piece if len(piece) <= 40 else piece[:37] + "..."
+            raise SlurmError(f"bad SLURM_TASKS_PER_NODE entry {shown!r} (ASCII digits, e.g. 8(x2))")
+        repeat = int(match.group(2) or 1)
+        if len(counts) + repeat > MAX_HOSTS:  # counted before the list is built
+            raise SlurmError(f"SLURM_TASKS_PER_NODE covers more than {MAX_HOSTS} nodes")
+        counts += [int(match.group(1))] * repeat
     return counts
 
 
@@ -119,9 +160,18 @@ def _int(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "").strip()
     if not value:
         return None
-    if not value.isdigit():
-        raise SlurmError(f"{name}={value!r} is not a number")
-    return int(value)
+    return _count_value(name, value, value)
+
+
+def _count_value(name: str, value: str, count: str) -> int:
+    """`count` (part of `value`, the variable `name`'s text) as a count: ASCII digits only, at
+    most MAX_COUNT; SlurmError naming the variable otherwise."""
+    shown = value if len(value) <= 40 else value[:37] + "..."
+    if not _COUNT.fullmatch(count):
+        many = count.isascii() and count.isdigit()
+        why = f"is more than {MAX_COUNT}" if many else "is not a number (ASCII digits)"
+        raise SlurmError(f"{name}={shown!r} {why}")
+    return int(count)
 
 
 def gpus_per_node(env: Mapping[str, str]) -> int | None:
@@ -133,9 +183,7 @@ def gpus_per_node(env: Mapping[str, str]) -> int | None:
     per_node = env.get("SLURM_GPUS_PER_NODE", "").strip()
     if per_node:
         count = per_node.rsplit(":", 1)[-1].split("(", 1)[0]
-        if not count.isdigit():
-            raise SlurmError(f"SLURM_GPUS_PER_NODE={per_node!r}: no GPU count")
-        return int(count)
+        return _count_value("SLURM_GPUS_PER_NODE", per_node, count)
     job_gpus = env.get("SLURM_JOB_GPUS", "").strip()
     return len(job_gpus.split(",")) if job_gpus else None
 

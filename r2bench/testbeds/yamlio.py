@@ -1,4 +1,9 @@
-"""Writing testbed files: YAML with a comment header, replaced atomically."""
+"""Writing testbed files: YAML with a comment header, replaced atomically.
+
+Everything r2bench writes into a testbed file goes through here: the settings through the YAML
+dumper (which quotes every value as YAML needs), the header through :func:`comment_header`
+(which keeps every value on its comment line). A value pasted raw into a comment could end the
+line and start a setting (a manifest named `x\nlauncher: {command: sh}`)."""
 
 from __future__ import annotations
 
@@ -8,7 +13,17 @@ import tempfile
 from pathlib import Path
 
 from r2bench.config.testbed import Testbed
+from r2bench.textsafe import printable
 from r2bench.virtual.describe import to_yaml
+
+
+def comment_header(template: str, **values: object) -> str:
+    """YAML comment lines: each line of `template` after `# `, with `values` filled in. Every
+    value is made one line of plain characters first (line breaks of any kind, YAML's `\x85`
+    and `\u2028` included, and other controls shown as escapes), so no value can end its
+    comment and become a setting."""
+    filled = template.format(**{key: printable(value) for key, value in values.items()})
+    return "".join(f"# {line}".rstrip() + "\n" for line in filled.split("\n"))
 
 
 def testbed_text(testbed: Testbed, header: str = "") -> str:

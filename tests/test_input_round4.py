@@ -1,0 +1,211 @@
+"""Hostile and broken input, round 4: what r2bench writes for the user (testbed headers), what
+it reads from the environment (Slurm variables), and YAML that refers to itself or holds numbers
+Python cannot convert. Each case is a located one-line error with exit 2 or a value kept as
+written: never a traceback, never a silent change."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from sample_sweep import SampleConfig, write_sample_sweep
+from typer.testing import CliRunner
+
+from r2bench.cli import app
+from r2bench.config.errors import ConfigError
+from r2bench.config.load import load_testbed
+from r2bench.config.source import parse_yaml
+from r2bench.testbeds.slurm import MAX_HOSTS, SlurmError, expand_nodelist, read_allocation
+from r2bench.testbeds.yamlio import comment_header
+
+CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
+CLOUDLAB = Path(__file__).parent / "data" / "cloudlab" / "two-nodes-one-lan.xml"
+# Every character YAML (1.1, as PyYAML reads it) takes for a line break, and a few that
+# terminals do.
+BREAKS = ["\n", "\r", "\r\n", "\x85", "\u2028", "\u2029", "\x0b", "\x0c"]
+PAYLOAD = "kind: local\nlauncher: {command: sh}\npaths: {work_dir: /}"
+
+
+def _invoke(*args: str, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(app, list(args), env=env, input=stdin)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+# ---- values in the comment headers of written testbed files ---------------------------------
+
+
+@pytest.mark.parametrize("brk", BREAKS)
+def test_comment_header_keeps_any_value_on_its_line(brk: str) -> None:
+    text = comment_header(
+        "Made from {source}.\nsecond line {out}", source=f"x{brk}{PAYLOAD}", out="o"
+    )
+    assert yaml.safe_load(text + "name: t\n") == {"name": "t"}
+    assert all(line.startswith("#") for line in text.splitlines())
+    assert len(text.splitlines()) == 2
+
+
+@pytest.mark.parametrize("brk", BREAKS)
+def test_a_manifest_name_with_line_breaks_stays_in_the_comment(tmp_path: Path, brk: str) -> None:
+    manifest = tmp_path / f"m{brk}{PAYLOAD.replace('/', '_')}.xml"
+    shutil.copy(CLOUDLAB, manifest)
+    plain = tmp_path / "plain.yaml"
+    assert _invoke("cloudlab", "testbed", str(CLOUDLAB), "-o", str(plain)).exit_code == 0
+    out = tmp_path / "testbed.yaml"
+    result = _invoke("cloudlab", "testbed", str(manifest), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    # The same testbed as from a plainly named copy: the name changed nothing but the comment.
+    assert yaml.safe_load(out.read_text()) == yaml.safe_load(plain.read_text())
+    assert load_testbed(out) == load_testbed(plain)
+
+
+@pytest.mark.parametrize("brk", BREAKS)
+def test_a_slurm_job_id_with_line_breaks_stays_in_the_comment(tmp_path: Path, brk: str) -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_JOB_ID": f"42{brk}{PAYLOAD}"}
+    out = tmp_path / "testbed.yaml"
+    result = _invoke("testbed", "from-slurm", "-o", str(out), env=env)
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(out.read_text())
+    assert set(data) <= {"name", "description", "nodes", "launcher"}, data
+    assert data["launcher"] == {"kind": "srun"}
+    load_testbed(out)
+
+
+def test_an_out_path_with_a_line_break_stays_in_the_comment(tmp_path: Path) -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu1", "SLURM_JOB_ID": "7"}
+    out = tmp_path / "a\npaths: {work_dir: x}\n.yaml"
+    result = _invoke("testbed", "from-slurm", "-o", str(out), env=env)
+    assert result.exit_code == 0, result.output
+    assert "paths" not in yaml.safe_load(out.read_text())
+
+
+# ---- manifests are read with a size cap ----------------------------------------------------
+
+
+def test_a_huge_manifest_on_stdin_is_refused_fast() -> None:
+    result = _invoke("cloudlab", "testbed", "-", stdin="<" * (40 * 1024 * 1024))
+    assert result.exit_code == 2
+    assert "larger than" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_manifest_that_is_a_device_is_refused_unread() -> None:
+    result = _invoke("cloudlab", "testbed", "/dev/zero")
+    assert result.exit_code == 2
+    assert "not a regular file" in result.stderr
+
+
+# ---- Slurm: ASCII digits only, node lists counted before they are built ---------------------
+
+
+@pytest.mark.parametrize(
+    "nodelist",
+    ["gpu[\u0661-\u0662]", "gpu[\u0661]", "gpu[1-\u0663]", "gpu[\uff11-2]", "gpu[\u00b9-2]"],
+)
+def test_non_ascii_digits_in_a_node_list_are_refused(nodelist: str) -> None:
+    with pytest.raises(SlurmError, match="bad range"):
+        expand_nodelist(nodelist)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"],
+)
+@pytest.mark.parametrize("value", ["\u00b2", "\u0662", "1\u00b2", "\uff12", "9" * 5001])
+def test_non_ascii_or_huge_counts_are_slurm_errors(name: str, value: str) -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu[1-2]", name: value}
+    with pytest.raises(SlurmError, match=name):
+        read_allocation(env)
+
+
+@pytest.mark.parametrize("tasks", ["\u00b2(x2)", "2(x\u00b2)", "9" * 5001, "1(x99999999999999)"])
+def test_bad_tasks_per_node_are_slurm_errors(tasks: str) -> None:
+    with pytest.raises(SlurmError, match="SLURM_TASKS_PER_NODE"):
+        read_allocation({"SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_TASKS_PER_NODE": tasks})
+
+
+@pytest.mark.parametrize(
+    "nodelist",
+    [
+        "a[0-99999]b[0-99999]",
+        "a[0-999]b[0-999]c[0-999]",
+        ",".join(f"g{i}[0-99999]" for i in range(3)),
+        "a[0-99999999999999999999]",
+        "a[" + "9" * 5001 + "]",
+    ],
+)
+def test_node_lists_over_the_cap_are_refused_before_they_are_built(nodelist: str) -> None:
+    tracemalloc = pytest.importorskip("tracemalloc")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SlurmError, match=f"more than {MAX_HOSTS}|bad range"):
+            expand_nodelist(nodelist)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sweeps")
+    cfg = SampleConfig(sweep="s", seed=1, modes=(None, "1"), scenarios=("none",), repeats=2)
+    write_sample_sweep(root, CAPTURED, cfg)
+    return root / "s"
+
+
+# ---- YAML that refers to itself, numbers Python will not convert ----------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x [*x]\n",
+        "a: &x {b: *x}\n",
+        "a: &x [1, [2, *x]]\n",
+        "name: t\nextra: &x {k: [*x]}\n",
+    ],
+)
+def test_a_self_referencing_anchor_is_a_located_error(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "self.yaml")
+    (issue,) = info.value.issues
+    assert "refers to itself" in issue.message and issue.line is not None
+
+
+@pytest.mark.parametrize("kind", ["experiment", "testbed", "reference", "policy"])
+def test_a_self_referencing_anchor_in_any_file_exits_2(
+    tmp_path: Path, kind: str, sweep: Path
+) -> None:
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text("name: x\nextra: &a [*a]\n")
+    testbed = Path(__file__).parent / "corpus" / "testbed.yaml"
+    args = {
+        "experiment": ["plan", str(path), "-t", str(testbed)],
+        "testbed": [
+            "plan",
+            str(Path(__file__).parents[1] / "experiments/paper/one-nic-down.yaml"),
+            "-t",
+            str(path),
+        ],
+        "reference": ["compare", str(path), str(sweep)],
+        "policy": ["compare", "--policy", str(path), str(sweep), str(sweep)],
+    }[kind]
+    result = _invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "bug in r2bench" not in result.output
+
+
+@pytest.mark.parametrize("digits", [4301, 5001, 100_000])
+def test_an_integer_too_long_to_convert_is_a_located_error(digits: int) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(f"name: t\nrepeats: {'9' * digits}\n", "big.yaml")
+    (issue,) = info.value.issues
+    assert issue.path == ("repeats",) and issue.line == 2 and "digits" in issue.message
+
+
+def test_a_long_integer_as_an_env_value_is_kept_as_written() -> None:
+    # An env value is text: a long run of digits there is what the user wrote, never a crash.
+    text = "env: {X: '" + "9" * 5001 + "'}\n"
+    assert parse_yaml(text).data["env"]["X"] == "9" * 5001
