@@ -209,3 +209,32 @@ def test_a_long_integer_as_an_env_value_is_kept_as_written() -> None:
     # An env value is text: a long run of digits there is what the user wrote, never a crash.
     text = "env: {X: '" + "9" * 5001 + "'}\n"
     assert parse_yaml(text).data["env"]["X"] == "9" * 5001
+
+
+# ---- the embedded virtual testbed's rate is checked at plan time -----------------------------
+
+QUICKSTART = Path(__file__).parents[1] / "experiments" / "quickstart.yaml"
+VIRTUAL_TB = Path(__file__).parents[1] / "experiments" / "testbeds" / "virtual-example.yaml"
+
+
+@pytest.mark.parametrize(
+    "rate",
+    ['"0bit"', '""', '"10mbit; reboot"', '"10mbit\\n"', '"50kbit"', '"99tbit"', "12", '"1e9bit"'],
+)
+def test_a_bad_virtual_testbed_rate_fails_plan_located(tmp_path: Path, rate: str) -> None:
+    text = QUICKSTART.read_text()
+    text = text.replace("\nvirtual_testbed:", "\nvirtual_testbed_was:")
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text + f"virtual_testbed: {{nodes: 2, nics: 4, rate: {rate}}}\n")
+    result = _invoke("plan", str(path), "-t", str(VIRTUAL_TB))
+    assert result.exit_code == 2, result.output
+    assert "virtual_testbed.rate" in result.output and f"{path.name}:" in result.output
+
+
+@pytest.mark.parametrize("rate", ["250mbit", "1gbit", "100kbit", "125mbps", "null"])
+def test_a_good_virtual_testbed_rate_plans(tmp_path: Path, rate: str) -> None:
+    text = QUICKSTART.read_text().replace("\nvirtual_testbed:", "\nvirtual_testbed_was:")
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text + f"virtual_testbed: {{nodes: 2, nics: 4, rate: {rate}}}\n")
+    result = _invoke("plan", str(path), "-t", str(VIRTUAL_TB))
+    assert result.exit_code == 0, result.output

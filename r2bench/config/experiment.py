@@ -12,7 +12,15 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
-from r2bench.config.types import EnvName, EnvValue, FreeText, Name, Size, StrictModel
+from r2bench.config.types import (
+    EnvName,
+    EnvValue,
+    FreeText,
+    Name,
+    Size,
+    StrictModel,
+    VirtualRate,
+)
 
 NO_FAULT = "none"
 MAX_SECONDS = 7 * 86400
@@ -193,7 +201,7 @@ class VirtualTestbedSpec(StrictModel):
 
     nodes: StrictInt = Field(2, ge=1, le=8, description="Namespace nodes.")
     nics: StrictInt = Field(4, ge=1, le=8, description="Data NICs per node.")
-    rate: FreeText | None = Field(
+    rate: VirtualRate | None = Field(
         "250mbit", description="tbf cap of every data NIC, both ways (tc rate); null: uncapped."
     )
     gpus: StrictInt = Field(

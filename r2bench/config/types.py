@@ -108,8 +108,9 @@ MAX_RATE_BITS = 10 * 10**12
 a tbf rate is far above; a value this large is a typo)."""
 
 
-def rate_problem(text: str) -> str | None:
-    """Why `text` is not a bandwidth tc takes (`10mbit`, `1gbit`, `125mbps` in bytes), or None."""
+def rate_problem(text: str, floor_bits: int = 0) -> str | None:
+    """Why `text` is not a bandwidth tc takes (`10mbit`, `1gbit`, `125mbps` in bytes), or None.
+    With `floor_bits`, a rate below it is refused too (what the shaper can keep)."""
     match = _RATE_RE.fullmatch(text)
     if match is None:
         return "invalid rate: use a number and a unit, like 10mbit or 1gbit"
@@ -117,6 +118,24 @@ def rate_problem(text: str) -> str | None:
     bits *= 8 if match.group(3) == "bps" else 1
     if bits <= 0:
         return f"rate must be above 0, found {text} (a zero cap drops every packet: use link_down)"
+    if bits < floor_bits:
+        return f"rate {text} is below {floor_bits // 1000}kbit, the lowest this testbed shapes"
     if bits > MAX_RATE_BITS:
         return f"rate {text} is beyond what tc should be given (at most 10tbit)"
     return None
+
+
+VIRTUAL_RATE_FLOOR_BITS = 100_000
+"""The lowest cap the virtual testbed's tbf keeps (r2bench.virtual.plan.rate_bits refuses less)."""
+
+
+def _virtual_rate(value: str) -> str:
+    problem = rate_problem(value, VIRTUAL_RATE_FLOOR_BITS)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+VirtualRate = Annotated[str, AfterValidator(_virtual_rate)]
+"""A virtual testbed's data-NIC cap (`250mbit`): checked when the experiment is loaded, so
+`plan` refuses what bringing the testbed up would (never only at sweep time)."""
