@@ -13,7 +13,11 @@ ROOT = Path(__file__).parents[1]
 TESTBED = ROOT / "experiments" / "testbeds" / "gpu-local.yaml"
 # link-fault.yaml brings its own namespace testbed (virtual_testbed); the others run on one host.
 LINK_FAULT = ROOT / "experiments" / "gpu" / "link-fault.yaml"
-EXPERIMENTS = sorted(p for p in (ROOT / "experiments" / "gpu").glob("*.yaml") if p != LINK_FAULT)
+VERIFY = ROOT / "experiments" / "gpu" / "verify.yaml"  # link-fault.yaml's testbed too
+NAMESPACE_EXPERIMENTS = (LINK_FAULT, VERIFY)
+EXPERIMENTS = sorted(
+    p for p in (ROOT / "experiments" / "gpu").glob("*.yaml") if p not in NAMESPACE_EXPERIMENTS
+)
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
