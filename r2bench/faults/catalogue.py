@@ -107,7 +107,7 @@ _ALL_KINDS = (
         name="ib_port_down",
         script="ib_port.sh",
         summary="Disable the local HCA port with ibportstate (link goes down).",
-        nic_kinds=frozenset({NicKind.IB, NicKind.ROCE}),
+        nic_kinds=frozenset({NicKind.IB}),
         needs_rdma_device=True,
         target_args=_ib_port_args,
     ),
@@ -115,7 +115,7 @@ _ALL_KINDS = (
         name="link_down",
         script="link.sh",
         summary="ip link set dev DEV down (RoCE/Ethernet port admin-down).",
-        nic_kinds=frozenset({NicKind.ROCE, NicKind.ETH, NicKind.IB}),
+        nic_kinds=frozenset({NicKind.ROCE, NicKind.ETH}),
         needs_netdev=True,
         target_args=_netdev_args,
     ),
@@ -171,6 +171,38 @@ _ALL_KINDS = (
 )
 
 FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType({kind.name: kind for kind in _ALL_KINDS})
+
+
+_WRONG_LINK_LAYER: Mapping[tuple[str, NicKind], str] = MappingProxyType(
+    {
+        ("ib_port_down", NicKind.ROCE): (
+            "a RoCE port has no subnet management agent: ibportstate cannot open it "
+            "(`mad_rpc_open_port: client_register for mgmt 1 failed`)"
+        ),
+        ("ib_port_down", NicKind.ETH): "it has no RDMA port for ibportstate to disable",
+        ("link_down", NicKind.IB): (
+            "taking the IPoIB interface down leaves the InfiniBand port ACTIVE: it stays ACTIVE "
+            "and RDMA traffic keeps flowing"
+        ),
+    }
+)
+"""Why a NIC fault does nothing on a link layer it does not list (checked on real hosts'
+outputs: docs/faults.md, "Link layers")."""
+
+
+def link_layer_refusal(kind: FaultKind, nic: Nic) -> tuple[str, str] | None:
+    """(why `kind` cannot work on `nic`, the faults that do) when the NIC's link layer (its
+    kind: ib = InfiniBand, roce = Ethernet with RDMA, eth) is not one the fault acts on, else
+    None. Faults of a process fit every NIC."""
+    if not kind.targets_nic or nic.kind in kind.nic_kinds:
+        return None
+    why = _WRONG_LINK_LAYER.get((kind.name, nic.kind))
+    allowed = "/".join(sorted(k.value for k in kind.nic_kinds))
+    message = f"{kind.name} does not apply to {nic.kind.value} NIC '{nic.name}' (needs {allowed})"
+    if why:
+        message += f": {why}"
+    works = [k.name for k in _ALL_KINDS if k.targets_nic and nic.kind in k.nic_kinds]
+    return message, f"on an {nic.kind.value} NIC use: {', '.join(works)}"
 
 
 def fault_tag(run_id: str, index: int) -> str:

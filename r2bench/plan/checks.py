@@ -10,7 +10,7 @@ from r2bench.config.experiment import Experiment, FaultSpec
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
 from r2bench.config.testbed import Nic, Node, Testbed, TestbedKind
-from r2bench.faults.catalogue import FAULT_KINDS, FaultKind, check_params
+from r2bench.faults.catalogue import FAULT_KINDS, FaultKind, check_params, link_layer_refusal
 from r2bench.faults.interlock import interface_refusal
 from r2bench.plan.sweep import Point
 
@@ -311,14 +311,9 @@ def _check_kind_fits(
     kind: FaultKind, fault: FaultSpec, nic: Nic, base: FieldPath, testbed: Testbed, doc: SourceDoc
 ) -> list[ConfigIssue]:
     issues = []
-    if nic.kind not in kind.nic_kinds:
-        allowed = ", ".join(sorted(k.value for k in kind.nic_kinds))
-        issues.append(
-            doc.issue(
-                (*base, "kind"),
-                f"{kind.name} does not apply to {nic.kind.value} NIC '{nic.name}' (needs {allowed})",
-            )
-        )
+    refusal = link_layer_refusal(kind, nic)
+    if refusal is not None:
+        issues.append(doc.issue((*base, "kind"), refusal[0], refusal[1]))
     if kind.needs_rdma_device and not nic.rdma_device:
         issues.append(
             doc.issue(
