@@ -32,10 +32,69 @@ def test_the_bare_timeout_name_is_located_and_named_right(tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     output = " ".join(result.output.split())  # the terminal wraps long lines
     assert (
-        f"{path}:7:3: env.R2CC_FAILOVER_TIMEOUT_MS: warning: library 'r2ccl' (r2ccl) never reads"
-        in output
+        f"{path}:7:3: env.R2CC_FAILOVER_TIMEOUT_MS: warning: library 'r2ccl' (r2ccl at "
+        "f45cbcb) never reads" in output
     )
     assert "did you mean NCCL_R2CC_FAILOVER_TIMEOUT_MS?" in output
+    assert "(32 s at their defaults)" in output  # f45cbcb derives it
+
+
+def test_the_bare_timeout_name_at_main_names_main_s_default(tmp_path: Path) -> None:
+    body = (
+        "libraries:\n  r2ccl: {recipe: r2ccl, ref: main}\nenv:\n  R2CC_FAILOVER_TIMEOUT_MS: 2000\n"
+    )
+    (note,) = _notes(tmp_path, body)
+    assert "(r2ccl at main) never reads" in note and "default: 5000 ms" in note
+
+
+def test_the_declared_failure_is_read_at_main_only(tmp_path: Path) -> None:
+    env = "env:\n  R2CC_FAILED_NODE: 0\n  R2CC_FAILED_HCA: mlx5_2\n  R2CC_AR_STAGE2_CHUNKS: 4\n"
+    pinned = _notes(tmp_path, "libraries:\n  r2ccl: {recipe: r2ccl}\n" + env)
+    hca = next(n for n in pinned if "env.R2CC_FAILED_HCA" in n)
+    assert "(r2ccl at f45cbcb) never reads R2CC_FAILED_HCA: it is read from main on" in hca
+    assert "modes 2/3 always mask the last NIC" in hca
+    assert any("never reads R2CC_AR_STAGE2_CHUNKS" in n for n in pinned)
+    main = "libraries:\n  r2ccl: {recipe: r2ccl, ref: 43c3ea4}\n" + env
+    assert _notes(tmp_path, main) == []
+
+
+def test_mode_3_at_the_pinned_commit_returns_wrong_data(tmp_path: Path) -> None:
+    body = "libraries:\n  r2ccl: {{recipe: r2ccl{ref}, env: {{R2CC_MODE: 3}}}}\n"
+    (note,) = _notes(tmp_path, body.format(ref=""))
+    assert "mode 3 at f45cbcb returns wrong results" in note
+    assert "libraries.r2ccl.env.R2CC_MODE" in note
+    assert _notes(tmp_path, body.format(ref=", ref: main")) == []
+
+
+def test_a_chunk_count_outside_1_to_16_is_named(tmp_path: Path) -> None:
+    body = "libraries:\n  r2ccl: {recipe: r2ccl, ref: main}\nenv:\n  R2CC_AR_STAGE2_CHUNKS: 32\n"
+    (note,) = _notes(tmp_path, body)
+    assert "R2CC_AR_STAGE2_CHUNKS=32 is outside 1-16" in note
+
+
+def test_an_unknown_ref_takes_the_newest_table_and_says_so_once(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        BASE + "libraries:\n  a: {recipe: r2ccl, ref: deadbeef99}\n"
+        "  b: {recipe: r2ccl, ref: deadbeef99, env: {R2CC_MODE: 2}}\n"
+        "env:\n  R2CC_FAILED_HCA: mlx5_2\n"
+    )
+    notes = make_plan(load_inputs(path, CLOUDLAB)).notes
+    said = [n for n in notes if "ref 'deadbeef99' is not one r2bench has read" in n]
+    assert len(said) == 1 and "newest known (main" in said[0]
+    assert not [n for n in notes if "warning:" in n]  # main reads R2CC_FAILED_HCA
+
+
+def test_r2cc_variables_set_per_node_are_refused_as_a_warning(tmp_path: Path) -> None:
+    testbed = tmp_path / "tb.yaml"
+    text = CLOUDLAB.read_text().replace(
+        "    gpus: 8\n", "    gpus: 8\n    env: {R2CC_MODE: '2'}\n", 1
+    )
+    assert text != CLOUDLAB.read_text()
+    testbed.write_text(text)
+    (note,) = _notes(tmp_path, "libraries:\n  r2ccl: {recipe: r2ccl}\n", testbed)
+    assert f"{testbed}:" in note and "env.R2CC_MODE" in note
+    assert "must agree on every rank" in note
 
 
 def test_the_right_name_is_quiet(tmp_path: Path) -> None:

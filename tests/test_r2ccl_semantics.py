@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from r2bench.config.r2ccl import (
+    F45CBCB,
+    MAIN,
+    NEWEST,
+    PINNED_COMMIT,
     backup_nic,
     failover_timeout,
     is_r2cc_variable,
+    revision_for,
     simulated_failed_nics,
     simulated_migrated_nics,
 )
@@ -60,3 +65,29 @@ def test_an_ib_timeout_out_of_range_never_overflows(ib_timeout: str) -> None:
     timeout = failover_timeout({"NCCL_IB_TIMEOUT": ib_timeout})
     assert timeout.source == "derived"
     assert 32_000 <= timeout.ms <= 2.0 ** (31 - 20) * 32_000
+
+
+def test_a_ref_selects_its_revision_and_an_unknown_one_the_newest() -> None:
+    assert revision_for(None).revision is F45CBCB and revision_for("f45cbcb").note is None
+    assert revision_for(PINNED_COMMIT).revision is F45CBCB
+    assert revision_for("main").revision is MAIN and revision_for("43c3ea42").revision is MAIN
+    unknown = revision_for("0123456789abcdef")
+    assert (
+        unknown.revision is NEWEST is MAIN and unknown.note and "0123456789abcdef" in unknown.note
+    )
+    assert revision_for("f45").revision is not F45CBCB  # too short to be a commit prefix
+
+
+def test_each_revision_keeps_its_own_variables_and_timeout() -> None:
+    assert not F45CBCB.reads("R2CC_FAILED_HCA") and MAIN.reads("R2CC_FAILED_HCA")
+    assert F45CBCB.reads("FAILURE2_SAME_SERVER") and not MAIN.reads("FAILURE2_SAME_SERVER")
+    assert MAIN.variables["R2CC_AR_STAGE2_CHUNKS"].default == "4"
+    assert (F45CBCB.failover_timeout({}).ms, F45CBCB.failover_timeout({}).source) == (
+        32_000,
+        "derived",
+    )
+    assert (MAIN.failover_timeout({}).ms, MAIN.failover_timeout({}).source) == (5000, "default")
+    assert MAIN.failover_timeout({"NCCL_R2CC_FAILOVER_TIMEOUT_MS": "0"}).source == "off"
+    assert MAIN.failover_timeout({"NCCL_IB_TIMEOUT": "5000"}).ms == 5000
+    assert 3 in F45CBCB.wrong_data_modes and not MAIN.wrong_data_modes
+    assert MAIN.ar_min_bytes == 16 << 20

@@ -96,7 +96,9 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
     if issues:
         raise ConfigError(issues)
     renderer = _Renderer(inputs, nodes, ranks, jobs)
-    warnings = check_environment(exp, points, inputs.recipes, testbed, doc)
+    warnings = check_environment(
+        exp, points, inputs.recipes, testbed, doc, testbed_doc=_testbed_doc(inputs)
+    )
     renderer.notes += [warning.render() for warning in warnings]
     runs = [renderer.run(point, repeat) for point in points for repeat in range(exp.repeats)]
     return Plan(
@@ -108,6 +110,14 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
         runs=runs,
         notes=renderer.notes,
     )
+
+
+def _testbed_doc(inputs: Inputs) -> SourceDoc | None:
+    """The testbed file's source, to locate warnings about its settings (None: unreadable)."""
+    try:
+        return load_yaml(Path(inputs.testbed_file))
+    except ConfigError:
+        return None
 
 
 def _dir_name(ref: ComponentRef) -> str:
