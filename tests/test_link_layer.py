@@ -65,7 +65,7 @@ def test_ib_port_down_is_refused_on_roce_and_link_down_on_ib() -> None:
     assert refused is not None
     message, hint = refused
     assert "IPoIB" in message and "stays ACTIVE" in message
-    assert hint.startswith("on an ib NIC use: ib_port_down")
+    assert hint.startswith("on ib NICs use: ib_port_down")
     assert link_layer_refusal(FAULT_KINDS["ib_port_down"], ib) is None
     assert link_layer_refusal(FAULT_KINDS["link_down"], roce) is None
     eth = nic(kind="eth", netdev="eth1")

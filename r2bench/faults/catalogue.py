@@ -202,7 +202,7 @@ def link_layer_refusal(kind: FaultKind, nic: Nic) -> tuple[str, str] | None:
     if why:
         message += f": {why}"
     works = [k.name for k in _ALL_KINDS if k.targets_nic and nic.kind in k.nic_kinds]
-    return message, f"on an {nic.kind.value} NIC use: {', '.join(works)}"
+    return message, f"on {nic.kind.value} NICs use: {', '.join(works)}"
 
 
 def fault_tag(run_id: str, index: int) -> str:
