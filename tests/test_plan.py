@@ -246,3 +246,19 @@ def test_runs_table_shows_every_value_at_any_width(width: int) -> None:
         "ib_port_down node1/mlx5_1 @5s for 3s x5 every 10s",
     ):
         assert value in text, value
+
+
+def test_vanilla_is_nccl_2_23_4_with_r2ccls_cuda13_patch(tmp_path: Path) -> None:
+    """`vanilla` is the NCCL release R-2CCL forks, patched like R-2CCL for CUDA 13, beside it."""
+    from r2bench.config.recipes import load_recipes
+
+    exp = tmp_path / "v.yaml"
+    exp.write_text("name: t\nlibraries:\n  r2ccl: {recipe: r2ccl}\n  vanilla: {recipe: vanilla}\n")
+    plan = plan_of(exp)
+    step = next(s for s in plan.setup if s.recipe == "vanilla")
+    assert step.ref == "v2.23.4-1" and any("NVIDIA/nccl.git" in c for c in step.fetch)
+    recipes = load_recipes(None)
+    assert [p.file for p in recipes["vanilla"].patches] == [
+        p.file for p in recipes["r2ccl"].patches
+    ]
+    assert {r.spec.library.recipe for r in plan.runs} == {"r2ccl", "vanilla"}
