@@ -546,3 +546,68 @@ def test_a_socket_only_node_says_r2cc_disconnected_hca_cannot_fire() -> None:
     assert result.status is Status.OK and "R2CC_DISCONNECTED_HCA cannot fire here" in result.detail
     ib = node_model(nics=[{"name": "mlx5_0", "kind": "ib", "rdma_device": "mlx5_0", "port": 1}])
     assert "IB verbs possible (mlx5_0)" in check_transport(ib).detail
+
+
+# ---- link layers as real hosts have them (tests/data/hardware/README.md) -----------------
+# An H100 IB fabric: ports ACTIVE, IPoIB not configured (no `ibp24s0` at all) or down.
+IB_NO_IPOIB = (
+    "state=4: ACTIVE\nphys_state=5: LinkUp\nlink_layer=InfiniBand\n"
+    "rdma_devices=mlx5_0 mlx5_1 mlx5_10 mlx5_2 mlx5_3\n"
+    "operstate=cat: /sys/class/net/ibp24s0/operstate: No such file or directory\n"
+    "carrier=cat: /sys/class/net/ibp24s0/carrier: No such file or directory\n"
+    "device=virtual\nnetdevs=enp170s0np0 enp41s0f0np0 enp41s0f1np1 lo"
+)
+IB_IPOIB_DOWN = (
+    "state=4: ACTIVE\nphys_state=5: LinkUp\nlink_layer=InfiniBand\nrdma_devices=mlx5_0 mlx5_3\n"
+    "operstate=down\ncarrier=cat: /sys/class/net/ibp24s0/carrier: Invalid argument\n"
+    "device=physical\nnetdevs=enp170s0np0 ibp24s0 ibp64s0 lo"
+)
+# A RoCE port without a cable: the netdev is up administratively, no carrier.
+ROCE_NO_CARRIER = (
+    "state=1: DOWN\nphys_state=3: Disabled\nlink_layer=Ethernet\nrdma_devices=mlx5_1\n"
+    "operstate=down\ncarrier=0\ndevice=physical\nnetdevs=enp41s0f0np0 lo"
+)
+
+
+def test_ib_port_is_healthy_by_its_port_state_ipoib_optional() -> None:
+    """Before: an ACTIVE IB port failed doctor when its IPoIB interface was absent or down
+    (the usual case on H100 IB fabrics: NCCL uses the verbs, never IPoIB)."""
+    ib = nic(name="x", kind="ib", rdma_device="mlx5_0", netdev="ibp24s0")
+    absent = check_nic(facts(**{"nic.x": IB_NO_IPOIB}), ib)
+    assert absent.status is Status.OK, absent
+    assert "mlx5_0/1 4: ACTIVE" in absent.detail and "IPoIB ibp24s0 absent" in absent.detail
+    down = check_nic(facts(**{"nic.x": IB_IPOIB_DOWN}), ib)
+    assert down.status is Status.OK and "IPoIB ibp24s0 down (optional)" in down.detail
+    disabled = check_nic(facts(**{"nic.x": IB_DISABLED}), ib)
+    assert disabled.status is Status.FAIL and "ibportstate" in disabled.fix
+
+
+def test_ib_management_nic_needs_its_ipoib() -> None:
+    """Where the controller reaches the node over IPoIB, the interface is the path: it counts."""
+    ib = nic(name="x", kind="ib", rdma_device="mlx5_0", netdev="ibp24s0", management=True)
+    assert check_nic(facts(**{"nic.x": IB_IPOIB_DOWN}), ib).status is Status.FAIL
+
+
+@pytest.mark.parametrize(
+    ("section", "words"),
+    [
+        (ROCE_ADMIN_DOWN, "ip link set dev ens1f0np0 up"),
+        (ROCE_NO_CARRIER, "no carrier"),
+    ],
+)
+def test_roce_port_down_is_fixed_on_its_ethernet_interface(section: str, words: str) -> None:
+    """Before: `ibportstate ... enable` for a RoCE port (no subnet management agent there)."""
+    netdev = "ens1f0np0" if section is ROCE_ADMIN_DOWN else "enp41s0f0np0"
+    roce = nic(name="x", kind="roce", rdma_device="mlx5_1", netdev=netdev)
+    result = check_nic(facts(**{"nic.x": section}), roce)
+    assert result.status is Status.FAIL
+    assert "ibportstate" not in result.fix and words in result.fix, result.fix
+    assert "1: DOWN" in result.detail
+
+
+def test_wrong_link_layer_is_said_before_the_port_state() -> None:
+    """A RoCE port listed as ib: the kind is what is wrong, not the subnet manager."""
+    ib = nic(name="x", kind="ib", rdma_device="mlx5_1")
+    result = check_nic(facts(**{"nic.x": ROCE_ADMIN_DOWN}), ib)
+    assert result.status is Status.FAIL and "expected InfiniBand" in result.detail
+    assert "kind: roce" in result.fix

@@ -297,24 +297,36 @@ def _as_root(sudo: bool, command: str) -> str:
 
 
 def _rdma_problem(nic: Nic, values: dict[str, str], sudo: bool) -> tuple[str, str] | None:
-    """(what is wrong, how to fix it) for an RDMA port, or None when it is active."""
+    """(what is wrong, how to fix it) for an RDMA port, or None when it is active. The port's
+    link layer decides the fix: an InfiniBand port is enabled with ibportstate and activated
+    by the subnet manager; a RoCE port follows its Ethernet interface (link, carrier) and has
+    no subnet management agent for ibportstate to talk to."""
     dev, port = nic.rdma_device, nic.port
     if _unreadable(values.get("state", "")):
         others = values.get("rdma_devices") or "none"
         fix = "load the driver (modprobe mlx5_ib) or fix rdma_device/port in the testbed"
         return f"no port {port} on {dev} (RDMA devices: {others})", fix
-    state, phys = values["state"], values.get("phys_state", "")
-    if "ACTIVE" not in state:
-        enable = _as_root(sudo, f"ibportstate -C {dev} -P {port} -D 0 {port} enable")
-        fix = f"enable it: {enable}; check cable"
-        if "INIT" in state:
-            fix = "the link is up but no subnet manager activated it: start opensm"
-        return f"{dev}/{port} state {state}, phys_state {phys}", fix
     expected = "InfiniBand" if nic.kind is NicKind.IB else "Ethernet"
-    if values.get("link_layer") != expected:
-        layer = values.get("link_layer")
-        return f"link_layer {layer}, expected {expected}", f"set kind: to match ({dev})"
-    return None
+    layer = values.get("link_layer", "")
+    if layer != expected:
+        actual = {"InfiniBand": "ib", "Ethernet": "roce"}.get(layer)
+        fix = f"set kind: {actual} for this NIC" if actual else "check the driver"
+        return f"{dev}/{port} link_layer {layer or '?'}, expected {expected}", f"{fix} ({dev})"
+    state, phys = values["state"], values.get("phys_state", "")
+    if "ACTIVE" in state:
+        return None
+    where = f"{dev}/{port} state {state}, phys_state {phys}"
+    if nic.kind is not NicKind.IB:
+        netdev = _netdev_problem(nic, values, sudo) if nic.netdev else None
+        if netdev is not None:
+            return f"{where}; {netdev[0]}", f"the RoCE port follows {nic.netdev}: {netdev[1]}"
+        check = f"ip link show dev {nic.netdev}; ethtool {nic.netdev}"
+        return where, f"the RoCE port follows its Ethernet interface: {check}"
+    enable = _as_root(sudo, f"ibportstate -C {dev} -P {port} -D 0 {port} enable")
+    fix = f"enable it: {enable}; check cable"
+    if "INIT" in state:
+        fix = "the link is up but no subnet manager activated it: start opensm"
+    return where, fix
 
 
 def _netdev_problem(nic: Nic, values: dict[str, str], sudo: bool) -> tuple[str, str] | None:
@@ -331,6 +343,8 @@ def _netdev_problem(nic: Nic, values: dict[str, str], sudo: bool) -> tuple[str, 
     carrier = values.get("carrier", "")
     note = "carrier unreadable: admin-down" if _unreadable(carrier) else f"carrier {carrier}"
     fix = _as_root(sudo, f"ip link set dev {name} up") + "; check cable"
+    if carrier == "0":  # administratively up, nothing on the wire
+        fix = "no carrier: check the cable and the switch port (ethtool " + name + ")"
     return f"{name} operstate {operstate} ({note})", fix
 
 
@@ -339,7 +353,11 @@ def _nic_summary(nic: Nic, values: dict[str, str]) -> str:
     if nic.rdma_device is not None:
         parts.append(f"{nic.rdma_device}/{nic.port} {values.get('state', '?')}")
         parts.append(values.get("link_layer", "?"))
-    if nic.netdev is not None:
+    if nic.netdev is not None and _ipoib_optional(nic):
+        operstate = values.get("operstate", "?")
+        state = "absent" if _unreadable(operstate) else f"{operstate} (optional)"
+        parts.append(f"IPoIB {nic.netdev} {state}")
+    elif nic.netdev is not None:
         operstate = values.get("operstate", "?")
         if operstate == "unknown":
             operstate = "unknown (normal for lo/virtual links: counted as up)"
@@ -347,14 +365,21 @@ def _nic_summary(nic: Nic, values: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
+def _ipoib_optional(nic: Nic) -> bool:
+    """An IB port's IPoIB interface is not on the RDMA path: it matters only where the
+    controller or the bootstrap reaches the node through it (the management NIC)."""
+    return nic.kind is NicKind.IB and not nic.management
+
+
 def check_nic(facts: NodeFacts, nic: Nic, sudo: bool = True) -> CheckResult:
-    """The NIC exists and is up: RDMA port ACTIVE with the right link layer, netdev up."""
+    """The NIC exists and is up: RDMA port ACTIVE with the right link layer, netdev up (an
+    IB port's IPoIB interface is reported, not required)."""
     values = parse_fields(facts.section(f"nic.{nic.name}"))
     check = f"nic {nic.name}"
     problem = None
     if nic.rdma_device is not None:
         problem = _rdma_problem(nic, values, sudo)
-    if problem is None and nic.netdev is not None:
+    if problem is None and nic.netdev is not None and not _ipoib_optional(nic):
         problem = _netdev_problem(nic, values, sudo)
     if problem is not None:
         return _result(facts.node, check, Status.FAIL, problem[0], problem[1])
