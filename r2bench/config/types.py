@@ -108,6 +108,15 @@ MAX_RATE_BITS = 10 * 10**12
 a tbf rate is far above; a value this large is a typo)."""
 
 
+def rate_bits_per_s(text: str) -> float | None:
+    """Bits per second of a tc rate (`10mbit`, `1gbit`, `125mbps`), or None when not one."""
+    match = _RATE_RE.fullmatch(text.strip().lower())
+    if match is None:
+        return None
+    bits = float(match.group(1)) * _RATE_SCALE[match.group(2)]
+    return bits * (8 if match.group(3) == "bps" else 1)
+
+
 def rate_problem(text: str, floor_bits: int = 0) -> str | None:
     """Why `text` is not a bandwidth tc takes (`10mbit`, `1gbit`, `125mbps` in bytes), or None.
     With `floor_bits`, a rate below it is refused too (what the shaper can keep)."""

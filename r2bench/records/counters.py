@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from r2bench.records import store as st
+from r2bench.records.nictraffic import COUNTERS_FILE, parse_counter_line
 
 # pandas/numpy come with the `report` extra; the sweep imports records.tables (and so this
 # module) on machines without it, where no table is built.
@@ -21,7 +22,6 @@ try:
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
-COUNTERS_FILE = "counters.tsv"
 COUNTER_COLUMNS = (
     *("run_id", "node", "nic", "source", "time", "tx_bytes", "rx_bytes", "state"),
     *("tx_gbit_s", "rx_gbit_s"),
@@ -52,7 +52,7 @@ def read_counters_file(path: Path, run_id: str, node: str) -> pd.DataFrame:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return empty_counters()
-    samples = [s for s in map(_sample, text.splitlines()) if s is not None]
+    samples = [s for s in map(parse_counter_line, text.splitlines()) if s is not None]
     if not samples:
         return empty_counters()
     raw = pd.DataFrame(samples, columns=["time", "nic", "source", "tx_bytes", "rx_bytes", "state"])
@@ -68,33 +68,6 @@ def read_counters_file(path: Path, run_id: str, node: str) -> pd.DataFrame:
     raw.insert(0, "node", node)
     raw.insert(0, "run_id", run_id)
     return _typed(raw[list(COUNTER_COLUMNS)])
-
-
-_FIELDS = 6  # time, nic, source, tx_bytes, rx_bytes, state
-
-
-def _sample(line: str) -> tuple[float, str, str, float, float, str] | None:
-    """One sample line, or None for comments, the header, lines with extra fields (two lines
-    run together) and lines without a time. A line cut short keeps what it has."""
-    if not line or line.startswith(("#", "time\t")):
-        return None
-    fields = line.split("\t")
-    if len(fields) > _FIELDS:
-        return None
-    fields += [""] * (_FIELDS - len(fields))
-    time_s = _number(fields[0].replace(",", "."))  # a locale may write 1,5
-    if time_s != time_s:  # NaN: no time, no sample
-        return None
-    state = "" if fields[5] == "-" else fields[5]  # `-`: the state file was unreadable
-    return (time_s, fields[1], fields[2], _number(fields[3]), _number(fields[4]), state)
-
-
-def _number(text: str) -> float:
-    """A counter or a time; NaN for `-` (unreadable), empty or garbage."""
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
 
 
 def _deltas(values: np.ndarray, same_nic: np.ndarray) -> np.ndarray:

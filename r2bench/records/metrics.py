@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from statistics import median
-from typing import Literal
+from typing import Any, Literal
 
 from r2bench.records.models import OutcomeStatus
 from r2bench.records.run import ParsedRun, Sample, Window
@@ -30,6 +30,9 @@ UNDEFINED_OUTCOMES = {
     OutcomeStatus.INTERRUPTED.value: "interrupted",
     OutcomeStatus.LAUNCH_FAILED.value: "launch failed",
     OutcomeStatus.FAULT_NOT_INJECTED.value: "fault not injected (nothing to recover from)",
+    OutcomeStatus.FAULT_WITHOUT_EFFECT.value: "the fault touched no traffic (nothing to recover "
+    "from)",
+    OutcomeStatus.FAULT_MISSED.value: "the fault missed a running collective",
 }
 """Outcomes that leave a metric undefined where the run did not get far enough, and why."""
 
@@ -203,7 +206,15 @@ def failback_ratio(inp: Inputs) -> Metric:
 
 
 def lossless(inp: Inputs) -> Metric:
-    """#wrong stayed 0 in every result row (`-c 1`)."""
+    """No element lost or wrong, and what that rests on.
+
+    The verification workload checks every element of every timed iteration on every rank:
+    its count is the answer. nccl-tests' `-c 1` checks one extra collective per size outside
+    the timed iterations, so under a fault (which lands in the timed ones) it proves nothing:
+    unknown, with that reason; without a fault it stands for what it checked."""
+    verification = getattr(inp.run, "verification", None)
+    if verification is not None:
+        return _verified(inp, verification)
     parsed, spec = inp.run.parsed, inp.run.record.spec
     checked = [r for r in parsed.rows if r.wrong is not None]
     if any(r.wrong for r in checked):
@@ -215,7 +226,31 @@ def lossless(inp: Inputs) -> Metric:
         return undefined(f"{inp.failed}: the collectives cut short were never checked")
     if not checked:
         return undefined("no result rows")
-    return Metric(True, basis=f"#wrong = 0 in all {len(checked)} result rows (-c 1)")
+    if inp.windows:
+        return undefined(
+            "nccl-tests -c checks one extra collective per size outside the timed iterations; "
+            "the collectives the fault hit were not checked (use the verification workload)"
+        )
+    return Metric(
+        True,
+        basis=f"#wrong = 0 in all {len(checked)} result rows (-c 1: one checked collective per "
+        "size, outside the timed iterations)",
+    )
+
+
+def _verified(inp: Inputs, v: Any) -> Metric:
+    """`lossless` from the verification workload's own count."""
+    where = (
+        f"every element of every iteration on every rank ({v.iterations} iterations x "
+        f"{v.ranks} ranks)"
+    )
+    if v.wrong:
+        its = ", ".join(str(i) for i in v.wrong_iterations[:10])
+        return Metric(False, basis=f"{v.wrong} wrong elements in iterations {its}; {where}")
+    if not v.complete:
+        why = inp.failed or "the workload printed no verification summary"
+        return undefined(f"{why}: {v.iterations} iterations checked, the rest never were")
+    return Metric(True, basis=f"0 wrong: {where}")
 
 
 def by_size(samples: Iterable[Sample]) -> dict[int, list[float]]:
@@ -265,7 +300,7 @@ REGISTRY: tuple[MetricDef, ...] = (
               degraded_ratio),
     MetricDef("failback_ratio", "ratio", True, "busbw after the link came back / before",
               failback_ratio, compared=True),
-    MetricDef("lossless", "flag", True, "#wrong = 0 in every result row", lossless,
+    MetricDef("lossless", "flag", True, "no wrong element in what was checked", lossless,
               needs_fault=False, needs_samples=False),
 )  # fmt: skip
 """Every recovery metric, in the order of the runs table's columns."""

@@ -21,8 +21,16 @@ from typing import Any
 
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
+from r2bench.records.evidence import (
+    FaultEvidence,
+    IterationWindow,
+    apply_to_outcome,
+    cap_rates,
+    fault_evidence,
+)
 from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
 from r2bench.records.nccltests import combine, parse_json, parse_text
+from r2bench.records.nictraffic import NicKey, NicSeries, read_series
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
 
@@ -264,6 +272,8 @@ class ParsedRun:
     windows: list[Window] = field(default_factory=list)
     refused_values: int = 0
     """Result values not finite or negative, emptied (never averaged)."""
+    evidence: list[FaultEvidence] = field(default_factory=list)
+    """Per NIC fault window: did it hit live traffic (`records.evidence`)."""
 
     @property
     def outcome_status(self) -> str | None:
@@ -290,7 +300,7 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
     clock = RunClock.of_record(record)
     stamps = read_times(record, st.STDOUT_TIMES)
     end = record.end
-    return ParsedRun(
+    run = ParsedRun(
         record,
         parsed,
         events,
@@ -302,6 +312,37 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
         fault_windows(record.faults, end.ended_at if end else None),
         refused,
     )
+    if any(w.nic for w in run.windows):
+        run.evidence = fault_evidence(
+            run.windows,
+            counter_series(run),
+            iteration_windows(run),
+            end.ended_at if end else None,
+            cap_rates(record.spec.get("faults") or []),
+        )
+        run.outcome = apply_to_outcome(run.outcome, run.evidence)
+    return run
+
+
+def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:
+    """Every NIC's counter series of the run (`node/<node>/counters.tsv`), controller clock."""
+    return read_series(run.record.node_files(), run.clock.offset)
+
+
+def iteration_windows(run: ParsedRun) -> list[IterationWindow]:
+    """The run's measured collectives in time order, on the controller clock: the
+    verification workload's own iteration times where it printed them, else the completed
+    measurements (`measurement_samples`)."""
+    records = getattr(getattr(run, "verification", None), "samples", None) or ()
+    if records:
+        shift = run.clock.launch_offset
+        ordered = sorted(records, key=lambda r: r.start)
+        return [
+            IterationWindow(i, r.start - shift, r.end - shift, r.size, exact=True)
+            for i, r in enumerate(ordered)
+        ]
+    ordered_samples = sorted(measurement_samples(run)[0], key=lambda s: s.start)
+    return [IterationWindow(i, s.start, s.end, s.size) for i, s in enumerate(ordered_samples)]
 
 
 def empty_run(record: st.RunRecord) -> ParsedRun:

@@ -36,6 +36,8 @@ MARKED_EVENT_PREFIXES = ("r2cc_", "net_ib_", "socket_", "test_", "mpi_")
 OUTCOME_ORDER = (
     "ok",
     "fault_not_injected",
+    "fault_without_effect",
+    "fault_missed",
     "wrong_results",
     "crashed",
     "timeout",

@@ -15,10 +15,10 @@ from r2bench.config.testbed import Testbed
 from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.model import PlannedRun
 from r2bench.records import store as st
+from r2bench.records.nictraffic import COUNTERS_FILE
 from r2bench.safeio import writable
 from r2bench.sweep.agent import NodeAgent
 
-COUNTERS_FILE = "counters.tsv"
 DEFAULT_INTERVAL_MS = 50
 INTERVAL_RANGE_MS = (10, 100)
 ENV = "R2BENCH_COUNTERS_MS"

@@ -1,0 +1,354 @@
+"""Failure evidence: did each fault hit live traffic, and did it cut what it should? (pure)
+
+A run that "survived" a fault only means something if the fault touched traffic. For every
+NIC fault window of a run this module reads the target NIC's counters (`records.nictraffic`)
+and the run's iteration windows, and says:
+
+- how many bytes the NIC moved in the `BEFORE_S` seconds before the fault was applied;
+- whether a collective was in flight at that moment (and which iteration), or the fault fell
+  between two collectives;
+- what the NIC moved after it (from `SETTLE_S` after the fault to its revert, or the run's end):
+  nothing for a port or link taken down, no received bytes for a drop (the host keeps
+  transmitting into the drop), at most the cap's rate out of the NIC for a cap.
+
+`Verdict.NO_TRAFFIC` (the NIC was idle before the fault, e.g. the NIC R2CC_MODE 2 masks off)
+and `Verdict.NOT_CUT` (traffic went on as if nothing happened) make an otherwise `ok` run
+`fault_without_effect` (`apply_to_outcome`): a survived fault needs a fault that hit something.
+Without counter samples around the fault the verdict is `unknown`, never a guess.
+
+`iteration_traffic` gives the per-iteration, per-NIC bytes that the report shows as a table and
+a figure (R-2CCL's artifact prints the same from `port_rcv_data`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any, Protocol
+
+from r2bench.config.types import rate_bits_per_s
+from r2bench.records.models import Evidence, Outcome, OutcomeStatus
+from r2bench.records.nictraffic import NicKey, NicSeries
+
+BEFORE_S = 2.0
+"""Seconds before the fault in which the NIC's traffic is measured."""
+SETTLE_S = 0.1
+"""Seconds after the fault before "after" counts: bytes already on the wire, two samples."""
+LIVE_S = 0.25
+"""Seconds just before the fault in which traffic means the NIC was busy when it was cut
+(five samples at the sampler's default 50 ms)."""
+LIVE_BYTES = 64 << 10
+"""More bytes than this in the `LIVE_S` before the fault: traffic was flowing at the cut."""
+ESTIMATE_SLACK_S = 0.01
+"""Estimated iteration windows (nccl-tests -I) are widened by this much on each side."""
+MIN_WINDOW_S = 0.1
+"""A before or after window shorter than this (clipped by the samples) measures nothing."""
+IDLE_BYTES = 1 << 20
+"""Fewer bytes than this in the window before the fault: the NIC carried no traffic (ARP,
+neighbour discovery and counter noise stay far below; any collective moves far more)."""
+CUT_FRACTION = 0.05
+"""After a down or drop fault, a NIC still moving more than this share of its rate before the
+fault (and more than IDLE_BYTES) was not cut."""
+CAP_SLACK = 1.10
+"""After a cap, a NIC sending faster than this multiple of the cap was not capped."""
+
+CUTTING_KINDS = frozenset({"ib_port_down", "link_down"})
+"""Faults after which the NIC moves nothing either way."""
+DROPPING_KINDS = frozenset({"flow_drop", "route_drop"})
+"""Faults that drop what reaches the NIC (the host keeps transmitting into the drop)."""
+CAP_KINDS = frozenset({"bandwidth_cap"})
+
+
+class Verdict(str, Enum):
+    """What the counters say about one fault window."""
+
+    HIT = "hit"
+    """Traffic flowing on the NIC up to the moment it was applied, and the cut held after."""
+    BETWEEN = "between_collectives"
+    """Traffic before it and the cut held, but the NIC was quiet when it was applied: no
+    collective was moving data over it at that moment."""
+    NO_TRAFFIC = "no_traffic"
+    """The NIC moved nothing before the fault: it had no traffic to cut."""
+    NOT_CUT = "not_cut"
+    """The NIC went on moving traffic after a fault that should have stopped or capped it."""
+    UNKNOWN = "unknown"
+    """No counter samples around the fault: nothing can be said."""
+
+    @property
+    def without_effect(self) -> bool:
+        """Whether the fault touched no traffic (an ok run then measured no fault)."""
+        return self in (Verdict.NO_TRAFFIC, Verdict.NOT_CUT)
+
+
+class Window(Protocol):
+    """A fault window on the controller clock (`records.run.Window`)."""
+
+    @property
+    def applied(self) -> float: ...
+    @property
+    def back(self) -> float | None: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def nic(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def fault(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class IterationWindow:
+    """One measured collective on the controller clock (an iteration, or a result row)."""
+
+    index: int
+    start: float
+    end: float
+    size: int
+    exact: bool = False
+    """Timed by the workload itself (start and end printed), not estimated from row prints."""
+
+    def spans(self, t: float) -> bool:
+        """Whether the collective was running at `t` (estimated windows widened slightly)."""
+        slack = 0.0 if self.exact else ESTIMATE_SLACK_S
+        return self.start - slack <= t <= self.end + slack
+
+
+@dataclass(frozen=True)
+class FaultEvidence:
+    """The evidence for one fault window."""
+
+    window: Window
+    verdict: Verdict
+    before_bytes: float | None
+    before_s: float
+    live_bytes: float | None
+    """Bytes in the `LIVE_S` just before the fault."""
+    after_bytes: float | None
+    after_s: float
+    after_what: str
+    """Which counter "after" reads: `tx+rx`, `rx` (drops) or `tx` (caps)."""
+    iteration: IterationWindow | None
+    """The collective in flight when the fault was applied, or None."""
+    gap: tuple[IterationWindow | None, IterationWindow | None] = (None, None)
+    """Without one in flight: the collectives that ended before and started after it."""
+    line: str = ""
+
+    @property
+    def target(self) -> str:
+        """`node/nic` of the fault."""
+        return f"{self.window.node}/{self.window.nic}"
+
+
+@dataclass(frozen=True)
+class IterationTraffic:
+    """Bytes one NIC moved during one measured collective."""
+
+    iteration: int
+    size: int
+    start: float
+    end: float
+    node: str
+    nic: str
+    tx_bytes: float | None
+    rx_bytes: float | None
+
+
+# --------------------------------------------------------------------------- the evidence
+
+
+def fault_evidence(
+    windows: Iterable[Window],
+    series: dict[NicKey, NicSeries],
+    iterations: Sequence[IterationWindow],
+    run_end: float | None,
+    caps: dict[int, float] | None = None,
+) -> list[FaultEvidence]:
+    """The evidence for every NIC fault window (process faults, which name no NIC, have none).
+
+    `caps`: fault index -> cap in bits/s (`cap_rates`), for bandwidth caps."""
+    caps = caps or {}
+    return [
+        _one(w, series.get((w.node, w.nic)), iterations, run_end, caps.get(w.fault))
+        for w in windows
+        if w.nic
+    ]
+
+
+def _one(
+    w: Window,
+    nic: NicSeries | None,
+    iterations: Sequence[IterationWindow],
+    run_end: float | None,
+    cap_bits: float | None,
+) -> FaultEvidence:
+    in_flight = next((it for it in iterations if it.spans(w.applied)), None)
+    gap = (None, None) if in_flight else _gap(iterations, w.applied)
+    after_what = "rx" if w.kind in DROPPING_KINDS else "tx" if w.kind in CAP_KINDS else "tx+rx"
+    if nic is None or nic.span is None:
+        ev = FaultEvidence(
+            w, Verdict.UNKNOWN, None, 0.0, None, None, 0.0, after_what, in_flight, gap
+        )
+        return _with_line(ev, "no counter samples of this NIC")
+    first, last = nic.span
+    t0 = max(w.applied - BEFORE_S, first)
+    before = nic.bytes_between(t0, w.applied) if w.applied - t0 >= MIN_WINDOW_S else None
+    live = nic.bytes_between(max(w.applied - LIVE_S, first), w.applied)
+    a0 = w.applied + SETTLE_S
+    a1 = min(x for x in (w.back, run_end, last) if x is not None)
+    direction = "both" if after_what == "tx+rx" else after_what
+    after = nic.bytes_between(a0, a1, direction) if a1 - a0 >= MIN_WINDOW_S else None  # type: ignore[arg-type]
+    ev = FaultEvidence(
+        w, Verdict.UNKNOWN, before, w.applied - t0, live, after, max(0.0, a1 - a0), after_what,
+        in_flight, gap,
+    )  # fmt: skip
+    verdict, note = _verdict(ev, cap_bits)
+    return _with_line(replace(ev, verdict=verdict), note)
+
+
+def _verdict(ev: FaultEvidence, cap_bits: float | None) -> tuple[Verdict, str]:
+    """The verdict and, where it needs one, why."""
+    if ev.before_bytes is None:
+        return Verdict.UNKNOWN, "no counter samples before the fault"
+    if ev.before_bytes < IDLE_BYTES:
+        return Verdict.NO_TRAFFIC, "the NIC carried no traffic before the fault"
+    kind = ev.window.kind
+    if ev.after_bytes is not None and ev.after_s > 0:
+        before_rate = ev.before_bytes / ev.before_s
+        after_rate = ev.after_bytes / ev.after_s
+        if kind in CUTTING_KINDS | DROPPING_KINDS and (
+            ev.after_bytes > IDLE_BYTES and after_rate > CUT_FRACTION * before_rate
+        ):
+            return Verdict.NOT_CUT, f"{ev.after_what} went on at {_rate(after_rate)} after it"
+        if kind in CAP_KINDS and cap_bits and after_rate * 8 > CAP_SLACK * cap_bits:
+            return Verdict.NOT_CUT, (
+                f"tx went on at {_rate(after_rate)}, above the cap of {_rate(cap_bits / 8)}"
+            )
+    if ev.live_bytes is not None and ev.live_bytes >= LIVE_BYTES:
+        return Verdict.HIT, ""
+    if ev.iteration is not None and ev.iteration.exact:
+        return Verdict.HIT, "the NIC was quiet just before it, inside a running collective"
+    return Verdict.BETWEEN, f"the NIC was quiet in the {LIVE_S:g} s before it"
+
+
+def _gap(
+    iterations: Sequence[IterationWindow], t: float
+) -> tuple[IterationWindow | None, IterationWindow | None]:
+    before = [it for it in iterations if it.end < t]
+    after = [it for it in iterations if it.start > t]
+    return (before[-1] if before else None, after[0] if after else None)
+
+
+def cap_rates(faults: Iterable[Any]) -> dict[int, float]:
+    """fault index -> cap in bits/s, for the bandwidth caps among a run spec's `faults`."""
+    out: dict[int, float] = {}
+    for i, fault in enumerate(faults):
+        if isinstance(fault, dict) and fault.get("kind") in CAP_KINDS:
+            bits = rate_bits_per_s(str((fault.get("params") or {}).get("rate", "")))
+            if bits:
+                out[i] = bits
+    return out
+
+
+# --------------------------------------------------------------------------- the line
+
+
+def _with_line(ev: FaultEvidence, note: str) -> FaultEvidence:
+    return replace(ev, line=evidence_line(ev, note))
+
+
+def evidence_line(ev: FaultEvidence, note: str = "") -> str:
+    """One line a reader can check, e.g. `node1/nic3 link_down: hit during iteration 7 (64 MiB);
+    412 MB moved in the 2.0 s before it; 0 B tx+rx in the 2.9 s after it`."""
+    head = f"{ev.target} {ev.window.kind}: {VERDICT_TEXT[ev.verdict]}"
+    if ev.iteration is not None:
+        about = "" if ev.iteration.exact else "~"
+        head += f" during iteration {about}{ev.iteration.index} ({_size(ev.iteration.size)})"
+    elif any(it is not None and it.exact for it in ev.gap):
+        prev, nxt = ev.gap
+        parts = []
+        if prev is not None:
+            parts.append(f"{ev.window.applied - prev.end:.3f} s after iteration {prev.index} ended")
+        if nxt is not None:
+            parts.append(f"{nxt.start - ev.window.applied:.3f} s before iteration {nxt.index}")
+        head += f" ({', '.join(parts)})"
+    facts = []
+    if ev.before_bytes is not None:
+        facts.append(f"{_bytes(ev.before_bytes)} moved in the {ev.before_s:.1f} s before it")
+    if ev.live_bytes is not None:
+        facts.append(f"{_bytes(ev.live_bytes)} in the last {LIVE_S:g} s")
+    if ev.after_bytes is not None:
+        until = "until it came back" if ev.window.back is not None else "until the run ended"
+        facts.append(
+            f"{_bytes(ev.after_bytes)} {ev.after_what} in the {ev.after_s:.1f} s after it {until}"
+        )
+    text = "; ".join([head, *facts])
+    return f"{text} ({note})" if note and ev.verdict is not Verdict.HIT else text
+
+
+VERDICT_TEXT = {
+    Verdict.HIT: "hit live traffic",
+    Verdict.BETWEEN: "applied between collectives",
+    Verdict.NO_TRAFFIC: "touched no traffic",
+    Verdict.NOT_CUT: "did not cut the traffic",
+    Verdict.UNKNOWN: "evidence unknown",
+}
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _rate(bytes_per_s: float) -> str:
+    return f"{bytes_per_s * 8 / 1e9:.3g} Gbit/s"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+# --------------------------------------------------------------------------- the outcome
+
+
+def apply_to_outcome(outcome: Outcome | None, evidence: Sequence[FaultEvidence]) -> Outcome | None:
+    """An `ok` run whose every NIC fault touched no traffic is `fault_without_effect`, with
+    the evidence lines; any other outcome is returned as it is."""
+    if outcome is None or outcome.status is not OutcomeStatus.OK or not evidence:
+        return outcome
+    if not all(ev.verdict.without_effect for ev in evidence):
+        return outcome
+    return Outcome(
+        status=OutcomeStatus.FAULT_WITHOUT_EFFECT,
+        reason="the fault touched no traffic: " + "; ".join(ev.line for ev in evidence),
+        evidence=[
+            *outcome.evidence,
+            *(Evidence(text=ev.line, source="counters") for ev in evidence),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- per-iteration traffic
+
+
+def iteration_traffic(
+    series: dict[NicKey, NicSeries], iterations: Sequence[IterationWindow]
+) -> list[IterationTraffic]:
+    """Bytes each NIC moved during each measured collective (None where not sampled)."""
+    out = []
+    for it in iterations:
+        for (node, nic), s in sorted(series.items()):
+            out.append(
+                IterationTraffic(
+                    it.index, it.size, it.start, it.end, node, nic,
+                    s.bytes_between(it.start, it.end, "tx"),
+                    s.bytes_between(it.start, it.end, "rx"),
+                )
+            )  # fmt: skip
+    return out

@@ -1,0 +1,160 @@
+"""Bytes each NIC moved, from the counter samples of a run (pure: no pandas, no numpy).
+
+`node/<node>/counters.tsv` (written by `injectors/sampler.sh`, every 50 ms by default) holds a
+line per NIC per sample: node epoch time, NIC, source (`net` | `ib`), tx and rx bytes, state.
+Here each NIC becomes a `NicSeries` on the controller clock (the node's measured offset
+subtracted), and `bytes_between` answers "how many bytes did this NIC move between t0 and t1",
+interpolating linearly between samples. A counter that went backwards (a device reset) or was
+unreadable splits the series: no delta is ever taken across it. The failure evidence
+(`records.evidence`) and the per-iteration traffic table read these series.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+COUNTERS_FILE = "counters.tsv"
+_FIELDS = 6  # time, nic, source, tx_bytes, rx_bytes, state
+
+CounterLine = tuple[float, str, str, float, float, str]
+"""(node time, nic, source, tx bytes, rx bytes, state) of one sample line."""
+
+
+def parse_counter_line(line: str) -> CounterLine | None:
+    """One sample line, or None for comments, the header, lines with extra fields (two lines
+    run together) and lines without a time. A line cut short keeps what it has (NaN)."""
+    if not line or line.startswith(("#", "time\t")):
+        return None
+    fields = line.split("\t")
+    if len(fields) > _FIELDS:
+        return None
+    fields += [""] * (_FIELDS - len(fields))
+    time_s = _number(fields[0].replace(",", "."))  # a locale may write 1,5
+    if time_s != time_s:  # NaN: no time, no sample
+        return None
+    state = "" if fields[5] == "-" else fields[5]  # `-`: the state file was unreadable
+    return (time_s, fields[1], fields[2], _number(fields[3]), _number(fields[4]), state)
+
+
+def _number(text: str) -> float:
+    """A counter or a time; NaN for `-` (unreadable), empty or garbage."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
+
+
+Direction = Literal["tx", "rx", "both"]
+
+
+@dataclass
+class NicSeries:
+    """One NIC's samples on the controller clock: time, tx and rx bytes, in time order.
+
+    `segments` holds the index ranges within which deltas are valid (a counter reset or an
+    unreadable sample starts a new one)."""
+
+    node: str
+    nic: str
+    source: str
+    times: list[float] = field(default_factory=list)
+    tx: list[float] = field(default_factory=list)
+    rx: list[float] = field(default_factory=list)
+    segments: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        """First and last sample time, or None without samples."""
+        return (self.times[0], self.times[-1]) if self.times else None
+
+    def covers(self, t0: float, t1: float) -> bool:
+        """Whether [t0, t1] lies within one valid segment of samples."""
+        return self._segment_of(t0, t1) is not None
+
+    def bytes_between(self, t0: float, t1: float, direction: Direction = "both") -> float | None:
+        """Bytes moved in [t0, t1] (tx, rx or both; linear between samples); None where the
+        samples do not cover the interval within one valid segment."""
+        seg = self._segment_of(t0, t1)
+        if seg is None:
+            return None
+        values = (self.tx, self.rx) if direction == "both" else (getattr(self, direction),)
+        return sum(self._at(v, t1, seg) - self._at(v, t0, seg) for v in values)
+
+    def _segment_of(self, t0: float, t1: float) -> tuple[int, int] | None:
+        if t1 < t0:
+            return None
+        for lo, hi in self.segments:
+            if self.times[lo] <= t0 and t1 <= self.times[hi]:
+                return lo, hi
+        return None
+
+    def _at(self, values: list[float], t: float, seg: tuple[int, int]) -> float:
+        lo, hi = seg
+        right = bisect_left(self.times, t, lo, hi + 1)
+        if right <= lo:
+            return values[lo]
+        if right > hi:
+            return values[hi]
+        t_a, t_b = self.times[right - 1], self.times[right]
+        v_a, v_b = values[right - 1], values[right]
+        if t_b <= t_a:
+            return v_b
+        return v_a + (v_b - v_a) * (t - t_a) / (t_b - t_a)
+
+    def samples_in(self, t0: float, t1: float) -> int:
+        """How many samples lie in [t0, t1]."""
+        return bisect_right(self.times, t1) - bisect_left(self.times, t0)
+
+
+NicKey = tuple[str, str]
+"""(node, nic)."""
+
+
+def read_series(paths: Iterable[Path], offset: Callable[[str], float]) -> dict[NicKey, NicSeries]:
+    """Every NIC's series from the counters files of a run (`node/<node>/counters.tsv`).
+
+    `offset(node)`: node clock minus controller clock. An unreadable file contributes nothing."""
+    out: dict[NicKey, NicSeries] = {}
+    for path in paths:
+        if path.name != COUNTERS_FILE:
+            continue
+        node = path.parent.name
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        lines = [s for s in map(parse_counter_line, text.splitlines()) if s is not None]
+        lines.sort(key=lambda s: (s[1], s[0]))
+        shift = offset(node)
+        for time_s, nic, source, tx, rx, _state in lines:
+            series = out.setdefault((node, nic), NicSeries(node, nic, source))
+            _append(series, time_s - shift, tx, rx)
+    for series in out.values():
+        _close(series)
+    return out
+
+
+def _append(series: NicSeries, t: float, tx: float, rx: float) -> None:
+    if tx != tx or rx != rx:  # NaN: unreadable
+        _close(series)
+        return
+    open_segment = bool(series.segments) and series.segments[-1][1] == -1
+    went_back = open_segment and (tx < series.tx[-1] or rx < series.rx[-1])
+    if went_back or (open_segment and t <= series.times[-1]):
+        _close(series)  # a counter reset or a clock step: never a delta across it
+    series.times.append(t)
+    series.tx.append(tx)
+    series.rx.append(rx)
+    if not series.segments or series.segments[-1][1] != -1:
+        series.segments.append((len(series.times) - 1, -1))
+
+
+def _close(series: NicSeries) -> None:
+    """End the open segment at the last sample (a segment of one sample covers an instant)."""
+    if series.segments and series.segments[-1][1] == -1:
+        start = series.segments[-1][0]
+        series.segments[-1] = (start, len(series.times) - 1)
