@@ -344,7 +344,7 @@ def _netdev_problem(nic: Nic, values: dict[str, str], sudo: bool) -> tuple[str, 
     note = "carrier unreadable: admin-down" if _unreadable(carrier) else f"carrier {carrier}"
     fix = _as_root(sudo, f"ip link set dev {name} up") + "; check cable"
     if carrier == "0":  # administratively up, nothing on the wire
-        fix = "no carrier: check the cable and the switch port (ethtool " + name + ")"
+        fix = f"no carrier: check the cable and the switch port (ethtool {name})"
     return f"{name} operstate {operstate} ({note})", fix
 
 
