@@ -37,6 +37,8 @@ class FaultKind:
     """False for faults of a process (a rank of the run), which name no NIC."""
     signal: str | None = None
     """The signal a process fault sends the rank (STOP, KILL); None for NIC faults."""
+    on_smartnic: bool = False
+    """Runs on the SmartNIC that carries the NIC (the fault's `executor`), never on the node."""
 
 
 def _ib_port_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
@@ -63,9 +65,13 @@ def _rank_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
 
 
 def _ovs_args(nic: Nic, params: Mapping[str, str]) -> list[str]:
-    args = ["--bridge", params["bridge"], "--peer", params["peer"]]
+    args = ["--bridge", params["bridge"]]
+    if "peer" in params:
+        args += ["--peer", params["peer"]]
     if "port" in params:
         args += ["--udp-port", params["port"]]
+    if "priority" in params:
+        args += ["--priority", params["priority"]]
     return args
 
 
@@ -83,6 +89,10 @@ _PARAM_RULES: Mapping[str, tuple[re.Pattern[str], str]] = MappingProxyType(
             re.compile(r"[1-9][0-9]{0,4}"),
             "invalid port: use a UDP port number (4791 for RoCEv2)",
         ),
+        "priority": (
+            re.compile(r"[0-9]{1,5}"),
+            "invalid priority: use an OpenFlow priority, 0-65535 (65000 is above forwarding)",
+        ),
     }
 )
 
@@ -97,8 +107,8 @@ def check_params(params: Mapping[str, str]) -> list[tuple[str, str]]:
             problems.append((name, problem))
         elif rule is not None and not rule[0].fullmatch(value):
             problems.append((name, rule[1]))
-        elif name == "port" and int(value) > 65535:
-            problems.append((name, _PARAM_RULES["port"][1]))
+        elif name in ("port", "priority") and int(value) > 65535:
+            problems.append((name, _PARAM_RULES[name][1]))
     return problems
 
 
@@ -142,11 +152,13 @@ _ALL_KINDS = (
     FaultKind(
         name="flow_drop",
         script="ovs_flow.sh",
-        summary="Drop RoCEv2 flows to `peer` on a BlueField's OVS bridge with a tagged flow.",
+        summary="Cut a port on its BlueField: an OVS drop flow on the port's bridge at priority "
+        "65000 (all traffic, or RoCEv2 to `peer`), removed by its cookie.",
         nic_kinds=frozenset({NicKind.ROCE}),
-        required_params=("bridge", "peer"),
-        optional_params=("port",),
+        required_params=("bridge",),
+        optional_params=("peer", "port", "priority"),
         target_args=_ovs_args,
+        on_smartnic=True,
     ),
     FaultKind(
         name="process_stop",
