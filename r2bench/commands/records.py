@@ -24,7 +24,7 @@ from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTest
 from r2bench.records.nccltests import iter_runs, parse_json
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
-from r2bench.records.store import RunStore
+from r2bench.records.store import RunStore, sweep_folder
 from r2bench.safeio import (
     JSON_RECORD_LIMIT,
     InputRefused,
@@ -58,7 +58,9 @@ def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]
         data = read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON").encode()
         parsed = parse_json(data)
         return [(parsed, [], classify(None, parsed=parsed, events=[], source=path.name))]
-    return _parse_runs(path.name, head, lambda: path.open("rb"))
+    from r2bench.records.r2ccl_artifact import parse_artifact_file  # R-2CCL's own harness logs
+
+    return parse_artifact_file(path) or _parse_runs(path.name, head, lambda: path.open("rb"))
 
 
 def _parse_runs(
@@ -328,8 +330,10 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
             style="red",
         )
         return ExitCode.USAGE
-    if not sweep_dir.is_dir():
-        errors.print(Text(printable(f"r2bench report: {sweep_dir} is not a folder")), style="red")
+    sweep_dir = sweep_folder(sweep_dir)  # `.`, `RUN/..`: the folder they name
+    if not sweep_dir.is_dir() or not sweep_dir.name:
+        what = "is not a folder" if not sweep_dir.is_dir() else "is no sweep folder"
+        errors.print(Text(printable(f"r2bench report: {sweep_dir} {what}")), style="red")
         return ExitCode.USAGE
     try:
         tables = rebuild(sweep_dir)

@@ -27,7 +27,7 @@ from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
 from r2bench.records.events import read_events
-from r2bench.records.models import Event, EventKind, ParsedNcclTests
+from r2bench.records.models import Event, EventKind, Outcome, ParsedNcclTests
 from r2bench.records.nccltests import (
     collective_from_file_name,
     combine,
@@ -36,6 +36,17 @@ from r2bench.records.nccltests import (
 )
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import Provenance, nccl_version_text, redact_env
+from r2bench.records.r2ccl_artifact import (
+    ArtifactLog,
+    HarnessRun,
+    HotRepairRun,
+    events_between,
+    hot_repair_scenario,
+    library_basis,
+    looks_like_artifact,
+    read_artifact,
+    scenario_of,
+)
 from r2bench.records.run import parse_outputs
 
 TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
@@ -306,6 +317,8 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
     if logs.text is None:
         parsed = parse_outputs(None, logs.json)
         return [_import_run(logs, store, repeat, parsed, [], None, source)]
+    if is_artifact(logs):
+        return _import_artifact(logs, store, repeat, source)
     with logs.text.open("rb") as handle:
         runs = iter_runs(handle, file_name=logs.text.name)
     with logs.text.open("rb") as handle:
@@ -354,10 +367,27 @@ def _import_run(
     if not parsed.is_nccl_tests and not events:
         return "", "no nccl-tests output and no NCCL/MPI event in it"
     spec = reconstruct_spec(logs, parsed, store.sweep, repeat, events, source)
+    note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
+    outcome = classify(None, parsed=parsed, events=events, source=st.STDOUT)
+    return _write_run(
+        store, spec, _provenance(logs, parsed, events, note), logs, lines, events, outcome
+    )
+
+
+def _write_run(
+    store: st.RunStore,
+    spec: RunSpec,
+    provenance: Provenance,
+    logs: LogSet,
+    lines: tuple[int, int] | None,
+    events: list[Event],
+    outcome: Outcome,
+) -> tuple[str, str]:
+    """One run folder: the run's lines of the text (all of it without `lines`), the JSON,
+    the events and the outcome; nothing written for a run already complete."""
     if store.is_complete(spec.run_id):
         return spec.run_id, "already imported"
-    note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
-    folder = store.start(spec, _provenance(logs, parsed, events, note))
+    folder = store.start(spec, provenance)
     if lines is not None and logs.text is not None:
         folder.write_stdout(b"".join(_run_lines(logs.text, *lines)))
     elif logs.text is not None:
@@ -365,10 +395,148 @@ def _import_run(
     if logs.json is not None:
         folder.copy_in(logs.json, st.RESULT_JSON)
     folder.write_events(events)
-    outcome = classify(None, parsed=parsed, events=events, source=st.STDOUT)
     folder.write_outcome(st.RunEnd(outcome=outcome, started_at=_start_time(_json_doc(logs.json))))
     folder.mark_complete()
     return spec.run_id, "imported"
+
+
+# --------------------------------------------------------------------------- R-2CCL's artifact
+
+
+def is_artifact(logs: LogSet) -> bool:
+    """Whether a log set is one of R-2CCL's artifact logs (a text output of its harness
+    scripts, `records.r2ccl_artifact`), read by its scripts' own structure."""
+    return logs.text is not None and logs.json is None and looks_like_artifact(logs.text)
+
+
+def _import_artifact(
+    logs: LogSet, store: st.RunStore, repeat: int, source: str
+) -> list[tuple[str, str]]:
+    """One run folder per run of an artifact log, with the settings its lines state; a run
+    refused (`ArtifactError`) and each script table come back as skip reasons."""
+    assert logs.text is not None
+    log = read_artifact(logs.text, str(logs.text))
+    with logs.text.open("rb") as handle:
+        all_events = read_events(handle)
+    runs = log.runs
+    out = []
+    for index, run in enumerate(runs):
+        events = events_between(all_events, run.first_line, run.last_line)
+        run_source = f"{source}#run{index + 1}" if len(runs) > 1 else source
+        note = f" (run{index + 1})" if len(runs) > 1 else ""
+        if isinstance(run, HotRepairRun):
+            spec = _hot_repair_spec(run, store.sweep, repeat, run_source)
+            parsed, outcome = run.as_parsed(), run.outcome(st.STDOUT)
+        else:
+            spec = _harness_spec(logs, run, store.sweep, repeat, events, run_source)
+            parsed = run.parsed
+            outcome = classify(None, parsed=parsed, events=events, source=st.STDOUT)
+        provenance = _artifact_provenance(logs, log, run, parsed, events, note)
+        lines = (run.first_line, run.last_line)
+        out.append(_write_run(store, spec, provenance, logs, lines, events, outcome))
+    out += [("", f"refused: {refusal}") for refusal in log.errors]
+    out += [
+        (
+            "",
+            f"lines {t.first_line}-{t.last_line}: the script's table '{t.title}' (a summary "
+            "the script printed, not a run: never read as result rows)",
+        )
+        for t in log.tables
+    ]
+    if not runs and not log.errors and not log.tables:
+        out.append(("", "an R-2CCL artifact log with no run in it"))
+    return out
+
+
+def _harness_spec(
+    logs: LogSet,
+    run: HarnessRun,
+    sweep: str,
+    repeat: int,
+    events: list[Event],
+    source: str,
+) -> RunSpec:
+    """The nccl-tests spec as the output tells it, with R-2CCL as the library, the settings
+    the harness stated as its environment and the declared failure as its scenario."""
+    spec = reconstruct_spec(logs, run.parsed, sweep, repeat, events, source)
+    env = {k: v for k, v in run.settings.items() if _SPEC_ENV_RE.match(k)}
+    sizes = [r.size_bytes for r in run.parsed.rows]
+    version = run.parsed.library_version or nccl_version_text(run.parsed.nccl_library)
+    return spec.model_copy(
+        update={
+            "library_label": "r2ccl",
+            "library": ComponentRef(recipe="r2ccl", ref=_version_number(version)),
+            "env": env,
+            "scenario": scenario_of(env),
+            "size_begin": min(sizes, default=spec.size_begin),
+            "size_end": max(sizes, default=spec.size_end),
+        }
+    )
+
+
+def _hot_repair_spec(run: HotRepairRun, sweep: str, repeat: int, source: str) -> RunSpec:
+    """The hot-repair program's run: an in-place AllReduce of one size, `iters` times."""
+    hosts = sorted({d.host for d in run.devices}) or ["unknown"]
+    size = run.size_bytes or 0
+    return RunSpec(
+        experiment=sweep,
+        testbed=IMPORTED_TESTBED,
+        library_label="r2ccl",
+        library=ComponentRef(recipe="r2ccl", ref=_version_number(run.library_version)),
+        benchmark=ComponentRef(recipe="r2ccl-hot-repair", ref=None),
+        collective="all_reduce",
+        size_begin=size,
+        size_end=size,
+        size_factor=1,
+        nodes=tuple(hosts),
+        ranks_per_node=max(1, len(run.devices) // len(hosts)),
+        env={},
+        scenario=hot_repair_scenario(run),
+        faults=(),
+        options=NcclTestsOptions(
+            iterations=run.iters or max(1, len(run.iterations)),
+            warmup=0,
+            check=run.verification is not None,
+            timestamps=False,
+            per_iteration=True,
+            datatype=run.datatype or "float",
+        ),
+        deadline_s=0.0,
+        repeat=repeat,
+        source=source,
+    )
+
+
+def _artifact_provenance(
+    logs: LogSet,
+    log: ArtifactLog,
+    run: HarnessRun | HotRepairRun,
+    parsed: ParsedNcclTests,
+    events: list[Event],
+    note: str,
+) -> Provenance:
+    """The provenance of an artifact run: R-2CCL proven by the line that shows it, the
+    settings the harness stated as the job's environment."""
+    base = _provenance(logs, parsed, events, note)
+    settings = run.settings if isinstance(run, HarnessRun) else {}
+    extra = [f"R-2CCL artifact log, lines {run.first_line}-{run.last_line}"]
+    if isinstance(run, HarnessRun) and run.label:
+        extra.append(f"the script's label: {run.label}")
+    if isinstance(run, HarnessRun) and run.command:
+        extra.append(f"the script ran: {run.command}")
+    if isinstance(run, HotRepairRun) and run.disconnect_cmd:
+        extra.append(
+            f"hot-repair program: cut by {run.disconnect_cmd} after "
+            f"{run.disconnect_delay_ms} ms, during iteration {run.cut_during}"
+        )
+    return base.model_copy(
+        update={
+            "library_basis": library_basis(log, run, events),
+            "env": {**base.env, **settings},
+            "launch_command": run.command if isinstance(run, HarnessRun) else None,
+            "notes": [*base.notes, *extra],
+        }
+    )
 
 
 def import_dir(directory: Path, results: Path, sweep: str | None = None) -> ImportReport:
@@ -388,7 +556,7 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
                 raise  # the results folder cannot be written: not the input's fault
             report.skipped.append((source, f"unreadable: {exc}"))
             continue
-        if variant(logs.stem) != BASELINE_VARIANT:
+        if variant(logs.stem) != BASELINE_VARIANT and not is_artifact(logs):
             report.scenarios[source] = variant(logs.stem)
         for run_id, status in results_of:
             if status == "imported":

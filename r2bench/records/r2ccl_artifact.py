@@ -314,6 +314,7 @@ class HarnessRun(_Frozen):
     label: str | None = Field(default=None, description="the section's title (`balance_1`)")
     settings: dict[str, str] = Field(default_factory=dict)
     settings_line: int | None = None
+    settings_text: str | None = Field(default=None, description="the first settings line")
     command: str | None = Field(default=None, description="`all_reduce_perf -b ...`")
     parsed: ParsedNcclTests
 
@@ -399,6 +400,7 @@ class _Section:
     title: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
     settings_line: int | None = None
+    settings_text: str | None = None
     k_lines: list[tuple[int, str]] = field(default_factory=list)  # (line, K as written)
     tests_settings: bool = False  # an `[nccl-tests] ... R2CC_MODE=` line seen
     command: str | None = None
@@ -493,7 +495,8 @@ def _sections(lines: Iterable[str]) -> list[_Section]:
         if settings:
             stated = settings_of(text)
             cur.settings.update(stated)
-            cur.settings_line = cur.settings_line or number
+            if cur.settings_line is None:
+                cur.settings_line, cur.settings_text = number, text
             cur.tests_settings = cur.tests_settings or tests_settings
             if K_VARIABLE in stated:
                 cur.k_lines.append((number, stated[K_VARIABLE]))
@@ -523,6 +526,7 @@ def _harness_run(sec: _Section, path: Path, shown: str) -> HarnessRun:
         label=sec.title,
         settings=sec.settings,
         settings_line=sec.settings_line,
+        settings_text=sec.settings_text,
         command=sec.command,
         parsed=parsed,
     )
@@ -742,9 +746,7 @@ def _r2cc_proof(path: Path, sections: list[_Section], events: list[Event]) -> Ev
     or an R2CC event, else the first harness line that sets R2CC_MODE, else the hot-repair
     program's failure evidence."""
     for ev in events:
-        if ev.kind.value.startswith("r2cc_") or (
-            ev.kind is EventKind.NCCL_WARN and _R2CC_SOURCE_RE.search(ev.text)
-        ):
+        if _is_r2cc_event(ev):
             return Evidence(line=ev.line, text=ev.text, source=path.name)
     stated = [s.settings_line for s in sections if s.tests_settings and s.settings_line]
     hot = [s for s in sections if s.hot]
@@ -754,6 +756,29 @@ def _r2cc_proof(path: Path, sections: list[_Section], events: list[Event]) -> Ev
         if number == wanted or (wanted is None and _EVIDENCE_RE.match(text)):
             return Evidence(line=number, text=text, source=path.name)
     return None
+
+
+def library_basis(log: ArtifactLog, run: HarnessRun | HotRepairRun, events: list[Event]) -> str:
+    """How a run is known to be R-2CCL, naming the line: R-2CCL's own WARN or R2CC line in
+    the run, else the harness line that set its R2CC_MODE, else the file's proof."""
+    own = next((e for e in events if _is_r2cc_event(e)), None)
+    if own is not None:
+        return f"R2CC log lines (R-2CCL's own line {own.line}: {own.text})"
+    if isinstance(run, HarnessRun) and run.settings_text and run.settings_line:
+        return (
+            f"R-2CCL's artifact harness set its variables (line {run.settings_line}: "
+            f"{run.settings_text})"
+        )
+    proof = log.r2cc_proof
+    if proof is not None:
+        return f"R-2CCL's artifact log (line {proof.line}: {proof.text})"
+    return "R-2CCL's artifact harness (its scripts' lines), no R2CC line"
+
+
+def _is_r2cc_event(ev: Event) -> bool:
+    return ev.kind.value.startswith("r2cc_") or (
+        ev.kind is EventKind.NCCL_WARN and bool(_R2CC_SOURCE_RE.search(ev.text))
+    )
 
 
 # --------------------------------------------------------------------------- for `parse`
