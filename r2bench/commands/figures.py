@@ -40,14 +40,17 @@ def figures_command(
 
     require_report_extra("r2bench figures")
     from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
-    from r2bench.records.store import RunStore, atomic_write
+    from r2bench.records.store import RunStore, atomic_write, sweep_folder
     from r2bench.safeio import OutsideFolder, inside
+    from r2bench.textsafe import printable
 
     console = Console(soft_wrap=True)
     err = Console(stderr=True)
+    sweeps = [sweep_folder(sweep) for sweep in sweeps]  # `.`, `RUN/..`: the folder they name
     for sweep in sweeps:
-        if not sweep.is_dir():
-            err.print(f"figures: {sweep}: no such sweep folder", markup=False, highlight=False)
+        if not sweep.is_dir() or not sweep.name:
+            what = "no such sweep folder" if not sweep.is_dir() else "no sweep folder"
+            err.print(printable(f"figures: {sweep}: {what}"), markup=False, highlight=False)
             raise typer.Exit(ExitCode.USAGE)
         if not any(RunStore.at(sweep).run_dirs()):
             err.print(

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from r2bench.errors import InputError
 from r2bench.plan.runspec import RunSpec
 from r2bench.records.models import Event, Outcome
 from r2bench.records.provenance import Provenance
@@ -76,6 +77,9 @@ NODE_DIR = "node"
 TABLES_DIR = "tables"
 
 _SAFE_PART_RE = re.compile(r"^[A-Za-z0-9_.@:+-][A-Za-z0-9_.@:+ -]{0,199}$")
+# Sweep and run folder names: letters and digits of any script (`résultats`, a folder a user
+# named), never a control, a separator or a character that reorders text.
+_FOLDER_RE = re.compile(r"^[\w.@:+-][\w.@:+ -]{0,199}$")
 _INCOMPLETE_RE = re.compile(r"\.incomplete-\d+$")
 
 
@@ -177,11 +181,33 @@ def _jsonl(models: Iterable[BaseModel]) -> str:
     return "".join(m.model_dump_json() + "\n" for m in models)
 
 
+class UnsafePath(InputError, ValueError):
+    """A folder or file name that could leave its folder or is no name r2bench writes."""
+
+
 def _safe_part(part: str) -> str:
     """A node name or relative path element that cannot leave the run folder."""
-    if part in ("", ".", "..") or not _SAFE_PART_RE.match(part):
-        raise ValueError(f"unsafe path element {part!r}")
+    if part in ("", ".", "..") or not _SAFE_PART_RE.fullmatch(part):
+        raise UnsafePath(f"unsafe path element {part!r}")
     return part
+
+
+def _folder_name(part: str) -> str:
+    """A sweep or run folder name: one path element of letters and digits (of any script) and
+    `_ . @ : + - ` (space inside)."""
+    if part in ("", ".", "..") or not _FOLDER_RE.fullmatch(part):
+        raise UnsafePath(
+            f"unsafe folder name {part!r}: give one folder name of letters, digits and _.@:+-"
+        )
+    return part
+
+
+def sweep_folder(path: Path) -> Path:
+    """The sweep folder the user meant by `path`: `.`, `./`, `..` and `SWEEP/RUN/..` are
+    resolved to the folder they name (its own name then says which sweep it is); any other
+    path is kept as given (a link there is the user's choice)."""
+    path = Path(path)
+    return path.resolve() if path.name in ("", ".", "..") else path
 
 
 @dataclass(frozen=True)
@@ -288,7 +314,12 @@ class RunRecord:
     def node_files(self) -> list[Path]:
         """Every file collected from the nodes, sorted (links that lead out of the run folder
         left out)."""
-        return [p for p in _node_files(self.path) if _stays_in(self.path, p)]
+        return node_files(self.path)
+
+
+def node_files(run_dir: Path) -> list[Path]:
+    """Every file collected from the nodes into a run folder (`RunRecord.node_files`)."""
+    return [p for p in _node_files(run_dir) if _stays_in(run_dir, p)]
 
 
 def _stays_in(run_dir: Path, path: Path) -> bool:
@@ -526,12 +557,15 @@ class RunStore:
 
     def __init__(self, root: Path, sweep: str) -> None:
         self.root = Path(root)
-        self.sweep = _safe_part(sweep)
+        self.sweep = _folder_name(sweep)
 
     @classmethod
     def at(cls, sweep_dir: Path) -> RunStore:
-        """The store of an existing sweep folder (`results/<sweep>`)."""
-        sweep_dir = Path(sweep_dir)
+        """The store of an existing sweep folder (`results/<sweep>`, or `.`: `sweep_folder`).
+        UnsafePath when it names no folder (`/`)."""
+        sweep_dir = sweep_folder(sweep_dir)
+        if not sweep_dir.name:
+            raise UnsafePath(f"{sweep_dir}: not a sweep folder (give results/<sweep>)")
         return cls(sweep_dir.parent, sweep_dir.name)
 
     @property
@@ -546,7 +580,7 @@ class RunStore:
 
     def run_dir(self, run_id: str) -> Path:
         """The folder of a run id (which may not exist yet)."""
-        return self.sweep_dir / _safe_part(run_id)
+        return self.sweep_dir / _folder_name(run_id)
 
     def is_complete(self, run_id: str) -> bool:
         """True when the run has its COMPLETE marker: a resumed sweep skips it (never one that
