@@ -257,10 +257,13 @@ static Options parse_options(int argc, char** argv) {
 }
 
 // ------------------------------------------------------------------------------ kernels
+// What one call's output must hold. all_reduce, reduce_scatter and broadcast outputs are all
+// `a * ((i + off) mod PERIOD) + c` (reduce_scatter's `off` is shifted to the rank's chunk);
+// all_gather's element i of chunk q is rank q's input, base(i - q * chunk) + q + 1.
 struct Pattern {
-  int coll, nranks, rank, root;
-  uint32_t koff;   // (k * STRIDE) mod PERIOD of the call
-  uint32_t chunk;  // per-rank element count (all_gather, reduce_scatter)
+  int gather, a, c;
+  uint32_t off;    // all_gather: (k * STRIDE) mod PERIOD of the call
+  uint32_t chunk;  // all_gather: per-rank element count
 };
 
 __device__ __forceinline__ int base_of(uint32_t j, uint32_t koff) {
@@ -268,17 +271,11 @@ __device__ __forceinline__ int base_of(uint32_t j, uint32_t koff) {
 }
 
 __device__ __forceinline__ float expected_at(const Pattern& p, uint32_t i) {
-  int n = p.nranks;
-  switch (p.coll) {
-    case ALL_REDUCE: return (float)(n * base_of(i, p.koff) + n * (n + 1) / 2);
-    case ALL_GATHER: {
-      uint32_t q = i / p.chunk;
-      return (float)(base_of(i - q * p.chunk, p.koff) + (int)q + 1);
-    }
-    case REDUCE_SCATTER:
-      return (float)(n * base_of((uint32_t)p.rank * p.chunk + i, p.koff) + n * (n + 1) / 2);
-    default: return (float)(base_of(i, p.koff) + p.root + 1);
+  if (p.gather) {
+    uint32_t q = i / p.chunk;
+    return (float)(base_of(i - q * p.chunk, p.off) + (int)q + 1);
   }
+  return (float)(p.a * base_of(i, p.off) + p.c);
 }
 
 __global__ void fill_kernel(float* buf, uint32_t count, uint32_t koff, int rank) {
@@ -287,21 +284,38 @@ __global__ void fill_kernel(float* buf, uint32_t count, uint32_t koff, int rank)
     buf[j] = (float)(base_of(j, koff) + rank + 1);
 }
 
-// Counts the elements of out[0:count) that differ from the closed form: four per load, one
-// atomic per thread that found any (none in a correct run).
+// Mismatches among the four elements from i on (one modulo, then steps of one).
+__device__ __forceinline__ uint32_t quad_wrong(float4 v, uint32_t i, const Pattern& p) {
+  uint32_t b = (i + p.off) % PERIOD;
+  uint32_t w = v.x != (float)(p.a * (int)b + p.c);
+  b = b + 1 == PERIOD ? 0 : b + 1;
+  w += v.y != (float)(p.a * (int)b + p.c);
+  b = b + 1 == PERIOD ? 0 : b + 1;
+  w += v.z != (float)(p.a * (int)b + p.c);
+  b = b + 1 == PERIOD ? 0 : b + 1;
+  return w + (v.w != (float)(p.a * (int)b + p.c));
+}
+
+// Counts the elements of out[0:count) that differ from the closed form: 16-byte streaming
+// loads, four in flight per thread (the check is bound by reading the output once), one atomic
+// per thread that found any (none in a correct run).
 __global__ void check_kernel(const float* out, uint32_t count, Pattern p,
                              unsigned long long* wrong) {
+  const int UNROLL = 4;
   uint32_t found = 0;
-  uint32_t stride = gridDim.x * blockDim.x;
-  uint32_t quads = count / 4;
+  uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+  uint32_t quads = p.gather ? 0 : count / 4;
   const float4* out4 = reinterpret_cast<const float4*>(out);
-  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += stride) {
-    float4 v = out4[q];
-    uint32_t i = q * 4;
-    found += (v.x != expected_at(p, i)) + (v.y != expected_at(p, i + 1)) +
-             (v.z != expected_at(p, i + 2)) + (v.w != expected_at(p, i + 3));
+  uint32_t q = tid;
+  for (; q + (UNROLL - 1) * stride < quads; q += UNROLL * stride) {
+    float4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) v[u] = __ldcs(out4 + q + u * stride);
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) found += quad_wrong(v[u], (q + u * stride) * 4, p);
   }
-  for (uint32_t i = quads * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+  for (; q < quads; q += stride) found += quad_wrong(__ldcs(out4 + q), q * 4, p);
+  for (uint32_t i = quads * 4 + tid; i < count; i += stride)  // all_gather, and the tail
     found += out[i] != expected_at(p, i);
   if (found) atomicAdd(wrong, (unsigned long long)found);
 }
@@ -430,6 +444,18 @@ struct Run {
 
   uint32_t koff(long k) const { return (uint32_t)((uint64_t)(k % PERIOD) * STRIDE % PERIOD); }
 
+  Pattern pattern(const Shape& s, long k) const {
+    int sum_c = n * (n + 1) / 2;
+    uint32_t kk = koff(k);
+    switch (o.coll) {
+      case ALL_GATHER: return {1, 1, 0, kk, s.param_count};
+      case REDUCE_SCATTER:
+        return {0, n, sum_c, (uint32_t)((kk + (uint64_t)rank * s.param_count) % PERIOD), 0};
+      case BROADCAST: return {0, 1, o.root + 1, kk, 0};
+      default: return {0, n, sum_c, kk, 0};
+    }
+  }
+
   void fill(const Shape& s, long k) {
     if (s.in_count)
       fill_kernel<<<grid, 256, 0, stream>>>(send, s.in_count, koff(k), rank);
@@ -456,7 +482,7 @@ struct Run {
     r.wrong = 0;
     r.check_s = -1;
     if (o.check) {
-      Pattern p = {o.coll, n, rank, o.root, koff(k), s.param_count};
+      Pattern p = pattern(s, k);
       CUDACHECK(cudaEventRecord(c0, stream));
       CUDACHECK(cudaMemsetAsync(d_wrong, 0, sizeof *d_wrong, stream));
       if (s.out_count) check_kernel<<<grid, 256, 0, stream>>>(recv, s.out_count, p, d_wrong);
