@@ -1,6 +1,7 @@
 """`r2bench doctor --discover`: fill a testbed in with what only the nodes know.
 
-One bash script per node (one round trip) prints tagged lines:
+One bash script per node (one round trip) prints tagged lines (the netdev of an RDMA port: see
+`SCRIPT`'s note):
 `gpu <compute capability>`, `rdma <device> <port> <link layer> <netdev or ->`,
 `net <netdev> <physical 0|1> <ipv4,...>`, `route <netdev of the default route>`.
 `merge_node` (pure) then sets the node's GPUs and architecture, fixes each listed NIC's netdev
@@ -26,26 +27,44 @@ PLACEHOLDER = re.compile(r"^rail\d+$")
 """NIC names a manifest gives (one per LAN); discovery renames them after the hardware."""
 
 SCRIPT = r"""
+S=${R2B_SYSFS:-/sys}
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | sed 's/^/gpu /'
 fi
-for d in /sys/class/infiniband/*; do
+for d in "$S"/class/infiniband/*; do
   [ -d "$d/ports" ] || continue
   for p in "$d"/ports/*; do
+    n=${p##*/}
     ll=$(cat "$p/link_layer" 2>/dev/null || echo unknown)
     nd=$(cat "$p/gid_attrs/ndevs/0" 2>/dev/null)
-    [ -z "$nd" ] && nd=$(ls "$d/device/net" 2>/dev/null | head -n 1)
-    echo "rdma ${d##*/} ${p##*/} $ll ${nd:--}"
+    if [ -z "$nd" ]; then
+      for c in "$d"/device/net/*; do
+        [ -e "$c" ] || continue
+        [ "$(cat "$c/dev_port" 2>/dev/null || echo 0)" = "$((n - 1))" ] || continue
+        t=$(cat "$c/type" 2>/dev/null)
+        if [ "$ll" = InfiniBand ] && [ "$t" != 32 ]; then continue; fi
+        if [ "$ll" = Ethernet ] && [ "$t" = 32 ]; then continue; fi
+        nd=${c##*/}
+        break
+      done
+    fi
+    echo "rdma ${d##*/} $n $ll ${nd:--}"
   done
 done
-for n in /sys/class/net/*; do
+for n in "$S"/class/net/*; do
   name=${n##*/}; [ "$name" = lo ] && continue
+  [ -e "$n" ] || continue
   phys=0; [ -e "$n/device" ] && phys=1
   addrs=$(ip -o -4 addr show dev "$name" 2>/dev/null | awk '{split($4, a, "/"); print a[1]}' | paste -sd, -)
   echo "net $name $phys ${addrs:--}"
 done
 ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print "route", $(i + 1)}' | head -n 1
 """
+"""Each RDMA port's netdev: the RoCE GID table's (`gid_attrs/ndevs/0`, the bond master on a
+LAG), else the PCI function's netdev whose `dev_port` is the port's (ports count from 1,
+`dev_port` from 0) and whose type fits the link layer (32 IPoIB for InfiniBand, Ethernet
+otherwise): a dual-port HCA's second port gets its own netdev, and an IB port without IPoIB
+gets none (`-`). R2B_SYSFS (default /sys) is where sysfs is."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +122,10 @@ def _port_name(port: RdmaPort) -> str:
 def _update_nic(nic: Nic, found: Discovered) -> Nic:
     netdev = (found.netdev_with(nic.address) if nic.address else None) or nic.netdev
     if netdev not in found.netdevs:
-        port = next((r for r in found.rdma if r.device == nic.rdma_device), None)
+        own = (nic.rdma_device, nic.port)
+        port = next((r for r in found.rdma if (r.device, r.port) == own), None)
+        # the port's own netdev, none for an IB port without IPoIB; a name the node does not
+        # have is kept only where no RDMA port tells otherwise (a manifest's guess)
         netdev = port.netdev if port else nic.netdev
     port = found.rdma_of(netdev) or next(
         (r for r in found.rdma if r.device == nic.rdma_device and r.port == nic.port), None
