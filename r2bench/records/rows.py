@@ -54,9 +54,20 @@ EVENT_COLUMNS = (
     *("run_id", "source", "line", "kind", "time", "host", "pid", "rank"),
     *("message", "fault", "nic", "ok", "details", "cycle"),
 )
-WINDOW_COLUMNS = ("run_id", "fault", "cycle", "kind", "node", "nic", "applied_at", "back_at")
+WINDOW_COLUMNS = (
+    *("run_id", "fault", "cycle", "kind", "node", "nic", "applied_at", "back_at"),
+    *("verdict", "before_bytes", "live_bytes", "after_bytes", "after_what", "iteration"),
+    "evidence",
+)
 """One row per fault cycle applied, on the controller clock (`records.run.fault_windows`);
-`back_at` empty when the link never came back during the run."""
+`back_at` empty when the link never came back during the run. The failure evidence of a NIC
+fault (`records.evidence`): the verdict, the target NIC's bytes before, just before and
+after it, the iteration in flight and the evidence line (empty for process faults)."""
+TRAFFIC_COLUMNS = (
+    *("run_id", "iteration", "size_bytes", "start", "end", "node", "nic"),
+    *("tx_bytes", "rx_bytes"),
+)
+"""Of runs with a NIC fault: bytes each NIC moved in each measured collective."""
 PROVENANCE_COLUMNS = ("run_id", "field", "value")
 """One row per provenance.json field of a run (`env:NAME` for its job environment)."""
 RAS_VERDICT = "ras_verdict"
@@ -123,7 +134,7 @@ def _shared(values: list[Any]) -> list[Any]:
     return [intern(v) if type(v) is str else v for v in values]
 
 
-_COLUMN_TABLES = ("results", "events", "windows", "provenance")
+_COLUMN_TABLES = ("results", "events", "windows", "provenance", "traffic")
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -175,6 +186,7 @@ class RunRows:
         self.events = Cols(EVENT_COLUMNS)
         self.windows = Cols(WINDOW_COLUMNS)
         self.provenance = Cols(PROVENANCE_COLUMNS)
+        self.traffic = Cols(TRAFFIC_COLUMNS)
         self.iters = IterBlocks()
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
@@ -192,6 +204,7 @@ class RunRows:
             (self.events, other.events),
             (self.windows, other.windows),
             (self.provenance, other.provenance),
+            (self.traffic, other.traffic),
         ):
             for name in mine.names:
                 mine.data[name].extend(_shared(theirs.data[name]))
@@ -237,8 +250,12 @@ class RunRows:
         self._add_events(rec.run_id, run)
         self._add_faults(rec.run_id, rec.faults)
         self._add_observers(rec)
-        for w in run.windows:
-            self.windows.add(rec.run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back)
+        self._add_windows(rec.run_id, run)
+        for t in run.traffic:
+            self.traffic.add(
+                rec.run_id, t.iteration, t.size, t.start, t.end, t.node, t.nic, t.tx_bytes,
+                t.rx_bytes,
+            )  # fmt: skip
         self._add_provenance(rec)
         metrics = recovery.compute(run)
         if recovery.thin_baseline(metrics):
@@ -324,6 +341,21 @@ class RunRows:
             time = when[0] if when else ev.time
             add(run_id, source, ev.line, ev.kind.value, time, ev.host, ev.pid, ev.rank)
             add(ev.message or ev.text, None, None, None, details, None)
+
+    def _add_windows(self, run_id: str, run: ParsedRun) -> None:
+        evidence = {(e.window.fault, e.window.cycle): e for e in run.evidence}
+        for w in run.windows:
+            ev = evidence.get((w.fault, w.cycle))
+            facts: tuple[Any, ...] = (None,) * 7
+            if ev is not None:
+                it = ev.iteration.index if ev.iteration else None
+                facts = (
+                    ev.verdict.value, ev.before_bytes, ev.live_bytes, ev.after_bytes,
+                    ev.after_what, it, ev.line,
+                )  # fmt: skip
+            self.windows.add(
+                run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back, *facts
+            )
 
     def _add_faults(self, run_id: str, faults: list[st.FaultEvent]) -> None:
         add = self.events.add
@@ -412,6 +444,8 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "library_version": nccl_version_text(run.parsed.nccl_library)
         or (spec.get("library") or {}).get("ref"),
         "n_warnings": len(run.parsed.warnings),
+        "evidence_verdict": ",".join(e.verdict.value for e in run.evidence) or None,
+        "evidence": " | ".join(e.line for e in run.evidence) or None,
         "imported_from": rec.provenance.get("imported_from"),
         "library_basis": rec.provenance.get("library_basis"),
         "path": os.path.relpath(rec.path, sweep_dir),

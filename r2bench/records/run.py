@@ -23,12 +23,14 @@ from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.evidence import (
     FaultEvidence,
+    IterationTraffic,
     IterationWindow,
     apply_to_outcome,
     cap_rates,
     fault_evidence,
+    iteration_traffic,
 )
-from r2bench.records.models import Event, Outcome, ParsedNcclTests, ResultRow
+from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests, ResultRow
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.nictraffic import NicKey, NicSeries, read_series
 from r2bench.records.outcome import classify, software_fault_check
@@ -274,6 +276,8 @@ class ParsedRun:
     """Result values not finite or negative, emptied (never averaged)."""
     evidence: list[FaultEvidence] = field(default_factory=list)
     """Per NIC fault window: did it hit live traffic (`records.evidence`)."""
+    traffic: list[IterationTraffic] = field(default_factory=list)
+    """Of a run with a NIC fault: bytes each NIC moved in each measured collective."""
 
     @property
     def outcome_status(self) -> str | None:
@@ -313,15 +317,36 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
         refused,
     )
     if any(w.nic for w in run.windows):
+        series, iterations = counter_series(run), iteration_windows(run)
         run.evidence = fault_evidence(
             run.windows,
-            counter_series(run),
-            iteration_windows(run),
+            series,
+            iterations,
             end.ended_at if end else None,
             cap_rates(record.spec.get("faults") or []),
         )
+        run.traffic = iteration_traffic(series, iterations)
         run.outcome = apply_to_outcome(run.outcome, run.evidence)
     return run
+
+
+def evidence_outcome(
+    outcome: Outcome,
+    run_dir: Path,
+    faults: list[st.FaultEvent],
+    spec_faults: Iterable[Any],
+    run_end: float,
+) -> Outcome:
+    """The outcome a sweep records for a run it just finished: an ok run whose NIC faults
+    touched no traffic becomes `fault_without_effect` (the same rule `parse_run` applies,
+    from the counters collected into `run_dir`, without parsing the run again)."""
+    windows = [w for w in fault_windows(faults, run_end) if w.nic]
+    if not windows or outcome.status is not OutcomeStatus.OK:
+        return outcome
+    offsets = {f.node: f.clock_offset_s for f in faults if f.clock_offset_s is not None}
+    series = read_series(st.node_files(run_dir), lambda node: offsets.get(node, 0.0))
+    evidence = fault_evidence(windows, series, [], run_end, cap_rates(spec_faults))
+    return apply_to_outcome(outcome, evidence) or outcome
 
 
 def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:

@@ -39,6 +39,7 @@ from r2bench.records.rows import (
     RAS_VERDICT,
     RUN_KEYS,
     RUN_ROW_KEYS,
+    TRAFFIC_COLUMNS,
     WINDOW_COLUMNS,
     Cols,
     IterBlocks,
@@ -72,10 +73,13 @@ __all__ = [
     "write_tables",
 ]
 
-TABLE_NAMES = ("results", "iterations", "events", "runs", "counters", "windows", "provenance")
+TABLE_NAMES = (
+    *("results", "iterations", "events", "runs", "counters", "windows", "provenance"),
+    "traffic",
+)
 BUILD_FILE = "BUILD"
 """In the tables folder, written last: what the tables were built from (their build key)."""
-OPTIONAL_TABLES = frozenset({"counters", "windows", "provenance"})
+OPTIONAL_TABLES = frozenset({"counters", "windows", "provenance", "traffic"})
 """Tables a tables folder written by an older r2bench may lack (read as empty)."""
 WRITE_ROWS = 1 << 20
 """Rows converted to Arrow at a time when a table is written."""
@@ -106,6 +110,7 @@ def _assemble(rows: RunRows) -> Tables:
         counters=pd.concat(rows.counters, ignore_index=True) if rows.counters else empty_counters(),
         windows=_typed_windows(rows.windows.frame()),
         provenance=rows.provenance.frame(),
+        traffic=_typed_traffic(rows.traffic.frame()),
         warnings=list(rows.warnings),
     )
 
@@ -242,9 +247,25 @@ def _repeated_categories(
 def _typed_windows(frame: pd.DataFrame) -> pd.DataFrame:
     for name in ("fault", "cycle"):
         frame[name] = frame[name].astype("int64")
-    for name in ("applied_at", "back_at"):
+    for name in ("applied_at", "back_at", "before_bytes", "live_bytes", "after_bytes"):
+        frame[name] = frame[name].astype("float64")
+    frame["iteration"] = frame["iteration"].astype("Int64")
+    for name in ("verdict", "after_what", "evidence"):
+        frame[name] = frame[name].astype(object)
+    return frame
+
+
+def _typed_traffic(frame: pd.DataFrame) -> pd.DataFrame:
+    for name in ("iteration", "size_bytes"):
+        frame[name] = frame[name].astype("int64")
+    for name in ("start", "end", "tx_bytes", "rx_bytes"):
         frame[name] = frame[name].astype("float64")
     return frame
+
+
+def empty_traffic() -> pd.DataFrame:
+    """The traffic table of a sweep without NIC faults."""
+    return _typed_traffic(pd.DataFrame({name: [] for name in TRAFFIC_COLUMNS}))
 
 
 def empty_windows() -> pd.DataFrame:
@@ -305,6 +326,7 @@ class Tables:
     counters: pd.DataFrame = field(default_factory=empty_counters)
     windows: pd.DataFrame = field(default_factory=empty_windows)
     provenance: pd.DataFrame = field(default_factory=empty_provenance)
+    traffic: pd.DataFrame = field(default_factory=empty_traffic)
     warnings: list[str] = field(default_factory=list)
     """Runs skipped or counted once, values left out: one line each, naming file and field."""
     build_key: str = ""

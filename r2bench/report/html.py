@@ -30,6 +30,7 @@ try:
     from plotly.io.json import to_json_plotly
     from plotly.offline import get_plotlyjs
 
+    from r2bench.report import evidence as ev
     from r2bench.report.figures import Figure, all_figures, outcome_counts
     from r2bench.report.nics import SECTION_TITLE, nic_figures
     from r2bench.report.recovery import recovery_section
@@ -48,7 +49,7 @@ table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
 td, th { border: 1px solid #ccc; padding: .25em .5em; vertical-align: top; text-align: left; }
 th { background: #f3f3f3; } code, .mono { font-family: ui-monospace, monospace; }
 .note { color: #a33; } .fig { margin: 1em 0; } .r2-plot { min-height: 200px; }
-tr.bad td { background: #fdf0ef; } details { margin: .5em 0; }
+tr.bad td { background: #fdf0ef; } tr.warn td { background: #fdf8e6; } details { margin: .5em 0; }
 .cell { max-width: 70em; overflow-wrap: anywhere; white-space: pre-wrap; }
 """
 
@@ -342,6 +343,7 @@ def render_report(
             timelines or "<p>No run with faults in this sweep.</p>",
         ),
         *_nics_section(tables),
+        *_evidence_section(tables),
         recovery_section(tables),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
         _section("Provenance", provenance_html(summary)),
@@ -361,6 +363,19 @@ def _nics_section(tables: Tables) -> list[str]:
     """The NIC traffic section, when a faulted run has counters."""
     figures = nic_figures(tables)
     return [_section(SECTION_TITLE, _blocks(figures))] if figures else []
+
+
+def _evidence_section(tables: Tables) -> list[str]:
+    """The failure evidence section, when the sweep has a NIC fault."""
+    table = ev.evidence_html(tables)
+    if not table:
+        return []
+    parts = [table]
+    for i, run_id in enumerate(ev.traffic_runs(tables)):
+        parts.append(ev.traffic_table_html(tables, run_id))
+        fig = ev.traffic_figure(tables, run_id, i)
+        parts.append(_figure_block(fig) if fig else "")
+    return [_section(ev.SECTION_TITLE, "\n".join(parts))]
 
 
 def _blocks(figs: list[Figure] | None) -> str:

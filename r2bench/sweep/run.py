@@ -27,7 +27,7 @@ from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
-from r2bench.records.run import log_events, parse_outputs
+from r2bench.records.run import evidence_outcome, log_events, parse_outputs
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
@@ -327,6 +327,8 @@ class RunExecutor:
             outcome = _unfired_outcome(outcome, driver.never_fired, job)
         if job is None or driver.problems:
             outcome = _harness_outcome(outcome, job, driver.problems)
+        spec_faults = [f.model_dump(mode="json") for f in run.spec.faults]
+        outcome = evidence_outcome(outcome, path, driver.history, spec_faults, ended)
         folder.write_events(events)
         folder.write_faults(driver.history)
         folder.write_outcome(

@@ -1,0 +1,145 @@
+"""The report's failure evidence: did each fault hit live traffic, and what each NIC moved.
+
+Per faulted run, the evidence line of each NIC fault (`records.evidence`: the target NIC's
+bytes before, just before and after the fault, the iteration in flight, the verdict), then a
+per-iteration, per-NIC traffic table around the fault (MB each NIC moved in each measured
+collective, the faulted NIC marked) and the same as a figure: the faulted NIC falls to zero,
+the others pick up its share.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from r2bench.records.tables import Tables
+from r2bench.report.figures import Figure, esc
+
+SECTION_TITLE = "Failure evidence: did each fault hit live traffic"
+MAX_EVIDENCE_RUNS = 200
+MAX_TRAFFIC_RUNS = 12
+ITERATIONS_BEFORE = 3
+ITERATIONS_AFTER = 7
+"""The traffic table shows the iterations around the first fault (10, as R-2CCL's artifact)."""
+_VERDICT_CLASS = {"hit": "", "between_collectives": "", "unknown": " class='warn'"}
+
+
+def evidence_rows(tables: Tables) -> pd.DataFrame:
+    """One row per NIC fault window with its verdict and evidence line, with run columns."""
+    windows = tables.windows
+    if windows.empty or "verdict" not in windows:
+        return pd.DataFrame()
+    nic = windows[windows["verdict"].notna()]
+    cols = ["run_id", "library", "scenario", "outcome"]
+    runs = tables.runs[[c for c in cols if c in tables.runs]]
+    return nic.merge(runs, on="run_id", how="left")
+
+
+def evidence_html(tables: Tables) -> str:
+    """The evidence table, then the traffic tables and figures of the first faulted runs."""
+    rows = evidence_rows(tables)
+    if rows.empty:
+        return ""
+    head = (
+        "<tr><th>run</th><th>library</th><th>scenario</th><th>outcome</th><th>verdict</th>"
+        "<th>evidence</th></tr>"
+    )
+    body = []
+    for r in rows.head(MAX_EVIDENCE_RUNS).itertuples(index=False):
+        cls = _VERDICT_CLASS.get(str(r.verdict), " class='bad'")
+        body.append(
+            f"<tr{cls}><td class='mono'>{esc(r.run_id)}</td><td>{esc(r.library)}</td>"
+            f"<td>{esc(r.scenario)}</td><td>{esc(r.outcome)}</td><td>{esc(r.verdict)}</td>"
+            f"<td class='cell'>{esc(r.evidence)}</td></tr>"
+        )
+    more = len(rows) - MAX_EVIDENCE_RUNS
+    tail = f"<p>... and {more} more (see tables/windows.csv).</p>" if more > 0 else ""
+    intro = (
+        "<p>From each node's NIC counters (sampled every 50 ms by default): the faulted NIC's "
+        "bytes in the 2 s and the 0.25 s before the fault, and after it (tx+rx for a port or "
+        "link down, rx for a drop, tx for a cap). <b>hit</b>: traffic was flowing when it was "
+        "applied and the cut held; <b>touched no traffic</b> / <b>did not cut the traffic</b>: "
+        "an ok run under it is <code>fault_without_effect</code>, never a survived fault; "
+        "<b>unknown</b>: no counters around it.</p>"
+    )
+    return intro + f"<table class='runs'>{head}{''.join(body)}</table>{tail}"
+
+
+def traffic_window(tables: Tables, run_id: str) -> tuple[pd.DataFrame, tuple[str, str] | None]:
+    """MB per NIC (columns `node/nic`) per iteration around the run's first NIC fault, and
+    the faulted NIC; empty when the run has no traffic rows."""
+    traffic = tables.traffic[tables.traffic["run_id"] == run_id]
+    if traffic.empty:
+        return pd.DataFrame(), None
+    fault = evidence_rows(tables)
+    fault = fault[fault["run_id"] == run_id]
+    target = None
+    centre = int(traffic["iteration"].min())
+    if len(fault):
+        first = fault.iloc[0]
+        target = (str(first["node"]), str(first["nic"]))
+        applied = float(first["applied_at"])
+        started = traffic[traffic["end"] >= applied]["iteration"]
+        centre = int(started.min()) if len(started) else int(traffic["iteration"].max())
+    lo, hi = centre - ITERATIONS_BEFORE, centre + ITERATIONS_AFTER - 1
+    chosen = traffic[(traffic["iteration"] >= lo) & (traffic["iteration"] <= hi)].copy()
+    chosen["nic_name"] = chosen["node"].astype(str) + "/" + chosen["nic"].astype(str)
+    chosen["MB"] = (chosen["tx_bytes"] + chosen["rx_bytes"]) / 1e6
+    wide = chosen.pivot_table(index="iteration", columns="nic_name", values="MB", aggfunc="sum")
+    return wide, target
+
+
+def traffic_table_html(tables: Tables, run_id: str) -> str:
+    """The per-iteration, per-NIC MB table of one run (the faulted NIC's column marked)."""
+    wide, target = traffic_window(tables, run_id)
+    if wide.empty:
+        return ""
+    marked = f"{target[0]}/{target[1]}" if target else ""
+    head = "<th>iteration</th>" + "".join(
+        f"<th>{esc(c)}{' (faulted)' if c == marked else ''}</th>" for c in wide.columns
+    )
+    body = "".join(
+        f"<tr><td>{int(i)}</td>"
+        + "".join(f"<td>{'-' if v != v else f'{v:.1f}'}</td>" for v in row)
+        + "</tr>"
+        for i, row in zip(wide.index, wide.to_numpy(), strict=True)
+    )
+    return (
+        f"<h3>MB moved per NIC (tx+rx) per iteration: {esc(run_id)}</h3>"
+        f"<table><tr>{head}</tr>{body}</table>"
+    )
+
+
+def traffic_figure(tables: Tables, run_id: str, index: int) -> Figure | None:
+    """MB each NIC moved in each iteration around the fault, one line per NIC."""
+    wide, target = traffic_window(tables, run_id)
+    if wide.empty:
+        return None
+    marked = f"{target[0]}/{target[1]}" if target else ""
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": esc(f"{col}{' (faulted)' if col == marked else ''}"),
+            "x": [int(i) for i in wide.index],
+            "y": [None if v != v else round(float(v), 3) for v in wide[col]],
+            "line": {"width": 3 if col == marked else 1.5},
+        }
+        for col in wide.columns
+    ]
+    layout = {
+        "title": {"text": esc(f"MB per NIC per iteration: {run_id}")},
+        "template": "plotly_white",
+        "height": 380,
+        "xaxis": {"title": {"text": "iteration"}, "dtick": 1},
+        "yaxis": {"title": {"text": "MB moved (tx+rx)"}, "rangemode": "tozero"},
+    }
+    spec = {"data": traces, "layout": layout}
+    return Figure(f"traffic-{index}", f"Traffic per iteration {esc(run_id)}", spec, "", {}, "")
+
+
+def traffic_runs(tables: Tables) -> list[str]:
+    """The first faulted runs with traffic rows, in the runs table's order."""
+    if tables.traffic.empty:
+        return []
+    have = set(tables.traffic["run_id"].astype(str))
+    return [r for r in tables.runs["run_id"].astype(str) if r in have][:MAX_TRAFFIC_RUNS]
