@@ -1,7 +1,7 @@
 """Before each run: the run's nodes are as a fresh run needs them, or are put back so.
 
-Three conditions on every node of the run: its data links are up (operstate `up`, or an IB
-port `ACTIVE`), no process of any r2bench run is left (found by the R2B_RUN marker in its
+Three conditions on every node of the run: its data links are up (an RDMA port `ACTIVE`, a
+netdev `up`; an IB port's IPoIB interface is not required), no process of any r2bench run is left (found by the R2B_RUN marker in its
 environment), and no fault is recorded as active. Left-overs of this sweep's own runs (a
 controller killed mid-run) are cleaned once (end the processes, `heal.sh`); anything else is
 reported, and the sweep stops rather than measure on a damaged testbed.
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from r2bench.config.testbed import NicKind, Testbed
 from r2bench.config.testbed import Node as NodeModel
-from r2bench.config.testbed import Testbed
 from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.model import PlannedRun
 from r2bench.sweep.agent import NodeAgent
@@ -25,20 +25,26 @@ CHECK_TIMEOUT_S = 30.0
 
 
 def node_check_script(model: NodeModel, work_dir: str) -> str:
-    """A bash line printing `problem: ...` for each data link down and each active fault."""
+    """A bash line printing `problem: ...` for each data link down and each active fault.
+
+    An RDMA NIC is judged by its port (`state` ACTIVE), whatever its link layer; a netdev must
+    be `up` too, except an InfiniBand port's IPoIB interface, which RDMA does not use (often
+    not configured at all on IB fabrics). R2B_SYSFS (default /sys) is where sysfs is."""
     checks = []
     for nic in model.data_nics:
-        if nic.netdev:
-            path = shlex.quote(f"/sys/class/net/{nic.netdev}/operstate")
+        if nic.rdma_device:
+            path = f"/class/infiniband/{nic.rdma_device}/ports/{nic.port}/state"
+            problem = f"problem: {nic.name} ({nic.rdma_device}/{nic.port}) is not ACTIVE"
             checks.append(
-                f'[ "$(cat {path} 2>/dev/null)" = up ] || '
-                f"echo {shlex.quote(f'problem: {nic.name} ({nic.netdev}) is not up')}"
+                f'grep -q ACTIVE "${{R2B_SYSFS:-/sys}}"{shlex.quote(path)} 2>/dev/null || '
+                f"echo {shlex.quote(problem)}"
             )
-        elif nic.rdma_device:
-            path = shlex.quote(f"/sys/class/infiniband/{nic.rdma_device}/ports/{nic.port}/state")
+        if nic.netdev and nic.kind is not NicKind.IB:
+            path = f"/class/net/{nic.netdev}/operstate"
+            problem = f"problem: {nic.name} ({nic.netdev}) is not up"
             checks.append(
-                f"grep -q ACTIVE {path} 2>/dev/null || "
-                f"echo {shlex.quote(f'problem: {nic.name} ({nic.rdma_device}/{nic.port}) is not ACTIVE')}"
+                f'[ "$(cat "${{R2B_SYSFS:-/sys}}"{shlex.quote(path)} 2>/dev/null)" = up ] || '
+                f"echo {shlex.quote(problem)}"
             )
     checks.append(
         f"for r in $({own_records_script(work_dir)}); do "
@@ -92,7 +98,7 @@ def preflight_problems(
     own_runs: frozenset[str] = frozenset(),
 ) -> list[str]:
     """What keeps `run` from starting on a clean testbed, after one attempt to clean up."""
-    names = sorted({*run.spec.nodes, *(f.node for f in run.faults)})
+    names = sorted({*run.spec.nodes, *(f.inject.node for f in run.faults)})
     found = _survey(pool, agents, testbed, names)
     if not _clean(testbed, agents, found, own_runs | {run.spec.run_id}):
         return []
