@@ -32,6 +32,7 @@ try:
 
     from r2bench.report import evidence as ev
     from r2bench.report.figures import Figure, all_figures, outcome_counts
+    from r2bench.report.model import model_section
     from r2bench.report.nics import SECTION_TITLE, nic_figures
     from r2bench.report.recovery import recovery_section
 except ImportError:  # pragma: no cover - exercised in a subprocess test
@@ -345,6 +346,7 @@ def render_report(
         *_nics_section(tables),
         *_evidence_section(tables),
         recovery_section(tables),
+        *model_section(tables, _section, _blocks),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
         _section("Provenance", provenance_html(summary)),
     ]
