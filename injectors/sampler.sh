@@ -11,7 +11,9 @@
 # the netdev statistics. Any other NIC is read from /sys/class/net/NETDEV/statistics/
 # {tx,rx}_bytes and operstate. OUT gets a tab-separated line per NIC per sample:
 #   time (this node's epoch, $EPOCHREALTIME)  nic  source (net|ib)  tx_bytes  rx_bytes  state
-# A counter that cannot be read is written as `-`; R2B_SYSFS (default /sys) is where sysfs is.
+# A counter that cannot be read is written as `-`, and so is one that is not a number (older
+# kernels print `N/A (no PMA)`), said once in a `# unreadable:` line; R2B_SYSFS (default /sys)
+# is where sysfs is.
 # The loop forks nothing per sample (`read` builtins, and a `read -t` on a private FIFO to
 # wait), so it costs little CPU. The process keeps the environment it was started with: a
 # sweep sets R2B_RUN, so the run's teardown (and any later clean-up by run id) ends it like
@@ -23,6 +25,19 @@ val() {  # val VAR FILE: the first word of FILE into VAR, `-` when unreadable
     _out=-
     [[ -r $2 ]] && read -r _out _ <"$2" 2>/dev/null
     [[ -n $_out ]] || _out=-
+}
+
+declare -A said=()  # counters already reported as not a number (said once per file)
+number() {  # number VAR INDEX FILE: VAR stays a whole number or becomes `-` (missing)
+    local -n _value=$1
+    [[ $_value == - || $_value =~ ^[0-9]+$ ]] && return 0
+    # e.g. `N/A (no PMA)` (a device without a performance management agent, older kernels):
+    # this NIC's value is missing; every other NIC is still sampled.
+    if [[ -z ${said[$3]:-} ]]; then
+        said[$3]=1
+        printf '# unreadable: nic=%s file=%s value=%s (written as -)\n' "${names[$2]}" "$3" "$_value"
+    fi
+    _value=-
 }
 
 running() {  # running PID: alive and not a zombie (an init that does not reap keeps those)
@@ -67,6 +82,8 @@ loop() {  # loop OUT PIDFILE INTERVAL_MS NIC...
         for i in "${!names[@]}"; do
             val tx "${txf[$i]}"
             val rx "${rxf[$i]}"
+            number tx "$i" "${txf[$i]}"
+            number rx "$i" "${rxf[$i]}"
             if [[ ${src[$i]} == ib ]]; then
                 [[ $tx == - ]] || tx=$((tx * 4))
                 [[ $rx == - ]] || rx=$((rx * 4))
