@@ -687,6 +687,52 @@ def draw_nic_traffic(tables: Tables) -> Drawn:
     return Drawn(out, Claim(text, verdict, numbers))
 
 
+# --------------------------------------------------------------------------- R-2CCL's model
+
+
+def draw_model(tables: Tables) -> Drawn:
+    """Measured T/T_nf of each failure series against R-2CCL's model (`report.model`).
+
+    Claim: every failure series of R2CC_MODE 2 or 3 with a prediction is within 5 % of the
+    model, out-of-place and in-place."""
+    from r2bench.records.r2cc_model import FLAG_ABOVE
+    from r2bench.report.model import model_figure, model_frame
+
+    frame = model_frame(tables)
+    _require(
+        "runs of R2CC_MODE 2 or 3 under a declared or real NIC failure (R-2CCL's artifact "
+        "logs: `r2bench import` upstream's examples/cloudlab_r7525/logs)",
+        not frame.empty,
+    )
+    predicted = frame.dropna(subset=["predicted"])
+    numbers = [
+        f"{r.schedule}{'' if r.k is None or r.k != r.k else f' K={int(r.k)}'} "
+        f"(n={r.n}, X={r.x:.3f}, {int(r.size_bytes)} B): measured "
+        f"{r.measured_out_of_place:.4f} / {r.measured_in_place:.4f} vs {r.predicted:.4f} "
+        f"({r.deviation_out_of_place * 100:+.2f} % / {r.deviation_in_place * 100:+.2f} %)"
+        for r in predicted.itertuples(index=False)
+    ]
+    numbers += [
+        f"{r.series}: {r.note}"
+        for r in frame.itertuples(index=False)
+        if r.predicted != r.predicted or r.predicted is None
+    ]
+    text = f"every failure series is within {FLAG_ABOVE:.0%} of R-2CCL's model"
+    if predicted.empty:
+        verdict = "not tested"
+    else:
+        verdict = "does not hold" if bool(predicted["flagged"].any()) else "holds"
+    figure = model_figure(frame)
+    layout = paper_layout(
+        "T/T<sub>nf</sub>: measured vs R-2CCL's model",
+        yaxis=figure.spec["layout"]["yaxis"],
+        barmode="group",
+        **legend_below(len(figure.spec["data"])),
+    )
+    out = rf.Figure("r2cc-model", "measured vs predicted T/T_nf", {**figure.spec, "layout": layout})
+    return Drawn(out, Claim(text, verdict, numbers))
+
+
 FIGURES: tuple[FigureDef, ...] = (
     FigureDef("busbw-one-nic-down", "busbw vs size per mode, one NIC failed",
               ("results.busbw_gbps", "runs.n_faults"), "one-nic-down.yaml", draw_busbw),
@@ -698,5 +744,8 @@ FIGURES: tuple[FigureDef, ...] = (
               "one-nic-down.yaml", draw_outcomes),
     FigureDef("nic-traffic-shift", "NIC traffic shift", ("counters",),
               "nic-traffic-shift.yaml", draw_nic_traffic),
+    FigureDef("r2cc-model", "measured vs predicted T/T_nf (R-2CCL's model)",
+              ("results.time_us", "runs.R2CC_MODE", "runs.NCCL_IB_HCA"),
+              "../r7525/07.k-sweep.yaml", draw_model),
 )  # fmt: skip
 """Every figure, in the order they are drawn."""
