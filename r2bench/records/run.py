@@ -34,6 +34,7 @@ from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTest
 from r2bench.records.nccltests import combine, parse_json, parse_text
 from r2bench.records.nictraffic import NicKey, NicSeries, read_series
 from r2bench.records.outcome import classify, software_fault_check
+from r2bench.records.verify import Verification, read_verification, with_verification
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
 
 LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
@@ -278,6 +279,8 @@ class ParsedRun:
     """Per NIC fault window: did it hit live traffic (`records.evidence`)."""
     traffic: list[IterationTraffic] = field(default_factory=list)
     """Of a run with a NIC fault: bytes each NIC moved in each measured collective."""
+    verification: Verification | None = None
+    """What a verifying workload checked (its `#iter` and `#verify` lines, `records.verify`)."""
 
     @property
     def outcome_status(self) -> str | None:
@@ -316,6 +319,8 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
         fault_windows(record.faults, end.ended_at if end else None),
         refused,
     )
+    run.verification = read_verification(record.file(st.STDOUT))
+    run.outcome = with_verification(run.outcome, run.verification)
     if any(w.nic for w in run.windows):
         series, iterations = counter_series(run), iteration_windows(run)
         run.evidence = fault_evidence(
