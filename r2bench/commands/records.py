@@ -25,6 +25,7 @@ from r2bench.records.nccltests import iter_runs, parse_json
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.store import RunStore, sweep_folder
+from r2bench.records.verify import Verification, verifications, with_verification
 from r2bench.safeio import (
     JSON_RECORD_LIMIT,
     InputRefused,
@@ -224,8 +225,12 @@ def parse_command(files: list[Path], as_json: bool) -> int:
             errors.print(Text(printable(f"r2bench parse: cannot read {path}: {why}")), style="red")
             status = ExitCode.USAGE
             continue
-        for index, run in enumerate(runs):
+        checks = _verifications(path, [parsed for parsed, _, _ in runs])
+        for index, (run, check) in enumerate(zip(runs, checks, strict=True)):
+            outcome = with_verification(run[2], check, path.name) or run[2]
+            run = (run[0], run[1], outcome)
             doc = file_summary(path, *run)
+            doc["verification"] = check.as_json() if check else None
             if len(runs) > 1:
                 doc["run"] = index + 1
             if run[2].status is OutcomeStatus.NOT_NCCL_TESTS and status == ExitCode.OK:
@@ -237,6 +242,16 @@ def parse_command(files: list[Path], as_json: bool) -> int:
                 _print_human(console, doc)
     sys.stdout.flush()
     return status
+
+
+def _verifications(path: Path, runs: list[ParsedNcclTests]) -> list[Verification | None]:
+    """A verifying workload's account of each run of a text file (docs/verify.md); none for
+    stdin (read once) and JSON files."""
+    if str(path) == "-" or path.suffix.lower() == ".json":
+        return [None] * len(runs)
+    ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
+    with path.open("rb") as handle:
+        return verifications(handle, ranges)
 
 
 def import_command(directory: Path, sweep: str | None, results: Path) -> int:

@@ -307,7 +307,9 @@ def with_verification(
     )
     fine = {OutcomeStatus.OK, OutcomeStatus.INCOMPLETE, OutcomeStatus.WRONG_RESULTS}
     if outcome.status in fine or (outcome.status is OutcomeStatus.CRASHED and check.complete):
-        kept = [e for e in outcome.evidence if e not in evidence]
+        # a crash after the summary is the workload's own exit code 2: its lines prove nothing
+        crashed = outcome.status is OutcomeStatus.CRASHED
+        kept = [] if crashed else [e for e in outcome.evidence if e not in evidence]
         return Outcome(
             status=OutcomeStatus.WRONG_RESULTS,
             reason=found,
