@@ -13,6 +13,12 @@ kind_validate() {
     need ca port
     [[ ${OPT[port]} =~ ^[0-9]+$ ]] || die "--port must be a number"
     [[ -d $(port_dir) ]] || die "no IB port $(port_dir)"
+    # A RoCE port has no subnet management agent: ibportstate fails on it
+    # (mad_rpc_open_port: client_register for mgmt 1 failed). Refuse before anything changes.
+    local layer
+    layer=$(cat "$(port_dir)/link_layer" 2>/dev/null || echo unknown)
+    [[ $layer != Ethernet ]] || die "refused: ${OPT[ca]} port ${OPT[port]} is a RoCE port" \
+        "(link_layer Ethernet): ibportstate cannot disable it; fault its netdev with link_down"
 }
 kind_describe() { echo "ca=${OPT[ca]} port=${OPT[port]} phys_state='$(phys_state)'"; }
 phys_state() { cat "$(port_dir)/phys_state" 2>/dev/null || echo unknown; }

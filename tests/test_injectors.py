@@ -304,3 +304,33 @@ def test_bad_arguments_are_refused_before_anything_changes(tmp_path: Path) -> No
     assert not (tmp_path / "faults" / "active").exists() or not any(
         (tmp_path / "faults" / "active").glob("*/*")
     )
+
+
+# --- the link layer, checked on the node too (a testbed file may say the wrong kind) -------
+
+
+def test_ib_port_down_refuses_a_roce_port_before_anything_changes(tmp_path: Path) -> None:
+    """tests/data/hardware/roce-cx7-ibstatus-perfquery.txt: a RoCE port has no SMA, and
+    ibportstate fails there; refused before the record, nothing called."""
+    port = fake_ib_port(tmp_path)
+    (port / "link_layer").write_text("Ethernet\n")
+    env = fake_env(tmp_path)
+    args = ("--tag", "r1", "--ca", "mlx5_1", "--port", "1")
+    result = run_script("ib_port.sh", env, "inject", *args)
+    assert result.returncode == 1 and "is a RoCE port (link_layer Ethernet)" in result.stderr
+    assert "link_down" in result.stderr
+    assert not (tmp_path / "ib.log").exists()
+    assert not list((tmp_path / "faults").glob("active/*/r1"))
+    (port / "link_layer").write_text("InfiniBand\n")
+    assert run_script("ib_port.sh", env, "inject", *args).returncode == 0
+
+
+def test_link_down_refuses_an_ipoib_interface(tmp_path: Path) -> None:
+    net = tmp_path / "sys" / "class" / "net" / "ibp24s0"
+    net.mkdir(parents=True)
+    (net / "type").write_text("32\n")
+    env = fake_env(tmp_path, R2B_SYSFS=str(tmp_path / "sys"))
+    result = run_script("link.sh", env, "inject", "--tag", "l1", "--dev", "ibp24s0")
+    assert result.returncode == 1 and "is an IPoIB interface" in result.stderr
+    assert "ib_port_down" in result.stderr
+    assert not list((tmp_path / "faults").glob("active/*/l1"))
