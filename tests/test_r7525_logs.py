@@ -14,7 +14,6 @@ from r2bench.records.importer import import_dir
 from r2bench.records.models import OutcomeStatus
 from r2bench.records.r2ccl_artifact import (
     MIB,
-    ArtifactError,
     HotRepairRun,
     read_artifact,
     scenario_of,
@@ -24,11 +23,11 @@ LOGS = Path(__file__).parent / "data" / "r7525" / "logs"
 GIB4 = 4 << 30
 
 
-def log(name: str):  # noqa: ANN201 - ArtifactLog
+def log(name: str):
     return read_artifact(LOGS / name, name)
 
 
-def busbw_4g(run) -> tuple[float | None, float | None]:  # noqa: ANN001
+def busbw_4g(run) -> tuple[float | None, float | None]:
     """(out-of-place, in-place) busbw at 4 GiB of a harness run."""
     rows = {r.placement: r.busbw_gbps for r in run.parsed.rows if r.size_bytes == GIB4}
     return rows.get("out_of_place"), rows.get("in_place")
@@ -344,7 +343,7 @@ def test_parse_reads_the_hot_repair_program_as_a_run(capsys: pytest.CaptureFixtu
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (report, Tables)
+def imported(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("pandas")
     from r2bench.records.tables import build_tables
 
@@ -353,7 +352,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (repor
     return report, build_tables(report.sweep_dir)
 
 
-def test_import_gives_17_runs_all_r2ccl(imported) -> None:  # noqa: ANN001
+def test_import_gives_17_runs_all_r2ccl(imported) -> None:
     report, tables = imported
     assert len(report.imported) == 17  # 01, 02, 3 of 03, 04, 05, 06, 9 of 07
     assert not report.scenarios  # artifact scenarios come from the settings, not file names
@@ -366,7 +365,7 @@ def test_import_gives_17_runs_all_r2ccl(imported) -> None:  # noqa: ANN001
     assert "never read as result rows" in skipped[str(LOGS / "08.hot_repair_cuda_graph.log")]
 
 
-def test_report_series_keep_healthy_balance_and_allreduce_apart(imported) -> None:  # noqa: ANN001
+def test_report_series_keep_healthy_balance_and_allreduce_apart(imported) -> None:
     from r2bench.report.series import series_info
 
     _, tables = imported
