@@ -19,6 +19,7 @@ PAPER = ROOT / "experiments" / "paper" / "one-nic-down.yaml"
 CLOUDLAB = ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml"
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
 VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+R7525 = ROOT / "experiments" / "r7525"
 
 
 def plan_of(experiment: Path, testbed: Path = CLOUDLAB) -> Plan:
@@ -192,6 +193,8 @@ def test_every_example_file_is_valid(example: Path) -> None:
         experiment = QUICKSTART if "virtual" in example.name else PAPER
         if example.name.startswith("gpu-"):  # one host, no NICs: its own experiments
             experiment = ROOT / "experiments" / "gpu" / "smoke.yaml"
+        if "r7525" in example.name:  # upstream's testbed: its own experiments
+            experiment = R7525 / "03-nccl-tests-compare-all.yaml"
         result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(example)])
     else:
         testbed = (
@@ -202,6 +205,8 @@ def test_every_example_file_is_valid(example: Path) -> None:
         )
         if example.parent.name == "gpu":  # one host with 2 GPUs (process faults name gpu0)
             testbed = ROOT / "experiments" / "testbeds" / "gpu-local.yaml"
+        if example.parent.name == "r7525":
+            testbed = ROOT / "experiments" / "testbeds" / "cloudlab-r7525.yaml"
         args = ["plan", str(example), "-t", str(testbed)]
         if "virtual_testbed:" in example.read_text():  # made for its own embedded testbed
             args = ["sweep", str(example), "--dry-run"]

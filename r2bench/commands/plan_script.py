@@ -119,7 +119,7 @@ def _run_lines(run: PlannedRun, index: int, total: int, node: str) -> list[str]:
             "job=$!",
         ]
     actions = sorted(
-        (a for f in run.faults if f.node == node for a in _fault_actions(f, deadline)),
+        (a for f in run.faults if f.inject.node == node for a in _fault_actions(f, deadline)),
         key=lambda a: a[0],
     )
     for when, note, command in actions:
@@ -139,7 +139,7 @@ def plan_nodes(plan: Plan) -> list[str]:
         seen.update(dict.fromkeys(step.nodes))
     for run in plan.runs:
         seen[run.launch.node] = None
-        seen.update(dict.fromkeys(f.node for f in run.faults))
+        seen.update(dict.fromkeys(f.inject.node for f in run.faults))
     return list(seen)
 
 

@@ -94,6 +94,11 @@ class FaultSpec(StrictModel):
     )
     node: Name
     nic: Name | None = Field(None, description="The NIC (every kind but the process ones).")
+    executor: Name | None = Field(
+        None,
+        description="The host that runs the fault (inject, revert, lease, heal, leftover check): "
+        "default the node; a flow_drop runs on the SmartNIC (role: smartnic) carrying the NIC.",
+    )
     trigger: Trigger
     duration_s: StrictFloat | None = Field(
         None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Annotated
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
@@ -33,6 +34,26 @@ class NicKind(str, Enum):
     ETH = "eth"
 
 
+class NicShaping(StrictModel):
+    """An egress rate limit the testbed keeps on a NIC port with `mlnx_qos` (ETS per traffic
+    class), so that equal NICs really are equal and the NICs bound the collectives (R-2CCL's
+    CloudLab r7525 testbed: every port at 10 Gb/s). A setup step of the testbed: doctor checks
+    it, r2bench never changes it."""
+
+    gbps: StrictInt = Field(ge=1, le=800, description="The limit, in Gb/s.")
+    interface: IfName = Field(
+        description="The port mlnx_qos names (-i): the host netdev, or a BlueField port (p0)."
+    )
+    on: Name | None = Field(
+        None, description="The host that holds the limit (default: the node; or its SmartNIC)."
+    )
+    traffic_classes: list[Annotated[int, Field(ge=0, le=7)]] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        description="Traffic classes limited (RoCE traffic's class must be one of them).",
+    )
+
+
 class Nic(StrictModel):
     """One network interface of a node."""
 
@@ -50,6 +71,9 @@ class Nic(StrictModel):
         pattern=r"^[0-9]+(\.[0-9]+)?[kmgt]?(bit|bps)$",
         description="Bandwidth cap the testbed itself keeps on this NIC, both directions "
         "(virtual testbed: tbf root qdisc with handle f2b0:), e.g. 400mbit; unset: none.",
+    )
+    shaping: NicShaping | None = Field(
+        None, description="mlnx_qos egress limit the testbed keeps on this port (doctor checks)."
     )
 
     @field_validator("rate")
@@ -83,6 +107,16 @@ class SshOptions(StrictModel):
     )
 
 
+class NodeRole(str, Enum):
+    """What a host of the testbed is for."""
+
+    COMPUTE = "compute"
+    """Runs ranks (one per GPU, or one on a CPU-only node)."""
+    SMARTNIC = "smartnic"
+    """A NIC's own system (a BlueField's Arm side): runs the fault injectors of the NICs it
+    carries, never a rank."""
+
+
 class Node(StrictModel):
     """One machine of the testbed."""
 
@@ -105,6 +139,38 @@ class Node(StrictModel):
         description="This node's GPUs are also another node's (namespace nodes on one GPU host): "
         "NCCL sees separate hosts, so only the network path is measured between them.",
     )
+    role: NodeRole = Field(
+        NodeRole.COMPUTE,
+        description="compute: runs ranks; smartnic: a BlueField's Arm side, which runs the faults "
+        "of the NICs it carries and never a rank.",
+    )
+    host_of: Name | None = Field(
+        None, description="smartnic: the compute node whose NICs it carries."
+    )
+    carries: list[Name] = Field(
+        default_factory=list,
+        description="smartnic: the NICs of `host_of` that are its ports (e.g. mlx5_2, mlx5_3).",
+    )
+
+    @model_validator(mode="after")
+    def _role_fits(self) -> Node:
+        if self.role is NodeRole.SMARTNIC:
+            if self.host_of is None:
+                raise ValueError(
+                    "a smartnic needs host_of: the compute node whose NICs it carries"
+                )
+            if self.gpus:
+                raise ValueError(
+                    f"a smartnic runs no rank: gpus must be 0 (found {self.gpus})"
+                )
+        elif self.host_of is not None or self.carries:
+            raise ValueError("host_of and carries belong to a smartnic (set role: smartnic)")
+        return self
+
+    @property
+    def runs_ranks(self) -> bool:
+        """Whether ranks run here (compute nodes only)."""
+        return self.role is NodeRole.COMPUTE
 
     @field_validator("nics")
     @classmethod
@@ -156,6 +222,18 @@ class Paths(StrictModel):
     python: FreeText = Field("python3", description="Python on the nodes (emulated workload).")
 
 
+class TestbedSetup(StrictModel):
+    """What the testbed itself keeps in place before any run: done once by its owner (R-2CCL's
+    authors: their setup scripts), checked by doctor, never changed by r2bench. NIC rate limits
+    are per NIC (`nics[].shaping`)."""
+
+    topology_file: FreeText | None = Field(
+        None,
+        description="NCCL topology XML every compute node holds (give the same path to "
+        "NCCL_TOPO_FILE), e.g. ~/topo.xml; doctor checks it is there and names each data NIC.",
+    )
+
+
 class TestbedKind(str, Enum):
     """ssh: real machines; local: this machine; virtual: network namespaces made by r2bench."""
 
@@ -175,6 +253,9 @@ class Testbed(StrictModel):
     nodes: list[Node] = Field(min_length=1)
     launcher: Launcher = Launcher()
     paths: Paths = Paths()
+    setup: TestbedSetup = Field(
+        TestbedSetup(), description="What the testbed keeps in place (doctor checks it)."
+    )
     features: dict[Name, bool] = Field(
         default_factory=dict,
         description="Kernel features found on the host (virtual testbeds): veth, tbf, nftables...",
@@ -185,8 +266,48 @@ class Testbed(StrictModel):
     @classmethod
     def _unique_nodes(cls, nodes: list[Node]) -> list[Node]:
         _reject_duplicates([node.name for node in nodes], "node")
+        if not any(node.runs_ranks for node in nodes):
+            raise ValueError("no compute node: at least one node must run ranks (role: compute)")
+        by_name = {node.name: node for node in nodes}
+        for node in nodes:
+            for nic in node.nics:
+                holder = by_name.get(nic.shaping.on) if nic.shaping and nic.shaping.on else None
+                if nic.shaping and nic.shaping.on and nic.shaping.on != node.name and (
+                    holder is None or holder.host_of != node.name
+                ):
+                    raise ValueError(
+                        f"node '{node.name}' NIC '{nic.name}': shaping.on '{nic.shaping.on}' is "
+                        "neither the node nor a smartnic with host_of: " + node.name
+                    )
+            if node.host_of is None:
+                continue
+            host = by_name.get(node.host_of)
+            if host is None or not host.runs_ranks:
+                raise ValueError(
+                    f"smartnic '{node.name}': host_of '{node.host_of}' is not a compute node "
+                    "of this testbed"
+                )
+            missing = [nic for nic in node.carries if host.nic(nic) is None]
+            if missing:
+                raise ValueError(
+                    f"smartnic '{node.name}' carries {', '.join(missing)}, which node "
+                    f"'{host.name}' does not have (its NICs: "
+                    f"{', '.join(n.name for n in host.nics) or 'none'})"
+                )
         return nodes
 
     def node(self, name: str) -> Node | None:
         """The node called `name`, or None."""
         return next((node for node in self.nodes if node.name == name), None)
+
+    @property
+    def compute_nodes(self) -> list[Node]:
+        """The nodes that run ranks (every node but the SmartNICs)."""
+        return [node for node in self.nodes if node.runs_ranks]
+
+    def smartnic_of(self, node: str, nic: str) -> Node | None:
+        """The SmartNIC that carries `nic` of `node`, or None."""
+        return next(
+            (n for n in self.nodes if n.host_of == node and nic in n.carries),
+            None,
+        )

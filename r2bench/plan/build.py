@@ -237,13 +237,15 @@ class _Renderer:
         assert node is not None  # checked before rendering
         nic = node.nic(fault.nic) if fault.nic else None
         assert nic is not None or not kind.targets_nic
+        # The host that acts: the node, or the SmartNIC carrying its NIC (checked before).
+        executor = self.testbed.node(checks.fault_executor(fault)) or node
         tag = fault_tag(spec.run_id, index)
         # The sweep arms every fault (lease running) just before the launch, so the lease covers
         # the whole deadline plus a margin for the controller's own revert after it: a dead
         # controller leaves nothing behind once the lease ends.
         lease = spec.deadline_s + LEASE_GRACE_S
         injectors = f"{self.work}/injectors"
-        protect = protected_interfaces(self.testbed, node, env=spec.env)
+        protect = protected_interfaces(self.testbed, executor, env=spec.env)
 
         def command(action: str) -> NodeCommand:
             argv = injector_argv(
@@ -257,7 +259,7 @@ class _Renderer:
                 protect,
                 spec.run_id,
             )
-            return NodeCommand(node=node.name, command=shlex.join(argv), root=True)
+            return NodeCommand(node=executor.name, command=shlex.join(argv), root=True)
 
         return FaultStep(
             index=index,

@@ -97,17 +97,19 @@ def select_nodes(
 ) -> tuple[list[Node], list[ConfigIssue]]:
     """The testbed nodes this experiment runs on."""
     wanted = experiment.nodes
+    compute = testbed.compute_nodes  # a SmartNIC runs faults, never a rank
     if wanted is None:
-        return list(testbed.nodes), []
+        return list(compute), []
     if isinstance(wanted, int):
-        if not 1 <= wanted <= len(testbed.nodes):
+        if not 1 <= wanted <= len(compute):
             return [], [
                 doc.issue(
                     ("nodes",),
-                    f"asks for {wanted} nodes; testbed '{testbed.name}' has {len(testbed.nodes)}",
+                    f"asks for {wanted} nodes; testbed '{testbed.name}' has {len(compute)} "
+                    "that run ranks",
                 )
             ]
-        return list(testbed.nodes[:wanted]), []
+        return list(compute[:wanted]), []
     nodes: list[Node] = []
     issues = []
     for i, name in enumerate(wanted):
@@ -118,6 +120,14 @@ def select_nodes(
                     ("nodes", i),
                     f"node '{name}' appears twice: a run would place two nodes' ranks on one host",
                     "list each node once",
+                )
+            )
+        elif node is not None and not node.runs_ranks:
+            issues.append(
+                doc.issue(
+                    ("nodes", i),
+                    f"node '{name}' is a {node.role.value} (of '{node.host_of}'): it runs no rank",
+                    "list compute nodes only; a fault reaches the SmartNIC through its `executor`",
                 )
             )
         elif node is None:
@@ -194,6 +204,16 @@ def check_fault(
     for param, problem in check_params(fault.params):
         issues.append(doc.issue((*base, "params", param), problem))
     node = testbed.node(fault.node)
+    if node is not None and not node.runs_ranks:
+        return [
+            *issues,
+            doc.issue(
+                (*base, "node"),
+                f"node '{fault.node}' is a {node.role.value}: a fault names the compute node "
+                "whose NIC it affects",
+                f"node: {node.host_of}, executor: {node.name}",
+            ),
+        ]
     if node is None or fault.node not in names:
         where = f"testbed '{testbed.name}'" if node is None else "the nodes this experiment runs on"
         return [
@@ -204,6 +224,7 @@ def check_fault(
                 _suggest(fault.node, names),
             ),
         ]
+    issues += _check_executor(kind, fault, base, testbed, doc)
     if kind is not None and not kind.targets_nic:
         return issues + _check_process_fault(kind, fault, base, doc)
     if fault.nic is None:
@@ -229,6 +250,66 @@ def check_fault(
     if kind is not None:
         issues += _check_kind_fits(kind, fault, nic, base, testbed, doc)
     return issues
+
+
+def fault_executor(fault: FaultSpec) -> str:
+    """The host that runs a fault's inject, revert, lease, heal and leftover check."""
+    return fault.executor or fault.node
+
+
+def _check_executor(
+    kind: FaultKind | None, fault: FaultSpec, base: FieldPath, testbed: Testbed, doc: SourceDoc
+) -> list[ConfigIssue]:
+    """A fault runs where it can act: a flow_drop on the SmartNIC that carries the NIC (its OVS
+    bridges are there), every other kind on the node itself (its kernel, its ranks)."""
+    where = (*base, "executor")
+    if fault.executor is not None and testbed.node(fault.executor) is None:
+        known = [n.name for n in testbed.nodes]
+        return [
+            doc.issue(
+                where,
+                f"no host '{fault.executor}' in testbed '{testbed.name}'",
+                _suggest(fault.executor, known),
+            )
+        ]
+    if kind is None:
+        return []
+    executor = fault_executor(fault)
+    if not kind.on_smartnic:
+        if executor == fault.node:
+            return []
+        return [
+            doc.issue(
+                where,
+                f"a {kind.name} fault acts on node '{fault.node}' itself and cannot run on "
+                f"'{executor}'",
+                "remove executor",
+            )
+        ]
+    carrier = testbed.smartnic_of(fault.node, fault.nic or "")
+    host = testbed.node(executor)
+    if host is not None and carrier is not None and host.name == carrier.name:
+        return []
+    if carrier is not None:
+        hint = f"set executor: {carrier.name} (the SmartNIC that carries {fault.nic})"
+    else:
+        hint = (
+            f"declare the BlueField that carries {fault.nic} as a host of the testbed (role: "
+            f"smartnic, host_of: {fault.node}, carries: [{fault.nic}]) and name it in executor"
+        )
+    what = (
+        f"'{executor}' is the node itself"
+        if executor == fault.node
+        else f"'{executor}' does not carry {fault.node}/{fault.nic}"
+    )
+    return [
+        doc.issue(
+            where if fault.executor else base,
+            f"a {kind.name} fault runs on the SmartNIC that carries the NIC (its OVS bridge is "
+            f"there); {what}",
+            hint,
+        )
+    ]
 
 
 def _check_process_fault(

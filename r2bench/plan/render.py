@@ -110,7 +110,8 @@ def run_panel(run: PlannedRun) -> Panel:
         )
         parts.append(
             Text(
-                f"fault {fault.index}: {fault.kind} on {fault.node}/{fault.nic}",
+                f"fault {fault.index}: {fault.kind} on {fault.node}/{fault.nic}"
+                + (f" (runs on {fault.inject.node})" if fault.inject.node != fault.node else ""),
                 style="bold yellow",
             )
         )
@@ -119,9 +120,9 @@ def run_panel(run: PlannedRun) -> Panel:
                 f"  inject at {fault.inject_after_s:g} s after {since} (node reverts by itself after {fault.lease_s:g} s):"
             )
         )
-        parts.append(Text(f"  {fault.node}$ {printable(_root(fault.inject.command))}"))
+        parts.append(Text(f"  {fault.inject.node}$ {printable(_root(fault.inject.command))}"))
         parts.append(Text(f"  revert {heal}:"))
-        parts.append(Text(f"  {fault.node}$ {printable(_root(fault.revert.command))}"))
+        parts.append(Text(f"  {fault.revert.node}$ {printable(_root(fault.revert.command))}"))
     return Panel(Group(*parts), title=run.spec.run_id, title_align="left")
 
 

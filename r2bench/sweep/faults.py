@@ -62,7 +62,10 @@ class FaultDriver:
 
     def __post_init__(self) -> None:
         self._states = {
-            f.index: _FaultState(f, self.agents[f.node], self.offsets.get(f.node, 0.0))
+            # A fault runs on its executor (the node, or the SmartNIC carrying its NIC).
+            f.index: _FaultState(
+                f, self.agents[f.inject.node], self.offsets.get(f.inject.node, 0.0)
+            )
             for f in self.run.faults
         }
         self._anchors: dict[str, float] = {}
