@@ -261,16 +261,107 @@ class Row:
         return doc
 
 
-def footer_lines(errors: int, avg_busbw: float, program: str) -> list[str]:
-    """Lines after the last row (nccl-tests' footer, without a min-bandwidth check)."""
+def footer_lines(
+    errors: int, avg_busbw: float, program: str, verification: list[str] | None = None
+) -> list[str]:
+    """Lines after the last row (nccl-tests' footer, without a min-bandwidth check), with a
+    verifying workload's summary lines (`verification_lines`) before the concluding line."""
     return [
         f"# {'Out of bounds values':<20s} : {errors} {'FAILED' if errors else 'OK'}",
         f"# {'Avg bus bandwidth':<20s} : {avg_busbw:g} ",
         "#",
+        *(verification or []),
         f"# Collective test concluded: {program}",
         "#",
         "",
     ]
+
+
+# ---- the verification records (docs/verify.md; read by r2bench.records.verify) -------------
+ITER_TAG = "#iter"
+SUMMARY_TAG = "#verify"
+CORRUPT_VAR = "R2B_VERIFY_CORRUPT"
+
+
+@dataclass(frozen=True)
+class IterationLine:
+    """One timed iteration: the `#iter` JSON line a verifying workload prints on rank 0."""
+
+    iter: int  # timed iterations counted from 0 over all sizes, placements and cycles
+    cycle: int
+    size: int
+    start: float  # rank 0's wall clock (unix s) when it launched the collective
+    end: float  # ... and when it completed there
+    seconds: float  # the iteration's time (rank 0's)
+    wrong: int | None  # mismatches summed over ranks; None with the check off (-c 0)
+    elements: int  # elements checked per rank
+    ranks: int
+    check_s: float | None = None  # the check's own time (slowest rank)
+
+    def text(self) -> str:
+        """`#iter {...}`: one JSON object, keys in a fixed order."""
+        doc = {
+            "iter": self.iter,
+            "cycle": self.cycle,
+            "size": self.size,
+            "start": round(self.start, 6),
+            "end": round(self.end, 6),
+            "seconds": self.seconds,
+            "check_s": self.check_s,
+            "wrong": self.wrong,
+            "elements": self.elements,
+            "ranks": self.ranks,
+        }
+        return f"{ITER_TAG} {json.dumps(doc)}"
+
+
+def verification_lines(
+    program: str,
+    collective: str,
+    checked: bool,
+    ranks: int,
+    iterations: int,
+    elements: int,
+    wrong_by_iteration: dict[int, int],
+) -> list[str]:
+    """The human summary line and the `#verify {...}` JSON line (`wrong_by_iteration`: the
+    iterations with wrong elements and how many)."""
+    wrong = sum(wrong_by_iteration.values())
+    listed = sorted(wrong_by_iteration)
+    if checked:
+        where = f" in iterations {listed}" if listed else ""
+        human = (
+            f"# Verification: every element of each of the {iterations} timed iterations "
+            f"checked on all {ranks} ranks (up to {elements} elements per rank): "
+            f"{wrong} wrong{where}"
+        )
+    else:
+        human = f"# Verification: off (-c 0): none of the {iterations} timed iterations was checked"
+    doc = {
+        "program": program,
+        "collective": collective,
+        "checked": checked,
+        "ranks": ranks,
+        "iterations": iterations,
+        "elements": elements,
+        "wrong": wrong,
+        "wrong_iterations": listed,
+    }
+    return [human, f"{SUMMARY_TAG} {json.dumps(doc)}"]
+
+
+def parse_corrupt(text: str | None, ranks: int) -> tuple[int, int] | None:
+    """The self-test's target from `R2B_VERIFY_CORRUPT` / `--corrupt`: `ITER` or `ITER:RANK`
+    (timed iteration from 0; rank default the last) -> (iteration, rank); None when unset."""
+    if text is None or not text.strip():
+        return None
+    it, _, rank = text.strip().partition(":")
+    if not it.isdigit() or (rank and not rank.isdigit()):
+        raise ValueError(f"{CORRUPT_VAR}={text!r}: expected ITER or ITER:RANK (0-based)")
+    victim = int(rank) if rank else ranks - 1
+    if victim >= ranks:
+        raise ValueError(f"{CORRUPT_VAR}={text!r}: rank {victim} of {ranks} ranks")
+    return int(it), victim
 
 
 def _claim_path(path: str) -> str | None:

@@ -12,7 +12,13 @@ Flags (nccl-tests'): ``-b/-e`` min/max bytes (``8``, ``1K``, ``64M``, ``1G``), `
 factor, ``-i`` step bytes, ``-n`` iterations, ``-w`` warm-up iterations, ``-c`` check (every
 timed iteration is verified against a closed form), ``-N`` cycles (0 = forever), ``-S 1``
 timestamp column, ``-I 1`` per-iteration timing, ``-T s`` timeout per collective, ``-J file``
-JSON, ``-o sum`` and ``-d float`` only, ``-t 1 -g 1`` only. Emulator flag: ``--nic-addrs``.
+JSON, ``-o sum`` and ``-d float`` only, ``-t 1 -g 1`` only. Emulator flags: ``--nic-addrs``, and
+``--corrupt ITER[:RANK]`` (as ``R2B_VERIFY_CORRUPT``: the checker's self-test adds 1 to one
+element of timed iteration ITER on RANK, default the last, after the collective).
+
+As r2bench's verification workload (docs/verify.md), rank 0 prints one ``#iter {json}`` line
+per timed iteration (iterations counted from 0 over sizes, placements and cycles: start/end on
+its wall clock, mismatches summed over ranks) and a ``#verify {json}`` summary at the end.
 
 Environment: ``R2B_NIC_ADDRS`` (comma list of this node's data-NIC IPv4 addresses; default
 ``127.0.0.1`` repeated ``R2B_NICS`` times, ``R2B_NICS`` default 2), ``R2B_NIC_MAP``
@@ -63,7 +69,9 @@ from r2bench.config.r2ccl import (
     simulated_migrated_nics,
 )
 from r2bench.workloads.nccl_format import (
+    CORRUPT_VAR,
     DeviceInfo,
+    IterationLine,
     JsonReport,
     Measure,
     Row,
@@ -72,7 +80,9 @@ from r2bench.workloads.nccl_format import (
     column_header,
     footer_lines,
     header_lines,
+    parse_corrupt,
     parse_size,
+    verification_lines,
 )
 from r2bench.workloads.transport import (
     CollectiveTimeout,
@@ -115,6 +125,7 @@ class Options:
     timeout_s: int
     json_path: str | None
     nic_addrs: str | None
+    corrupt: str | None = None
 
     def sizes(self) -> Iterator[int]:
         """The swept sizes, as nccl-tests steps them."""
@@ -154,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("-t", "--nthreads", type=int, default=1)
     add("-g", "--ngpus", type=int, default=1)
     add("--nic-addrs", default=None, help="comma list of data-NIC IPv4 addresses")
+    add("--corrupt", default=None, help="self-test: corrupt timed iteration ITER[:RANK]")
     return p
 
 
@@ -169,7 +181,7 @@ def parse_options(argv: list[str]) -> Options:
     return Options(
         a.minbytes, a.maxbytes, a.stepfactor, a.stepbytes, a.iters, a.warmup_iters,
         a.check, a.run_cycles, a.report_timestamps == 1, a.per_iter_timing == 1,
-        a.timeout, a.output_file, a.nic_addrs,
+        a.timeout, a.output_file, a.nic_addrs, a.corrupt,
     )  # fmt: skip
 
 
@@ -344,24 +356,46 @@ class Bench:
     errors: int = 0
     bw_sum: float = 0.0
     bw_count: int = 0
+    corrupt: tuple[int, int] | None = None  # the self-test's (timed iteration, rank)
+    timed: int = 0  # timed iterations so far (the #iter lines' `iter`)
+    cycle: int = 0
+    max_elements: int = 0
+    wrong_by_iteration: dict[int, int] = field(default_factory=dict)  # rank 0's tally
 
-    def collective(self, count: int, it: int, in_place: bool) -> tuple[float, int]:
-        """Run one timed AllReduce; returns (seconds, wrong elements or 0)."""
+    def collective(
+        self, count: int, it: int, in_place: bool, corrupt: bool = False
+    ) -> tuple[float, int, float, float]:
+        """Run one timed AllReduce; returns (seconds, wrong elements or 0, wall-clock start,
+        seconds the check took). ``corrupt``: the self-test, one element off after the
+        collective."""
         src = self.bufs.fill(count, it)
         target = src if in_place else self.bufs.recv[:count]
+        start = time.time()
         t0 = time.perf_counter()
         if not in_place:
             np.copyto(target, src)
         self.algo.run(target, self.opts.timeout_s)
         elapsed = time.perf_counter() - t0
-        return elapsed, self.bufs.wrong(target, it) if self.opts.check else 0
+        if corrupt and count:
+            target[count // 2] += np.float32(1)
+        if not self.opts.check:
+            return elapsed, 0, start, 0.0
+        t1 = time.perf_counter()
+        wrong = self.bufs.wrong(target, it)
+        return elapsed, wrong, start, time.perf_counter() - t1
 
     def measure(self, nbytes: int, in_place: bool) -> Measure:
         """nccl-tests' BenchTime: time ``-n`` iterations, verify, reduce over ranks."""
         count = nbytes // 4
-        runs = [self.collective(count, it, in_place) for it in range(self.opts.iters)]
-        times = [t for t, _ in runs]
-        local_wrong = max(w for _, w in runs)
+        first, runs = self.timed, []
+        for it in range(self.opts.iters):
+            runs.append(
+                self.collective(count, it, in_place, self.corrupt == (self.timed, self.algo.rank))
+            )
+            self.timed += 1
+        self.iteration_lines(first, count, runs)
+        times = [r[0] for r in runs]
+        local_wrong = max(r[1] for r in runs)
         self.errors += 1 if local_wrong else 0
         mean = self.comm.allreduce(sum(times) / len(times)) / self.size
         wrong = self.comm.allreduce(local_wrong) if self.opts.check else None
@@ -373,6 +407,28 @@ class Bench:
             measure.per_process = rows
             measure.iter_times = [max(col) for col in zip(*rows, strict=True)]
         return measure
+
+    def iteration_lines(
+        self, first: int, count: int, runs: list[tuple[float, int, float, float]]
+    ) -> None:
+        """Print the ``#iter`` line of each iteration of a measurement (rank 0): its start and
+        end on rank 0's clock, its mismatches summed over ranks."""
+        self.max_elements = max(self.max_elements, count)
+        wrong = self.comm.gather([r[1] for r in runs], root=0)
+        checks = self.comm.gather([r[3] for r in runs], root=0)
+        if self.algo.rank != 0:
+            return
+        for k, (seconds, _, start, _) in enumerate(runs):
+            total = sum(row[k] for row in wrong)
+            if total:
+                self.wrong_by_iteration[first + k] = total
+            line = IterationLine(
+                iter=first + k, cycle=self.cycle, size=count * 4, start=start,
+                end=start + seconds, seconds=seconds,
+                wrong=total if self.opts.check else None, elements=count, ranks=self.size,
+                check_s=max(row[k] for row in checks) if self.opts.check else None,
+            )  # fmt: skip
+            print(line.text(), flush=True)
 
     @property
     def size(self) -> int:
@@ -398,6 +454,7 @@ class Bench:
                 row = Row((nbytes // 4) * 4, nbytes // 4, out_of_place, in_place)
                 self.emit(row)
             cycle += 1
+            self.cycle = cycle
 
     def emit(self, row: Row) -> None:
         """Print a row (rank 0) and add it to the JSON report."""
@@ -411,7 +468,11 @@ class Bench:
         errors = self.comm.allreduce(self.errors)
         avg = self.bw_sum / self.bw_count if self.bw_count else 0.0
         if self.algo.rank == 0:
-            print("\n".join(footer_lines(errors, avg, PROGRAM)), flush=True)
+            summary = verification_lines(
+                PROGRAM, "all_reduce", bool(self.opts.check), self.size, self.timed,
+                self.max_elements, self.wrong_by_iteration,
+            )  # fmt: skip
+            print("\n".join(footer_lines(errors, avg, PROGRAM, summary)), flush=True)
             if self.report:
                 self.report.finish(errors, avg)
         return EXIT_WRONG if errors else 0
@@ -441,7 +502,12 @@ def banner(library: Library, nics: list[Nic]) -> str:
 
 
 def print_header(
-    comm: Any, cfg: RunConfig, opts: Options, nics: list[Nic], report: JsonReport | None
+    comm: Any,
+    cfg: RunConfig,
+    opts: Options,
+    nics: list[Nic],
+    report: JsonReport | None,
+    notes: tuple[str, ...] = (),
 ) -> None:
     """Gather every rank's device line and print the header on rank 0."""
     addrs = ",".join(n.addr for n in nics)
@@ -453,7 +519,7 @@ def print_header(
         print("\n".join(header_lines(cfg, devices)), flush=True)
         if report:
             report.set_config(cfg, devices)
-        print("\n".join(column_header(cfg.per_iter, opts.timestamps)), flush=True)
+        print("\n".join([*notes, *column_header(cfg.per_iter, opts.timestamps)]), flush=True)
 
 
 def header_config(opts: Options, library: Library, nics: list[Nic]) -> RunConfig:
@@ -500,10 +566,24 @@ def setup(comm: Any, opts: Options, env: dict[str, str]) -> Bench:
     transport = RingTransport(
         transport_config(comm, library, nics, env, log, freeze), comm.allgather
     )
-    print_header(comm, header_config(opts, library, nics), opts, nics, report)
+    try:
+        corrupt = parse_corrupt(opts.corrupt or env.get(CORRUPT_VAR), comm.size)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    notes = (
+        (
+            f"# Self-test: timed iteration {corrupt[0]} is corrupted on purpose on rank "
+            f"{corrupt[1]} ({'--corrupt' if opts.corrupt else CORRUPT_VAR}): this run must end "
+            "with wrong results",
+        )
+        if corrupt
+        else ()
+    )
+    print_header(comm, header_config(opts, library, nics), opts, nics, report, notes)
     max_count = max(opts.max_bytes // 4, 1)
     algo = RingAllreduce(transport, comm.rank, comm.size, max_count)
-    return Bench(comm, opts, algo, Buffers(comm.rank, comm.size, max_count), report)
+    bufs = Buffers(comm.rank, comm.size, max_count)
+    return Bench(comm, opts, algo, bufs, report, corrupt=corrupt)
 
 
 def run(comm: Any, opts: Options, env: dict[str, str]) -> int:
