@@ -18,11 +18,14 @@ import pytest
 from r2bench.records.events import parse_events
 from r2bench.records.models import EventKind
 from r2bench.workloads.nccl_format import (
+    IterationLine,
     IterStats,
     bus_bandwidth,
     column_header,
     float_str,
+    parse_corrupt,
     parse_size,
+    verification_lines,
 )
 from r2bench.workloads.transport import (
     FreezeHook,
@@ -431,3 +434,69 @@ def test_nic_map_picks_this_hosts_addresses() -> None:
     nic_map = "node0=198.18.1.10,198.18.2.10;node1=198.18.1.11,198.18.2.11"
     assert nic_addrs_from_map(nic_map, "node1") == "198.18.1.11,198.18.2.11"
     assert nic_addrs_from_map(nic_map, "node9") == ""
+
+
+# ---- the verification records and the checker's self-test (docs/verify.md) ------------------
+@needs_mpi
+def test_every_timed_iteration_has_its_iter_line_and_the_summary_says_all_checked() -> None:
+    from r2bench.records.verify import parse_verification
+
+    run = mpirun(2, ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1"])
+    assert run.rc == 0, run.stdout + run.stderr
+    check = parse_verification(run.stdout.splitlines())
+    assert check is not None and check.complete and check.proves_lossless
+    # 3 sizes x 2 placements x 3 iterations, numbered in the order they ran
+    assert [s.iter for s in check.samples] == list(range(18)) and check.iterations == 18
+    assert [s.size for s in check.samples] == [1024] * 6 + [4096] * 6 + [16384] * 6
+    for s in check.samples:  # every element of every iteration checked, none wrong
+        assert s.wrong == 0 and s.elements == s.size // 4 and s.check_s is not None, s
+    assert all(a.end <= b.start for a, b in zip(check.samples, check.samples[1:], strict=False))
+    assert (check.program, check.ranks, check.elements) == ("ring_allreduce", 2, 4096)
+
+
+@needs_mpi
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_self_test_corruption_is_wrong_results_naming_the_iteration(how: str) -> None:
+    from r2bench.records.models import OutcomeStatus
+    from r2bench.records.nccltests import parse_text
+    from r2bench.records.outcome import classify
+    from r2bench.records.verify import parse_verification, with_verification
+
+    args = ["-b", "4K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1"]
+    if how == "env":
+        run = mpirun(2, args, {"R2B_VERIFY_CORRUPT": "4"})
+    else:
+        run = mpirun(2, [*args, "--corrupt", "4:0"])
+    assert run.rc == 7, run.stdout + run.stderr  # nccl-tests' wrong-results exit code
+    assert "# Self-test: timed iteration 4 is corrupted on purpose on rank" in run.stdout
+    check = parse_verification(run.stdout.splitlines())
+    assert check is not None and check.complete
+    assert (check.wrong, check.wrong_iterations) == (1, (4,))
+    parsed = parse_text(run.stdout)
+    events = list(parse_events(run.stdout + run.stderr))
+    outcome = with_verification(classify(None, parsed=parsed, events=events), check)
+    assert outcome is not None and outcome.status is OutcomeStatus.WRONG_RESULTS
+    assert "timed iteration(s) 4 " in outcome.reason
+    assert outcome.evidence[0].text.startswith("timed iteration 4 (4096 B): 1 wrong element")
+
+
+@needs_mpi
+def test_a_bad_corrupt_setting_is_a_usage_error() -> None:
+    run = mpirun(2, ["-b", "1K", "-e", "1K", "-n", "1"], {"R2B_VERIFY_CORRUPT": "3:9"})
+    assert run.rc == 6 and "rank 9 of 2 ranks" in run.stderr, run.stdout + run.stderr
+
+
+def test_iter_and_summary_lines_have_the_gpu_workloads_keys() -> None:
+    """The emulator's records carry the keys r2b_verify prints (one reader for both)."""
+    gpu = (Path(__file__).parent / "data" / "verify" / "all_reduce.np2.ok.stdout.txt").read_text()
+    first = next(ln for ln in gpu.splitlines() if ln.startswith("#iter "))
+    summary = next(ln for ln in gpu.splitlines() if ln.startswith("#verify "))
+    line = IterationLine(3, 0, 1024, 1.0, 1.5, 0.5, 0, 256, 2, 0.001).text()
+    assert set(json.loads(line[6:])) == set(json.loads(first[6:]))
+    mine = json.loads(verification_lines("p", "all_reduce", True, 2, 5, 256, {3: 2})[1][8:])
+    assert set(mine) <= set(json.loads(summary[8:]))
+    assert (mine["wrong"], mine["wrong_iterations"]) == (2, [3])
+    assert parse_corrupt("7", 4) == (7, 3) and parse_corrupt("7:1", 4) == (7, 1)
+    assert parse_corrupt("", 4) is None
+    with pytest.raises(ValueError, match="ITER or ITER:RANK"):
+        parse_corrupt("x", 2)
