@@ -34,7 +34,7 @@ from r2bench.records.metrics import (
     by_size,
     undefined,
 )
-from r2bench.records.models import EventKind
+from r2bench.records.models import EventKind, OutcomeStatus
 from r2bench.records.nccltests import iter_lines
 from r2bench.records.run import (
     ARRIVAL_RESOLUTION_S,
@@ -47,6 +47,10 @@ from r2bench.records.run import (
     read_times,
 )
 
+NOTHING_TO_RECOVER = frozenset(
+    {OutcomeStatus.FAULT_WITHOUT_EFFECT.value, OutcomeStatus.FAULT_NOT_INJECTED.value}
+)
+"""Outcomes of runs whose fault touched nothing: a recovery metric would measure noise."""
 SERIES_NOTE = "the fault-free runs of the same series"
 """The baseline note of a run measured against its series (its own samples were too few)."""
 THIN = "too few measurements"
@@ -256,6 +260,8 @@ def _why_not(m: MetricDef, inp: Inputs) -> str | None:
     """Why metric `m` cannot be computed on `inp` (None: it can)."""
     if m.needs_fault and not inp.windows:
         return "fault not applied" if inp.run.record.faults else "no fault injected"
+    if m.needs_fault and inp.outcome in NOTHING_TO_RECOVER:
+        return inp.failed
     if m.needs_samples and not inp.samples:
         return inp.failed or "no result rows"
     return None

@@ -1,0 +1,236 @@
+"""Failure evidence: a fault counts only where the counters show it hit live traffic.
+
+Captured data: results/examples/gpu-netns-link-fault (a real sweep on a lent H100: 2 namespace
+nodes x 4 veth NICs at 4 Gbit/s, node1's nic3 taken down mid-run; its README says how it was
+made). Variants of its runs are made here by rewriting the node's counters the way a masked
+NIC (R2CC_MODE 2 masks the last NIC: 0 bytes the whole run) or an uncut one (IPoIB taken down
+while RDMA traffic flows on) shows in them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from r2bench.records import store as st
+from r2bench.records.evidence import IDLE_BYTES, Verdict
+from r2bench.records.metrics import lossless
+from r2bench.records.models import OutcomeStatus
+from r2bench.records.nictraffic import parse_counter_line, read_series
+from r2bench.records.recovery import run_recovery
+from r2bench.records.run import evidence_outcome, parse_run
+
+SWEEP = Path(__file__).parent.parent / "results" / "examples" / "gpu-netns-link-fault"
+HIT = SWEEP / "all_reduce-stock-nic3-down-3s-r1-8b9875860e"
+FOR_GOOD = SWEEP / "all_reduce-stock-nic3-down-r0-de53f56754"
+FAULT_FREE = SWEEP / "all_reduce-stock-none-r0-4695f1b7bc"
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _rewrite_nic(run_dir: Path, node: str, nic: str, fn) -> None:  # type: ignore[no-untyped-def]
+    """Rewrite one NIC's counter lines of a run: fn(time, tx, rx) -> (tx, rx)."""
+    path = run_dir / "node" / node / "counters.tsv"
+    out = []
+    for line in path.read_text().splitlines():
+        sample = parse_counter_line(line)
+        if sample is not None and sample[1] == nic:
+            t, _, source, tx, rx, state = sample
+            tx, rx = fn(t, tx, rx)
+            line = f"{t:.6f}\t{nic}\t{source}\t{tx:.0f}\t{rx:.0f}\t{state}"
+        out.append(line)
+    path.write_text("\n".join(out) + "\n")
+
+
+def _applied(run_dir: Path) -> float:
+    inject = next(f for f in st.load_run(run_dir).faults if f.action == "inject")
+    assert inject.applied_at is not None
+    return inject.applied_at
+
+
+def test_a_real_cut_is_a_hit_with_its_numbers() -> None:
+    run = parse_run(st.load_run(HIT))
+    (ev,) = run.evidence
+    assert ev.verdict is Verdict.HIT
+    assert ev.target == "node1/nic3"
+    assert ev.before_bytes is not None and ev.before_bytes > 1e9  # 4 Gbit/s for 2 s, both ways
+    assert ev.live_bytes is not None and ev.live_bytes > 1e8
+    assert ev.after_bytes is not None and ev.after_bytes < 1e3  # a link down moves nothing
+    assert ev.iteration is not None and ev.iteration.size == 64 << 20
+    assert ev.line.startswith("node1/nic3 link_down: hit live traffic during iteration ~")
+    assert "moved in the 2.0 s before it" in ev.line and "until it came back" in ev.line
+    assert run.outcome is not None and run.outcome.status is OutcomeStatus.OK
+
+
+def test_a_hung_run_cut_for_good_is_still_a_hit() -> None:
+    """The collective the cut landed in never completed: no sample spans it, yet the NIC was
+    busy up to the cut, and moved 0 bytes after it."""
+    (ev,) = parse_run(st.load_run(FOR_GOOD)).evidence
+    assert ev.verdict is Verdict.HIT
+    assert ev.after_bytes is not None and ev.after_bytes < 1e3 and ev.after_s > 10
+
+
+def test_a_fault_on_an_idle_nic_is_without_effect(tmp_path: Path) -> None:
+    """R2CC_MODE 2 masks the last NIC from the start: its counters never move. The run is ok,
+    but it measured no fault: fault_without_effect, with the byte counts."""
+    run_dir = _copy(HIT, tmp_path)
+    frozen: dict[str, float] = {}
+    _rewrite_nic(
+        run_dir,
+        "node1",
+        "nic3",
+        lambda t, tx, rx: (frozen.setdefault("tx", tx), frozen.setdefault("rx", rx)),
+    )
+    run = parse_run(st.load_run(run_dir))
+    (ev,) = run.evidence
+    assert ev.verdict is Verdict.NO_TRAFFIC and ev.before_bytes == 0
+    assert run.outcome is not None
+    assert run.outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
+    assert (
+        "touched no traffic" in run.outcome.reason
+        and "0 B moved in the 2.0 s" in run.outcome.reason
+    )
+    assert any(e.source == "counters" for e in run.outcome.evidence)
+    # Nothing to recover from: no recovery metric claims a value.
+    cols = run_recovery(run_dir).columns()
+    assert cols["stall_s"] is None and "touched no traffic" in cols["stall_s_reason"]
+
+
+def test_a_fault_that_did_not_cut_is_without_effect(tmp_path: Path) -> None:
+    """Traffic going on after a link_down at the rate before it (an IB port whose IPoIB
+    interface was taken down keeps its RDMA traffic): not cut."""
+    run_dir = _copy(HIT, tmp_path)
+    applied = _applied(run_dir)
+    rate = 3e8  # bytes/s each way, as before the fault
+    _rewrite_nic(
+        run_dir,
+        "node1",
+        "nic3",
+        lambda t, tx, rx: (rate * (t - applied + 100), rate * (t - applied + 100)),
+    )
+    run = parse_run(st.load_run(run_dir))
+    (ev,) = run.evidence
+    assert ev.verdict is Verdict.NOT_CUT
+    assert "went on at" in ev.line
+    assert run.outcome is not None and run.outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
+
+
+def test_no_counters_is_unknown_and_changes_nothing(tmp_path: Path) -> None:
+    run_dir = _copy(HIT, tmp_path)
+    for path in run_dir.glob("node/*/counters.tsv"):
+        path.unlink()
+    run = parse_run(st.load_run(run_dir))
+    (ev,) = run.evidence
+    assert ev.verdict is Verdict.UNKNOWN and "no counter samples" in ev.line
+    assert run.outcome is not None and run.outcome.status is OutcomeStatus.OK
+
+
+def test_a_counter_reset_is_never_a_delta(tmp_path: Path) -> None:
+    path = tmp_path / "node" / "n0" / "counters.tsv"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "time\tnic\tsource\ttx_bytes\trx_bytes\tstate\n"
+        "10.0\tnic0\tnet\t1000\t1000\tup\n"
+        "11.0\tnic0\tnet\t5000000\t5000000\tup\n"
+        "12.0\tnic0\tnet\t10\t10\tup\n"  # reset
+        "13.0\tnic0\tnet\t20\t20\tup\n"
+    )
+    series = read_series([path], lambda node: 0.0)[("n0", "nic0")]
+    assert series.bytes_between(10.0, 11.0) == pytest.approx(2 * 4999000)
+    assert series.bytes_between(10.5, 12.5) is None  # spans the reset
+    assert series.bytes_between(12.0, 13.0) == 20
+
+
+def test_the_sweep_records_the_same_outcome(tmp_path: Path) -> None:
+    """What the sweep writes to outcome.json from the counters it collected agrees with what
+    the records derive from the folder later."""
+    run_dir = _copy(HIT, tmp_path)
+    _rewrite_nic(run_dir, "node1", "nic3", lambda t, tx, rx: (7.0, 7.0))
+    record = st.load_run(run_dir)
+    assert record.end is not None and record.end.outcome is not None
+    faults = [{"kind": "link_down", "node": "node1", "nic": "nic3", "params": {}}]
+    outcome = evidence_outcome(
+        record.end.outcome, run_dir, record.faults, faults, record.end.ended_at or 0.0
+    )
+    assert outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
+    again = parse_run(record).outcome
+    assert again is not None and again.status is outcome.status
+    prefix = "the fault touched no traffic: node1/nic3 link_down: touched no traffic"
+    assert outcome.reason.startswith(prefix) and again.reason.startswith(prefix)
+    assert "14 B moved in the 2.0 s before it" not in outcome.reason  # a flat counter moves 0
+    assert "0 B moved in the 2.0 s before it" in outcome.reason
+
+
+def test_lossless_is_unknown_for_nccl_tests_under_a_fault() -> None:
+    """nccl-tests -c checks one extra collective per size, outside the timed iterations: the
+    collectives a fault lands in are never checked, so `lossless` cannot be true."""
+    faulted = run_recovery(HIT).columns()
+    assert faulted["lossless"] is None
+    assert "outside the timed iterations" in faulted["lossless_reason"]
+    clean = run_recovery(FAULT_FREE).columns()
+    assert clean["lossless"] is True
+    assert "outside the timed iterations" in clean["lossless_basis"]
+
+
+def test_lossless_rests_on_the_verification_when_there_is_one() -> None:
+    from dataclasses import dataclass
+
+    from r2bench.records.metrics import Inputs
+
+    @dataclass
+    class V:
+        iterations: int = 20
+        ranks: int = 2
+        wrong: int = 0
+        wrong_iterations: tuple[int, ...] = ()
+        complete: bool = True
+
+    run = parse_run(st.load_run(HIT))
+    run.verification = V()  # type: ignore[attr-defined]
+    ok = lossless(Inputs(run, "ok", run.windows))
+    assert ok.value is True and "every element of every iteration on every rank" in ok.basis
+    run.verification = V(wrong=1, wrong_iterations=(3,))  # type: ignore[attr-defined]
+    bad = lossless(Inputs(run, "wrong_results", run.windows))
+    assert bad.value is False and "iterations 3" in bad.basis
+    run.verification = V(iterations=7, complete=False)  # type: ignore[attr-defined]
+    cut = lossless(Inputs(run, "timeout", run.windows))
+    assert cut.value is None and "7 iterations checked" in cut.reason
+
+
+def test_tables_and_report_carry_the_evidence(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    from r2bench.records.tables import build_tables
+    from r2bench.report.html import build_report
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for run in (HIT, FAULT_FREE):
+        shutil.copytree(run, sweep / run.name)
+    tables = build_tables(sweep)
+    windows = tables.windows
+    assert list(windows["verdict"]) == ["hit"]
+    assert windows["before_bytes"].iloc[0] > IDLE_BYTES
+    runs = tables.runs.set_index("run_id")
+    assert runs.loc[HIT.name, "evidence"].startswith("node1/nic3 link_down: hit live traffic")
+    traffic = tables.traffic
+    assert set(traffic["run_id"]) == {HIT.name}  # the faulted run only
+    # Stock NCCL stalls through the 3 s outage: one iteration spans it, and before the fault
+    # node1's nic3 carried its share of every iteration.
+    applied = float(windows["applied_at"].iloc[0])
+    nic3 = traffic[(traffic["node"] == "node1") & (traffic["nic"] == "nic3")]
+    stalled = nic3[(nic3["start"] < applied + 0.5) & (nic3["end"] > applied + 2.5)]
+    assert len(stalled) == 1
+    before = nic3[nic3["end"] < applied - 0.1]
+    assert len(before) > 10 and (before["tx_bytes"] + before["rx_bytes"]).min() > 1e6
+    html_path = tmp_path / "report.html"
+    build_report(sweep, tables, html_path)
+    html = html_path.read_text()
+    assert "Failure evidence: did each fault hit live traffic" in html
+    assert "node1/nic3 link_down: hit live traffic" in html
+    assert "MB moved per NIC (tx+rx) per iteration" in html and "node1/nic3 (faulted)" in html
