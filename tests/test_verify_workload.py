@@ -41,7 +41,7 @@ def classified(stdout: Path, stderr: Path | None) -> Outcome:
     """The outcome classify gives a captured run (exit status unknown, as `r2bench parse`)."""
     parsed = parse_text(stdout.read_bytes())
     events = list(parse_events(stderr.read_bytes())) if stderr else []
-    return classify(None, parsed=parsed, events=events, source="stdout")
+    return classify(None, parsed=parsed, events=events, source="stdout.txt")
 
 
 # ---- the self-test, captured on 2 H100s ------------------------------------------------------
@@ -131,7 +131,7 @@ def test_a_run_cut_short_keeps_what_its_lines_say() -> None:
     assert "before that, 5 wrong element(s) in timed iteration(s) 1" in kept.reason
     assert kept.evidence == [
         Evidence(line=2, text="timed iteration 1 (1024 B): 5 wrong element(s) of 256 per rank "
-                 "on 4 rank(s)", source="stdout")
+                 "on 4 rank(s)", source="stdout.txt")
     ]  # fmt: skip
 
 

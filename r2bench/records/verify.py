@@ -287,7 +287,7 @@ def evidence_of(check: Verification, source: str | None = None) -> list[Evidence
 
 
 def with_verification(
-    outcome: Outcome | None, check: Verification | None, source: str | None = "stdout"
+    outcome: Outcome | None, check: Verification | None, source: str | None = "stdout.txt"
 ) -> Outcome | None:
     """The outcome once the checker's account is known.
 

@@ -28,6 +28,7 @@ from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
 from r2bench.records.run import evidence_outcome, log_events, parse_outputs
+from r2bench.records.verify import read_verification, with_verification
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
@@ -323,6 +324,9 @@ class RunExecutor:
             source=st.STDERR,
         )
         outcome = software_fault_check(outcome, run.spec.env, events)
+        # a verifying workload's own account (docs/verify.md): wrong elements name iterations
+        check = read_verification(stdout if stdout.exists() else None)
+        outcome = with_verification(outcome, check) or outcome
         if driver.never_fired:
             outcome = _unfired_outcome(outcome, driver.never_fired, job)
         if job is None or driver.problems:
