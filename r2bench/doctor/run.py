@@ -14,6 +14,7 @@ from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import Testbed, TestbedKind
 from r2bench.doctor.checks import CheckResult, run_checks
 from r2bench.doctor.facts import NodeFacts, facts_script, parse_sections
+from r2bench.doctor.testbed_setup import setup_checks, setup_sections
 from r2bench.nodes import Node, NodeError, NodePool
 
 CLOCK_PROBES = 3
@@ -60,7 +61,7 @@ def gather_node(node: Node, testbed: Testbed, ssh_peers: list[NodeModel]) -> Nod
     assert model is not None
     try:
         samples = [probe_clock(node) for _ in range(CLOCK_PROBES)]
-        script = facts_script(testbed, model, ssh_peers)
+        script = facts_script(testbed, model, ssh_peers) + setup_sections(testbed, model)
         output = node.run(script, timeout=FACTS_TIMEOUT_S, check=False)
     except NodeError as exc:
         return NodeFacts(node.name, reachable=False, error=exc.message)
@@ -97,6 +98,8 @@ def _as_facts(name: str, value: NodeFacts | NodeError) -> NodeFacts:
 def diagnose(testbed: Testbed, pool: NodePool | None = None) -> list[CheckResult]:
     """Gather facts and run every check (opens and closes a pool unless one is given)."""
     if pool is not None:
-        return run_checks(testbed, gather(testbed, pool))
-    with NodePool.from_testbed(testbed) as own_pool:
-        return run_checks(testbed, gather(testbed, own_pool))
+        facts = gather(testbed, pool)
+    else:
+        with NodePool.from_testbed(testbed) as own_pool:
+            facts = gather(testbed, own_pool)
+    return run_checks(testbed, facts) + setup_checks(testbed, facts)

@@ -1,0 +1,96 @@
+"""Doctor's checks of what the r7525 testbed keeps in place: mlnx_qos limits, the topology file,
+the SmartNICs' Open vSwitch (r2bench/doctor/testbed_setup.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from r2bench.config.source import load_yaml
+from r2bench.config.testbed import Testbed
+from r2bench.config.validate import validate_model
+from r2bench.doctor.checks import Status
+from r2bench.doctor.facts import ABSENT, NodeFacts, parse_sections
+from r2bench.doctor.testbed_setup import parse_rate_limits, setup_checks, setup_sections
+
+ROOT = Path(__file__).parents[1]
+R7525 = ROOT / "experiments" / "testbeds" / "cloudlab-r7525.yaml"
+SHAPED = "\n".join(
+    f"tc: {tc} ratelimit: 10.0 Gbps, tsa: vendor\n\t priority: {tc}" for tc in range(8)
+)
+UNSHAPED = "tc: 0 ratelimit: unlimited, tsa: vendor\ntc: 1 ratelimit: unlimited, tsa: vendor"
+
+
+def _net(name: str, speed: int = 10000) -> str:
+    return f'<net name="{name}" dev="0" speed="{speed}" port="1" gid="3"/>'
+
+
+TOPOLOGY = "<system>\n" + "\n".join(_net(n) for n in ("mlx5_0", "mlx5_2", "mlx5_3")) + "\n</system>"
+
+
+def _testbed() -> Testbed:
+    return validate_model(Testbed, load_yaml(R7525))
+
+
+def _facts(name: str, sections: dict[str, str]) -> NodeFacts:
+    return NodeFacts(name, reachable=True, sections=sections)
+
+
+def test_each_limit_is_read_where_it_is_held() -> None:
+    testbed = _testbed()
+    host = setup_sections(testbed, testbed.node("node-1"))  # type: ignore[arg-type]
+    bf = setup_sections(testbed, testbed.node("node-1-bf"))  # type: ignore[arg-type]
+    assert "qos.node-1.mlx5_0@@" in host and "mlnx_qos -i eno33np0" in host
+    assert "mlx5_2" not in host and "/mydata/topo.xml" in host and "ovs" not in host
+    assert "qos.node-1.mlx5_2@@" in bf and "sudo -n mlnx_qos -i p0" in bf
+    assert "qos.node-1.mlx5_3@@" in bf and "mlnx_qos -i p1" in bf and "ovs-vsctl list-br" in bf
+    assert "topo" not in bf
+    for script in (host, bf):
+        assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
+
+
+def test_mlnx_qos_output_is_read_per_traffic_class() -> None:
+    assert parse_rate_limits(SHAPED) == dict.fromkeys(range(8), 10.0)
+    assert parse_rate_limits(UNSHAPED) == {0: None, 1: None}
+    assert parse_rate_limits("tc: 3 ratelimit: 500.0 Mbps, tsa: ets") == {3: 0.5}
+
+
+def test_a_lost_limit_a_wrong_speed_and_a_missing_ovs_fail_with_the_fix() -> None:
+    testbed = _testbed()
+    topology = TOPOLOGY.replace(_net("mlx5_3"), _net("mlx5_3", 100000))
+    facts = [
+        _facts("node-1", {"qos.node-1.mlx5_0": SHAPED, "topology": TOPOLOGY}),
+        _facts("node-2", {"qos.node-2.mlx5_0": UNSHAPED, "topology": topology}),
+        _facts("node-3", {"qos.node-3.mlx5_0": ABSENT, "topology": ABSENT}),
+        _facts(
+            "node-1-bf",
+            {"qos.node-1.mlx5_2": SHAPED, "qos.node-1.mlx5_3": SHAPED, "ovs": "ovsbr1\novsbr2"},
+        ),
+        _facts("node-2-bf", {"ovs": ABSENT}),
+        NodeFacts("node-3-bf", reachable=False, error="no route"),
+    ]
+    results = {(r.node, r.check): r for r in setup_checks(testbed, facts)}
+    assert results[("node-1", "rate limit node-1/mlx5_0")].status is Status.OK
+    assert results[("node-1", "topology file")].status is Status.OK
+    assert results[("node-1-bf", "rate limit node-1/mlx5_2")].status is Status.OK
+    assert results[("node-1-bf", "open vswitch")].detail == "bridges: ovsbr1, ovsbr2"
+    lost = results[("node-2", "rate limit node-2/mlx5_0")]
+    assert lost.status is Status.FAIL and "tc0 unlimited" in lost.detail
+    assert lost.fix == "on node-2: sudo mlnx_qos -i eno33np0 -r 10,10,10,10,10,10,10,10"
+    speed = results[("node-2", "topology file")]
+    assert speed.status is Status.FAIL and "mlx5_3 speed=100000, want 10000" in speed.detail
+    assert results[("node-3", "rate limit node-3/mlx5_0")].detail == "mlnx_qos not found"
+    assert "copy the testbed's topology XML" in results[("node-3", "topology file")].fix
+    ovs = results[("node-2-bf", "open vswitch")]
+    assert ovs.status is Status.FAIL and "flow_drop faults cannot run here" in ovs.detail
+    bf_limit = results[("node-2-bf", "rate limit node-2/mlx5_2")]
+    assert bf_limit.status is Status.FAIL and bf_limit.fix.endswith("-i p0 -r 10,0,0,0,0,0,0,0")
+    assert not any(node == "node-3-bf" for node, _ in results)  # unreachable: reported elsewhere
+
+
+def test_the_sections_round_trip_through_the_parser() -> None:
+    testbed = _testbed()
+    script = setup_sections(testbed, testbed.node("node-1"))  # type: ignore[arg-type]
+    marker = script.splitlines()[0].split("'")[1]
+    sections = parse_sections(f"{marker}\n{SHAPED}\n")
+    assert parse_rate_limits(sections["qos.node-1.mlx5_0"])[7] == 10.0
