@@ -104,3 +104,14 @@ def test_the_testbed_refuses_a_smartnic_that_cannot_be(
     testbed = tmp_path / "tb.yaml"
     testbed.write_text(text.replace(old, new, 1))
     assert problem in _refusal(tmp_path, "", testbed)
+
+
+def test_a_cut_by_hand_runs_on_the_smartnic_that_carries_the_nic() -> None:
+    from r2bench.sweep.manual import ManualFault, manual_fault_step
+
+    step, _ = manual_fault_step(
+        R7525, ManualFault("flow_drop", "node-2", "mlx5_3", {"bridge": "ovsbr2"})
+    )
+    assert step.inject.node == step.revert.node == "node-2-bf" and step.node == "node-2"
+    step, _ = manual_fault_step(R7525, ManualFault("link_down", "node-2", "mlx5_3", {}))
+    assert step.inject.node == "node-2"

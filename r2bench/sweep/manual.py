@@ -23,6 +23,7 @@ from r2bench.config.recipes import load_recipes
 from r2bench.config.source import parse_yaml
 from r2bench.config.validate import validate_model
 from r2bench.errors import ExitCode
+from r2bench.faults.catalogue import FAULT_KINDS
 from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.build import LEASE_GRACE_S, Inputs, make_plan
 from r2bench.plan.model import FaultStep, NodeCommand
@@ -114,6 +115,12 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
 
     Returns the fault's step and the testbed's work folder."""
     testbed_doc_name = str(testbed_file)
+    testbed = load_testbed(testbed_file)
+    # By hand, a fault that runs on a SmartNIC runs on the one that carries the NIC (if any;
+    # plan refuses it otherwise, with the fix).
+    kind = FAULT_KINDS.get(fault.kind)
+    carrier = testbed.smartnic_of(fault.node, fault.nic) if kind and kind.on_smartnic else None
+    executor = carrier.name if carrier else None
     text = yaml.safe_dump(
         {
             "name": "manual",
@@ -129,6 +136,7 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
                             "nic": fault.nic,
                             "trigger": {"after_s": 0},
                             "params": fault.params,
+                            **({"executor": executor} if executor else {}),
                         }
                     ],
                 }
@@ -139,7 +147,6 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
         sort_keys=False,
     )
     doc = parse_yaml(text, "<command line>")
-    testbed = load_testbed(testbed_file)
     experiment = validate_model(Experiment, doc)
     inputs = Inputs(
         experiment, testbed, load_recipes(None), doc, "<command line>", testbed_doc_name
@@ -176,7 +183,7 @@ def fault_command(testbed_file: Path, fault: ManualFault, action: str, console: 
     command = step.inject if action == "inject" else step.revert
     testbed = load_testbed(testbed_file)
     with NodePool.from_testbed(testbed) as pool:
-        node = pool[step.node]
+        node = pool[step.inject.node]  # the node, or the SmartNIC that carries its NIC
         install_injectors(node, injectors_dir(testbed))
         result = node.run(command.command, root=True, timeout=300, check=False)
     for text in (result.stdout + result.stderr).splitlines():
