@@ -705,6 +705,12 @@ def draw_model(tables: Tables) -> Drawn:
         not frame.empty,
     )
     predicted = frame.dropna(subset=["predicted"])
+    _require(
+        "a failure series whose settings give X (NCCL_IB_HCA and R2CC_FAILED_HCA or "
+        "R2CC_FAILED_NIC_COUNT) and a healthy series beside it; here: "
+        + "; ".join(sorted({str(n) for n in frame["note"] if n})),
+        not predicted.empty,
+    )
     numbers = [
         f"{r.schedule}{'' if r.k is None or r.k != r.k else f' K={int(r.k)}'} "
         f"(n={r.n}, X={r.x:.3f}, {int(r.size_bytes)} B): measured "
@@ -718,10 +724,7 @@ def draw_model(tables: Tables) -> Drawn:
         if r.predicted != r.predicted or r.predicted is None
     ]
     text = f"every failure series is within {FLAG_ABOVE:.0%} of R-2CCL's model"
-    if predicted.empty:
-        verdict = "not tested"
-    else:
-        verdict = "does not hold" if bool(predicted["flagged"].any()) else "holds"
+    verdict = "does not hold" if bool(predicted["flagged"].any()) else "holds"
     figure = model_figure(frame)
     layout = paper_layout(
         "T/T<sub>nf</sub>: measured vs R-2CCL's model",
@@ -746,6 +749,6 @@ FIGURES: tuple[FigureDef, ...] = (
               "nic-traffic-shift.yaml", draw_nic_traffic),
     FigureDef("r2cc-model", "measured vs predicted T/T_nf (R-2CCL's model)",
               ("results.time_us", "runs.R2CC_MODE", "runs.NCCL_IB_HCA"),
-              "../r7525/07.k-sweep.yaml", draw_model),
+              "../r7525/07-nccl-tests-r2cc-allreduce-k-sweep.yaml", draw_model),
 )  # fmt: skip
 """Every figure, in the order they are drawn."""

@@ -244,11 +244,11 @@ def model_section(
     section: Callable[[str, str], str],
     blocks: Callable[[list[Figure] | None], str],
 ) -> list[str]:
-    """The report's section (empty when no failure series of mode 2 or 3 is in the sweep):
+    """The report's section (none when no failure series of mode 2 or 3 has a prediction):
     `section(title, body)` and `blocks(figures)` are the report's own wrappers."""
     frame = model_frame(tables)
-    if frame.empty:
-        return []
+    if frame["predicted"].isna().all():
+        return []  # no failure series the model can speak of (X unknown): nothing to show
     intro = (
         "<p>T/T_nf: each failure series' time over the healthy runs' time at the same size "
         "(same collective, ranks, hosts and settings; R2CC_MODE 0 or stock NCCL, no fault), "
