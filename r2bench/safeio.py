@@ -85,8 +85,13 @@ def _too_large(path: Path, what: str, limit: int) -> str:
 
 def inside(root: Path, path: Path) -> Path:
     """Return `path` resolved, refusing it unless it stays under `root` once every link is followed."""
-    real_root = root.resolve()
-    real = path.resolve()
+    try:
+        real_root = root.resolve()
+        real = path.resolve()
+    except (RuntimeError, OSError):  # a link loop (RuntimeError before Python 3.13)
+        raise OutsideFolder(
+            f"{path}: a link loop (it leads to no file); refusing to follow it"
+        ) from None
     if real != real_root and real_root not in real.parents:
         raise OutsideFolder(
             f"{path}: leads outside {root} (through a symlink?); refusing to follow it"

@@ -5,14 +5,19 @@ testbeds. Each is what the user meant or a one-line error with exit 2, never a t
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 from typer.testing import CliRunner
 
 from r2bench.cli import app
+from r2bench.records import rowcache
+from r2bench.records import store as st
+from r2bench.records.tables import Tables, build_tables, rebuild
 
 CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
 
@@ -92,3 +97,118 @@ def test_import_from_a_folder_named_in_any_script_makes_that_sweep(
     result = _invoke("import", str(logs), "--results", str(tmp_path / "results"))
     assert result.exit_code == 0, result.output
     assert (tmp_path / "results" / "journaux-été").is_dir()
+
+
+# ---- kept rows: keyed by what the parser reads, and only exactly as they were written -------
+
+
+def _fresh(sweep: Path) -> Tables:
+    shutil.rmtree(sweep / st.TABLES_DIR, ignore_errors=True)
+    return build_tables(sweep)
+
+
+def _linked_stdout(sweep: Path, into: str) -> tuple[str, Path]:
+    """A run whose stdout.txt is a link to a file inside the run folder (at `into`)."""
+    run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
+    target = run / into
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (run / st.STDOUT).rename(target)
+    (run / st.STDOUT).symlink_to(target.relative_to(run))
+    return str(st.spec_run_id(run)), target
+
+
+def _rewrite_in_place(target: Path) -> None:
+    """Keep half the result lines, writing through the same inode (no new file, no rename)."""
+    lines = target.read_text().splitlines(keepends=True)
+    rows = [i for i, line in enumerate(lines) if line.strip()[:1].isdigit()]
+    keep = [line for i, line in enumerate(lines) if i not in rows[len(rows) // 2 :]]
+    with target.open("r+") as handle:
+        handle.write("".join(keep))
+        handle.truncate()
+
+
+@pytest.mark.parametrize("into", ["sub/out.txt", "node/x/out.txt", "sub/deeper/out.txt"])
+def test_a_linked_file_rewritten_in_place_is_parsed_again(
+    good: Path, tmp_path: Path, into: str
+) -> None:
+    sweep = _copy(good, tmp_path / "s")
+    run_id, target = _linked_stdout(sweep, into)
+    cold = rebuild(sweep)
+    before = int(cold.runs.set_index("run_id").loc[run_id, "n_rows"])
+    _rewrite_in_place(target)
+    warm = build_tables(sweep)
+    after = int(warm.runs.set_index("run_id").loc[run_id, "n_rows"])
+    assert after < before
+    assert after == int(_fresh(sweep).runs.set_index("run_id").loc[run_id, "n_rows"])
+
+
+def test_a_linked_node_folder_rewritten_in_place_is_parsed_again(
+    good: Path, tmp_path: Path
+) -> None:
+    sweep = _copy(good, tmp_path / "s")
+    run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
+    first = rebuild(sweep).build_key
+    (run / "elsewhere" / "n0").mkdir(parents=True)
+    if (run / st.NODE_DIR).exists():
+        (run / st.NODE_DIR).rename(run / "elsewhere" / "n0" / "node")
+    (run / "elsewhere" / "n0" / "node").mkdir(exist_ok=True)
+    (run / st.NODE_DIR).symlink_to("elsewhere/n0/node")
+    second = rebuild(sweep).build_key
+    assert second != first
+    log = run / "elsewhere" / "n0" / "node" / "counters.tsv"
+    log.write_text("x\n")
+    assert rebuild(sweep).build_key != second  # a file added behind the link counts
+
+
+def test_a_link_loop_in_a_run_folder_costs_only_its_rows(good: Path, tmp_path: Path) -> None:
+    sweep = _copy(good, tmp_path / "s")
+    run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
+    (run / "loop").symlink_to("loop")
+    (run / st.NODE_DIR).mkdir(exist_ok=True)
+    (run / st.NODE_DIR / "up").symlink_to("..")
+    assert len(rebuild(sweep).runs) == len(_fresh(sweep).runs)
+
+
+# Cells of the wrong type in a kept-rows file: each crashed the build (a TypeError, an
+# OverflowError, an AttributeError) before kept rows had to be exactly as written.
+CELL_EDITS = [
+    ("results", "size_bytes", "x"),
+    ("results", "busbw_gbps", 10**30),
+    ("results", "wrong", 1.5),
+    ("provenance", "field", None),
+    ("runs", "library", 7),
+    ("runs", "repeat", 10**30),
+    ("runs", "avg_busbw_gbps", "x"),
+]
+
+
+@pytest.mark.parametrize(("table", "column", "value"), CELL_EDITS)
+def test_kept_rows_of_the_wrong_shape_are_ignored_and_rebuilt(
+    good: Path, tmp_path: Path, table: str, column: str, value: object
+) -> None:
+    sweep = _copy(good, tmp_path / "s")
+    cold = rebuild(sweep)
+    for path in sorted((sweep / st.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json")):
+        doc = json.loads(path.read_text())
+        rows = doc["rows"][table]
+        if table == "runs":
+            rows[0][column] = value
+        else:
+            rows[column] = [value] * len(rows[column])
+        path.write_text(json.dumps(doc))
+    warm = build_tables(sweep)
+    for name, frame in cold.items():
+        pd.testing.assert_frame_equal(frame, getattr(warm, name))
+    assert _invoke("report", str(sweep)).exit_code == 0
+
+
+def test_kept_rows_cut_short_or_reordered_are_ignored(good: Path, tmp_path: Path) -> None:
+    sweep = _copy(good, tmp_path / "s")
+    cold = rebuild(sweep)
+    paths = sorted((sweep / st.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json"))
+    paths[0].write_bytes(paths[0].read_bytes()[:-100])
+    doc = json.loads(paths[1].read_text())
+    paths[1].write_text(json.dumps({"rows": doc["rows"], **doc}))  # same data, keys moved
+    warm = build_tables(sweep)
+    for name, frame in cold.items():
+        pd.testing.assert_frame_equal(frame, getattr(warm, name))
