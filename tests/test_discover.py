@@ -204,3 +204,12 @@ def test_bonded_roce_takes_the_bond_master(tmp_path: Path) -> None:
     devices, others = fake_sysfs.bonded_roce()
     lines = rdma_lines(fake_sysfs.build(tmp_path, devices, others))
     assert lines == [("mlx5_bond_0", 1, "Ethernet", "bond0")]
+
+
+def test_a_roce_port_without_a_netdev_is_not_added() -> None:
+    """A RoCE port whose netdev the node does not show (another namespace, a LAG member) cannot
+    be a NIC of the file (a roce NIC needs its netdev): skipped, not a crash."""
+    found = parse_discovery("rdma mlx5_2 1 Ethernet -\nrdma mlx5_0 1 InfiniBand -\nroute eno1")
+    testbed = manifest_testbed((DATA / "one-node-no-lan.xml").read_text())
+    node = merge_testbed(testbed, {"node0": found}).nodes[0]
+    assert [(n.name, n.kind) for n in node.data_nics] == [("mlx5_0", NicKind.IB)]

@@ -147,6 +147,8 @@ def merge_node(node: NodeModel, found: Discovered) -> NodeModel:
     for port in found.rdma:
         if (port.device, port.port) in covered or _port_name(port) in used_names:
             continue
+        if _kind(port) is not NicKind.IB and port.netdev is None:
+            continue  # a RoCE port is reached through its netdev, and the node shows none
         nics.append(Nic(name=_port_name(port), kind=_kind(port), rdma_device=port.device,
                         port=port.port, netdev=port.netdev))  # fmt: skip
     if not any(n.management for n in nics) and found.default_route:
