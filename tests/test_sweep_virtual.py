@@ -189,6 +189,44 @@ def test_sweep_end_to_end_then_resume_skips_everything(bed: Bed, tmp_path: Path)
     assert leftovers(bed) == []
 
 
+MASKED = """name: masked
+libraries: {emulated: {recipe: emulated-lib}}
+benchmark: {recipe: emulated}
+sizes: {begin: 4M, end: 4M, factor: 2}
+options: {iterations: 10, warmup: 1, cycles: 40, timeout_s: 30}
+env: {NCCL_R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 2}
+scenarios:
+  - name: last-nic-down
+    faults: [{kind: link_down, node: node1, nic: nic1, trigger: {after_s: 0.5, since: first_result}, duration_s: 1}]
+sweep: {matrix: {scenario: [last-nic-down]}}
+deadline_s: 30
+"""
+
+
+def test_a_fault_on_the_nic_mode_2_masks_is_without_effect(bed: Bed, tmp_path: Path) -> None:
+    """R2CC_MODE 2 masks the last NIC from the start: taking it down touches no traffic, so the
+    run that finished ok measured no fault. The sweep records `fault_without_effect` with the
+    NIC's byte counts, and the report shows the evidence line."""
+    experiment = tmp_path / "masked.yaml"
+    experiment.write_text(MASKED)
+    results = tmp_path / "results"
+    proc = sweep(experiment, bed, results)
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode in (0, 1), out
+    runs = [p for p in (results / "masked").glob("*") if (p / COMPLETE).exists()]
+    assert len(runs) == 1, out
+    run_dir = runs[0]
+    end = RunEnd.model_validate_json((run_dir / "outcome.json").read_text())
+    assert end.outcome.status.value == "fault_without_effect", end.outcome.reason
+    reason = end.outcome.reason
+    assert "node1/nic1 link_down: touched no traffic" in reason, reason
+    assert "moved in the 2.0 s before it" in reason or "moved in the" in reason
+    report = (results / "masked" / "report.html").read_text()
+    assert "Failure evidence: did each fault hit live traffic" in report
+    assert "node1/nic1 link_down: touched no traffic" in report
+    assert leftovers(bed) == []
+
+
 def test_a_second_sweep_on_the_same_results_is_refused(bed: Bed, tmp_path: Path) -> None:
     experiment = write_experiment(tmp_path, "locked", repeats=2)
     results = tmp_path / "results"
