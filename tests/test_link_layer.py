@@ -69,7 +69,7 @@ def test_ib_port_down_is_refused_on_roce_and_link_down_on_ib() -> None:
     refused = link_layer_refusal(FAULT_KINDS["link_down"], ib)
     assert refused is not None
     message, hint = refused
-    assert "IPoIB" in message and "stays ACTIVE" in message
+    assert "IPoIB" in message and "port ACTIVE and RDMA traffic flowing" in message
     assert hint.startswith("on ib NICs use: ib_port_down")
     assert link_layer_refusal(FAULT_KINDS["ib_port_down"], ib) is None
     assert link_layer_refusal(FAULT_KINDS["link_down"], roce) is None

@@ -193,8 +193,8 @@ _WRONG_LINK_LAYER: Mapping[tuple[str, NicKind], str] = MappingProxyType(
         ),
         ("ib_port_down", NicKind.ETH): "it has no RDMA port for ibportstate to disable",
         ("link_down", NicKind.IB): (
-            "taking the IPoIB interface down leaves the InfiniBand port ACTIVE: it stays ACTIVE "
-            "and RDMA traffic keeps flowing"
+            "taking its IPoIB interface down leaves the InfiniBand port ACTIVE and RDMA traffic "
+            "flowing"
         ),
     }
 )
