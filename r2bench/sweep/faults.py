@@ -37,6 +37,9 @@ class _FaultState:
     step: FaultStep
     agent: NodeAgent
     offset: float
+    """The executor's clock offset (its times are read on its clock)."""
+    node_offset: float
+    """The affected node's: the records put the fault on that node's clock."""
     armed: str | None = None
     active: bool = False
     cycle: int = 0
@@ -64,7 +67,10 @@ class FaultDriver:
         self._states = {
             # A fault runs on its executor (the node, or the SmartNIC carrying its NIC).
             f.index: _FaultState(
-                f, self.agents[f.inject.node], self.offsets.get(f.inject.node, 0.0)
+                f,
+                self.agents[f.inject.node],
+                self.offsets.get(f.inject.node, 0.0),
+                self.offsets.get(f.node, self.offsets.get(f.inject.node, 0.0)),
             )
             for f in self.run.faults
         }
@@ -234,7 +240,15 @@ class FaultDriver:
         ok: bool | None = None,
     ) -> None:
         step = state.step
+        # Times the executor reported, moved onto the affected node's clock: the records take a
+        # fault's clock_offset_s as its node's (the same on both when the node runs it itself).
+        shift = state.node_offset - state.offset
+
+        def on_node(value: float | None) -> float | None:
+            return None if value is None else value + shift
+
         node_time = line.node_time if line else None
+        applied = on_node(line.time_field("applied")) if line else None
         event = FaultEvent.model_validate(
             {
                 "action": action,
@@ -243,16 +257,16 @@ class FaultDriver:
                 "node": step.node,
                 "nic": step.nic,
                 "tag": step.tag,
-                "time": (line.time_field("applied") if line else None) or node_time,
+                "time": applied or on_node(node_time),
                 "controller_time": requested if requested is not None else self.clock(),
                 "ok": (line is not None and line.ok) if ok is None else ok,
                 "detail": _text(line),
                 "cycle": state.cycle,
                 "planned_at": planned,
                 "requested_at": requested,
-                "applied_at": line.time_field("applied") if line else None,
-                "verified_at": line.time_field("verified") if line else None,
-                "clock_offset_s": state.offset,
+                "applied_at": applied,
+                "verified_at": on_node(line.time_field("verified")) if line else None,
+                "clock_offset_s": state.node_offset,
             }
         )
         self.history.append(event)
