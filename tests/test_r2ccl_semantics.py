@@ -11,6 +11,7 @@ from r2bench.config.r2ccl import (
     PINNED_COMMIT,
     backup_nic,
     failover_timeout,
+    failover_timeout_at,
     is_r2cc_variable,
     revision_for,
     simulated_failed_nics,
@@ -91,3 +92,5 @@ def test_each_revision_keeps_its_own_variables_and_timeout() -> None:
     assert MAIN.failover_timeout({"NCCL_IB_TIMEOUT": "5000"}).ms == 5000
     assert 3 in F45CBCB.wrong_data_modes and not MAIN.wrong_data_modes
     assert MAIN.ar_min_bytes == 16 << 20
+    assert failover_timeout_at({}, "main").ms == 5000
+    assert failover_timeout_at({}, None).ms == 32_000

@@ -255,7 +255,7 @@ def _revision_notes(
         if choice is None or choice.note is None or choice.note in notes:
             continue
         where: FieldPath = ("libraries", label, "ref" if library.ref else "recipe")
-        notes[choice.note] = doc.issue(where, f"note: {choice.note}")
+        notes[choice.note] = doc.issue(where, choice.note)
     return list(notes.values())
 
 
