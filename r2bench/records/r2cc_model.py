@@ -23,11 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-DEFAULT_K = 4
-"""R2CC_AR_STAGE2_CHUNKS when unset (upstream README)."""
-K_MAX = 16
-AR_MIN_BYTES = 16 << 20
-"""R2CC_AR_MIN_BYTES: below it R2CC-AllReduce falls back to Balance."""
+from r2bench.config.r2ccl import AR_STAGE2_CHUNKS_MAX, MAIN
+
+DEFAULT_K = int(str(MAIN.variables["R2CC_AR_STAGE2_CHUNKS"].default))
+"""R2CC_AR_STAGE2_CHUNKS when unset (4: upstream's semantics table, config/r2ccl.py)."""
+K_MAX = AR_STAGE2_CHUNKS_MAX
+AR_MIN_BYTES: int = MAIN.ar_min_bytes if MAIN.ar_min_bytes is not None else 0
+"""R2CC_AR_MIN_BYTES: below it R2CC-AllReduce falls back to Balance (16 MiB)."""
 FLAG_ABOVE = 0.05
 """A measured T/T_nf further than this share from its prediction is flagged."""
 BALANCE_MODE = "2"

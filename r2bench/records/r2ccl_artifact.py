@@ -41,6 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from r2bench.config.r2ccl import AR_STAGE2_CHUNKS_MAX
 from r2bench.records.events import read_events
 from r2bench.records.models import (
     Device,
@@ -58,7 +59,7 @@ from r2bench.safeio import InputRefused
 
 MIB = 1 << 20
 """The receive table's MB: the program prints `port_rcv_data * 4 / 1024 / 1024` (MiB)."""
-K_MIN, K_MAX = 1, 16
+K_MIN, K_MAX = 1, AR_STAGE2_CHUNKS_MAX
 """R2CC_AR_STAGE2_CHUNKS: R-2CCL runs stage 2 of R2CC-AllReduce in at most 16 chunks."""
 K_VARIABLE = "R2CC_AR_STAGE2_CHUNKS"
 MODE_VARIABLE = "R2CC_MODE"
