@@ -59,6 +59,8 @@ def test_x_and_k_from_the_settings() -> None:
     assert m.failed_share(env) == pytest.approx(1 / 3)
     assert m.failed_share({**env, "R2CC_FAILED_NIC_COUNT": "2"}) == pytest.approx(2 / 3)
     assert m.failed_share({"R2CC_FAILED_HCA": "mlx5_2"}) is None  # NICs in use not stated
+    assert m.failed_share({**env, "NCCL_IB_HCA": "^mlx5_1"}) is None  # only those not used
+    assert m.failed_share({**env, "NCCL_IB_HCA": "=mlx5_0:1,mlx5_2:1"}) == pytest.approx(0.5)
     assert m.failed_share({**env, "R2CC_FAILED_HCA": "mlx5_0,mlx5_2,mlx5_3"}) is None
     assert m.stage2_chunks({"R2CC_AR_STAGE2_CHUNKS": "8"}) == 8
     assert m.stage2_chunks({}) is None

@@ -95,7 +95,10 @@ def failed_share(env: Mapping[str, str]) -> float | None:
     """X from a run's settings: the NICs declared failed (`R2CC_FAILED_NIC_COUNT`, else the
     entries of `R2CC_FAILED_HCA`) over the NICs NCCL uses (`NCCL_IB_HCA`'s entries); None
     when either is not stated."""
-    hcas = [h for h in (env.get("NCCL_IB_HCA") or "").lstrip("=^").split(",") if h.strip()]
+    listed = (env.get("NCCL_IB_HCA") or "").strip()
+    if listed.startswith("^"):
+        return None  # a list of NICs NCCL must not use: the ones it uses are not stated
+    hcas = [h for h in listed.lstrip("=").split(",") if h.strip()]
     if not hcas:
         return None
     count = (env.get("R2CC_FAILED_NIC_COUNT") or "").strip()
