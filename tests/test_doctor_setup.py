@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from r2bench.config.source import load_yaml
 from r2bench.config.testbed import Testbed
 from r2bench.config.validate import validate_model
@@ -94,3 +96,29 @@ def test_the_sections_round_trip_through_the_parser() -> None:
     marker = script.splitlines()[0].split("'")[1]
     sections = parse_sections(f"{marker}\n{SHAPED}\n")
     assert parse_rate_limits(sections["qos.node-1.mlx5_0"])[7] == 10.0
+
+
+def test_a_smartnic_is_held_to_what_it_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU, MPI or the GPU nodes' OS is asked of a BlueField; a fault left on it fails."""
+    from r2bench.doctor import run as doctor_run
+
+    testbed = _testbed()
+    mpirun = "/usr/bin/mpirun\nmpirun (Open MPI) 4.1.6"
+    facts = [
+        _facts(n, {"os": "6.8.0\nUbuntu 22.04", "gpu": "", "mpirun": mpirun, "ssh": ""})
+        for n in ("node-1", "node-2", "node-3")
+    ]
+    facts += [
+        _facts("node-1-bf", {"os": "5.15.0-bluefield\nUbuntu 22.04", "mpirun": ABSENT}),
+        _facts("node-2-bf", {"faults": "r2b-x-f0\tkind=flow_drop bridge=ovsbr1"}),
+        NodeFacts("node-3-bf", reachable=False, error="no route"),
+    ]
+    monkeypatch.setattr(doctor_run, "gather", lambda testbed, pool: facts)
+    results = doctor_run.diagnose(testbed, pool=object())  # type: ignore[arg-type]
+    on_bf = {(r.node, r.check): r.status for r in results if r.node.endswith("-bf")}
+    asked = ("mpirun", "os/kernel", "gpus", "ssh from first", "transport", "driver")
+    assert not any(check in asked for _, check in on_bf)
+    assert on_bf[("node-1-bf", "active faults")] is Status.OK
+    assert on_bf[("node-2-bf", "active faults")] is Status.FAIL
+    assert on_bf[("node-3-bf", "reachable")] is Status.FAIL
+    assert doctor_run.ssh_peers_of(testbed, testbed.nodes[0]) == testbed.nodes[1:3]

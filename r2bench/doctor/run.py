@@ -14,7 +14,7 @@ from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import Testbed, TestbedKind
 from r2bench.doctor.checks import CheckResult, run_checks
 from r2bench.doctor.facts import NodeFacts, facts_script, parse_sections
-from r2bench.doctor.testbed_setup import setup_checks, setup_sections
+from r2bench.doctor.testbed_setup import host_checks, setup_checks, setup_sections
 from r2bench.nodes import Node, NodeError, NodePool
 
 CLOCK_PROBES = 3
@@ -77,9 +77,10 @@ def gather_node(node: Node, testbed: Testbed, ssh_peers: list[NodeModel]) -> Nod
 
 def ssh_peers_of(testbed: Testbed, model: NodeModel) -> list[NodeModel]:
     """Nodes the first node must reach by passwordless ssh (none on a local testbed)."""
-    if testbed.kind is TestbedKind.LOCAL or model is not testbed.nodes[0]:
+    compute = testbed.compute_nodes  # mpirun reaches the nodes that run ranks, not SmartNICs
+    if testbed.kind is TestbedKind.LOCAL or model is not compute[0]:
         return []
-    return testbed.nodes[1:]
+    return compute[1:]
 
 
 def gather(testbed: Testbed, pool: NodePool) -> list[NodeFacts]:
@@ -102,4 +103,8 @@ def diagnose(testbed: Testbed, pool: NodePool | None = None) -> list[CheckResult
     else:
         with NodePool.from_testbed(testbed) as own_pool:
             facts = gather(testbed, own_pool)
-    return run_checks(testbed, facts) + setup_checks(testbed, facts)
+    # A host that runs no rank (a SmartNIC) is held to what it does: reachable, its clock, no
+    # fault left behind; GPUs, MPI and the same OS as the GPU nodes are not asked of it.
+    ranks = [f for f in facts if (model := testbed.node(f.node)) and model.runs_ranks]
+    others = [f for f in facts if f not in ranks]
+    return run_checks(testbed, ranks) + host_checks(testbed, others) + setup_checks(testbed, facts)

@@ -1,7 +1,8 @@
 """Doctor's checks of what a testbed keeps in place itself (pure, plus the script lines that
 gather the facts): NIC rate limits held with `mlnx_qos` (`nics[].shaping`), the NCCL topology
 file every compute node holds (`setup.topology_file`), and each SmartNIC's Open vSwitch, which a
-`flow_drop` fault run there needs.
+`flow_drop` fault run there needs; and the checks a host that runs no rank is held to
+(`host_checks`: a SmartNIC needs no GPU, MPI or the GPU nodes' OS).
 
 R-2CCL's r7525 testbed is only a fair testbed while all three NICs are held at the same rate and
 the topology file declares that rate: a port whose limit was lost at a reboot (mlnx_qos settings
@@ -16,7 +17,14 @@ from collections.abc import Iterator
 
 from r2bench.config.testbed import Nic, NicShaping, Testbed
 from r2bench.config.testbed import Node as NodeModel
-from r2bench.doctor.checks import CheckResult, Status
+from r2bench.doctor.checks import (
+    CheckResult,
+    Status,
+    check_clock,
+    check_faults,
+    check_processes,
+    check_reachable,
+)
 from r2bench.doctor.facts import ABSENT, MARKER, NodeFacts, node_path
 
 TOPOLOGY_BYTES = 262_144
@@ -190,4 +198,20 @@ def setup_checks(testbed: Testbed, all_facts: list[NodeFacts]) -> list[CheckResu
             results.append(check_topology(testbed, host, facts.section("topology")))
         if not host.runs_ranks:
             results.append(check_ovs(host, facts.section("ovs")))
+    return results
+
+
+def host_checks(testbed: Testbed, all_facts: list[NodeFacts]) -> list[CheckResult]:
+    """The checks a host that runs no rank (a SmartNIC) is held to: reachable, its clock (fault
+    times are read on it), no stray process, no fault left behind."""
+    results = []
+    for facts in all_facts:
+        model = testbed.node(facts.node)
+        if model is None:
+            continue
+        results.append(check_reachable(facts, model))
+        if facts.reachable:
+            results.append(check_clock(facts))
+            results.append(check_processes(facts))
+            results.append(check_faults(facts, testbed.paths.work_dir, model.sudo))
     return results
