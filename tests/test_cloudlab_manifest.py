@@ -181,3 +181,10 @@ def test_only_a_blockstore_is_no_testbed() -> None:
             root.remove(node)
     with pytest.raises(ManifestError, match=r"no node to log in to.*\(dsnode\)"):
         manifest_testbed(ET.tostring(root, encoding="unicode"))
+
+
+def test_blockstore_lan_found_by_its_interfaces_not_their_names() -> None:
+    """Interface ids need not start with the node's name (GENI tools write `interface-0`)."""
+    text = (DATA / "real-emulab-2025-blockstore.xml").read_text().replace("dsnode:if0", "bs-0")
+    nfs = manifest_testbed(text).nodes[0]
+    assert [n.name for n in nfs.data_nics] == ["nfsLan"]

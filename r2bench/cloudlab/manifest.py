@@ -201,10 +201,15 @@ def parse_rspec(text: str) -> Manifest:
     """The manifest's nodes in document order (blockstores skipped), and what else it says."""
     root = parse_xml(text)
     lans = _lan_of(root)
-    skipped = [e.get("client_id") or "?" for e in _children(root, "node") if _is_blockstore(e)]
+    blockstores = [e for e in _children(root, "node") if _is_blockstore(e)]
+    skipped = [e.get("client_id") or "?" for e in blockstores]
+    # The LANs to a blockstore carry its storage traffic: never a data NIC.
     storage = {
-        lan for iface, lan in lans.items() if iface.split(":", 1)[0] in skipped
-    }  # the LANs to a blockstore carry its storage traffic: never a data NIC
+        lans[i.get("client_id", "")]
+        for e in blockstores
+        for i in _children(e, "interface")
+        if i.get("client_id", "") in lans
+    }
     nodes = []
     for element in _children(root, "node"):
         name = element.get("client_id")
