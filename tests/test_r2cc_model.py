@@ -133,6 +133,26 @@ def test_every_k_of_07_within_074_percent_as_upstream_says(k_sweep) -> None:
     assert round(balance.deviation_out_of_place * 100, 2) == -0.10  # upstream: -0.11 / -0.08
 
 
+def test_a_failure_declared_in_the_settings_alone_is_modelled(tmp_path: Path) -> None:
+    """experiments/r7525 declare the failure in the environment (R2CC_FAILED_HCA): their runs
+    are all of scenario `none`, the failure series are those of modes 2 and 3."""
+    from dataclasses import replace
+
+    from r2bench.report.model import model_frame
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / K_SWEEP).write_bytes((LOGS / K_SWEEP).read_bytes())
+    tables = _tables(folder, tmp_path / "results")
+    undeclared = tables.runs.assign(scenario="none")
+    frame = model_frame(replace(tables, runs=undeclared))
+    assert sorted(frame["schedule"]) == ["R2CC-AllReduce"] * 5 + ["R2CC-Balance"]
+    k16 = frame[frame["k"] == 16]
+    assert round(float(k16["deviation_out_of_place"].iloc[0]) * 100, 2) == 0.74
+    no_hca = undeclared.drop(columns=["NCCL_IB_HCA"])
+    assert model_frame(replace(tables, runs=no_hca)).empty  # no failure anywhere: nothing
+
+
 def test_a_series_more_than_5_percent_off_is_flagged(tmp_path: Path) -> None:
     from r2bench.figures.registry import draw_model
     from r2bench.report.model import model_frame

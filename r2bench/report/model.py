@@ -1,8 +1,9 @@
 """R-2CCL's model against the measurements: T/T_nf measured and predicted per failure series.
 
 For every series of runs that ended ok (`report.series`: runs that differ only by repeat) whose
-R2CC_MODE the model speaks of (2 R2CC-Balance, 3 R2CC-AllReduce) under a declared or real NIC
-failure (scenario other than `none`), the measured T/T_nf is its mean time at the largest size
+R2CC_MODE the model speaks of (2 R2CC-Balance, 3 R2CC-AllReduce) under a NIC failure, declared
+in its settings (R2CC_FAILED_HCA or R2CC_FAILED_NIC_COUNT with NCCL_IB_HCA: the scenario may be
+`none`, as in experiments/r7525) or real (a scenario other than `none`), the measured T/T_nf is its mean time at the largest size
 it shares with the healthy runs of the same context (R2CC_MODE 0 or stock NCCL, scenario
 `none`: same collective, ranks, hosts, GPUs, NCCL_* settings, and the same file for imported
 logs where that file has healthy runs, else those of the other files), over their mean time, per placement (upstream's artifact divides by the mean of its
@@ -86,10 +87,12 @@ def model_frame(tables: Tables) -> pd.DataFrame:
     )
     healthy = runs[(runs["scenario"] == rs.BASELINE_SCENARIO) & runs["mode"].isin(["0", ""])]
     out = []
-    for label, group in runs[runs["scenario"] != rs.BASELINE_SCENARIO].groupby("series"):
+    modelled = runs[runs["mode"].isin([m.BALANCE_MODE, m.ALLREDUCE_MODE])]
+    for label, group in modelled.groupby("series"):
         first = group.iloc[0]
-        if first["mode"] not in (m.BALANCE_MODE, m.ALLREDUCE_MODE):
-            continue
+        declared = m.failed_share(_env_of(tables.runs, str(first["run_id"]))) is not None
+        if first["scenario"] == rs.BASELINE_SCENARIO and not declared:
+            continue  # no failure, real or declared: nothing for the model to predict
         base = healthy[healthy["context"] == first["context"]]
         if base.empty:
             base = healthy[healthy["wide_context"] == first["wide_context"]]
