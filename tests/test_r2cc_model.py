@@ -134,8 +134,9 @@ def test_every_k_of_07_within_074_percent_as_upstream_says(k_sweep) -> None:
 
 
 def test_a_failure_declared_in_the_settings_alone_is_modelled(tmp_path: Path) -> None:
-    """experiments/r7525 declare the failure in the environment (R2CC_FAILED_HCA): their runs
-    are all of scenario `none`, the failure series are those of modes 2 and 3."""
+    """A failure declared in the environment (R2CC_FAILED_HCA), as experiments/r7525 and the
+    imported logs carry it: every run of scenario `none`, the failure series those of modes 2
+    and 3; a scenario named for the failure reads the same."""
     from dataclasses import replace
 
     from r2bench.report.model import model_frame
@@ -144,7 +145,12 @@ def test_a_failure_declared_in_the_settings_alone_is_modelled(tmp_path: Path) ->
     folder.mkdir()
     (folder / K_SWEEP).write_bytes((LOGS / K_SWEEP).read_bytes())
     tables = _tables(folder, tmp_path / "results")
-    undeclared = tables.runs.assign(scenario="none")
+    assert set(tables.runs["scenario"]) == {"none"}
+    failed = tables.runs["R2CC_MODE"].isin(["2", "3"])
+    named = tables.runs.assign(scenario=tables.runs["scenario"].where(~failed, "mlx5_2-failed"))
+    numbers = ["schedule", "k", "measured_out_of_place", "measured_in_place", "predicted"]
+    assert model_frame(replace(tables, runs=named))[numbers].equals(model_frame(tables)[numbers])
+    undeclared = tables.runs
     frame = model_frame(replace(tables, runs=undeclared))
     assert sorted(frame["schedule"]) == ["R2CC-AllReduce"] * 5 + ["R2CC-Balance"]
     k16 = frame[frame["k"] == 16]

@@ -15,8 +15,8 @@ from r2bench.records.models import OutcomeStatus
 from r2bench.records.r2ccl_artifact import (
     MIB,
     HotRepairRun,
+    declared_failure,
     read_artifact,
-    scenario_of,
 )
 
 LOGS = Path(__file__).parent / "data" / "r7525" / "logs"
@@ -67,10 +67,10 @@ def test_03_three_runs_with_their_modes_and_the_table_never_a_row() -> None:
         89,
         94,
     )
-    assert [scenario_of(r.settings) for r in got.harness_runs] == [
-        "none",
-        "node0-mlx5_2-declared-failed",
-        "node0-mlx5_2-declared-failed",
+    assert [declared_failure(r.settings) for r in got.harness_runs] == [
+        None,  # R2CC_MODE 0: R2CC off, the stated failure is not applied
+        "mlx5_2 of node 0 declared failed",
+        "mlx5_2 of node 0 declared failed",
     ]
 
 

@@ -40,12 +40,12 @@ from r2bench.records.r2ccl_artifact import (
     ArtifactLog,
     HarnessRun,
     HotRepairRun,
+    declared_failure,
     events_between,
     hot_repair_scenario,
     library_basis,
     looks_like_artifact,
     read_artifact,
-    scenario_of,
 )
 from r2bench.records.run import parse_outputs
 
@@ -457,7 +457,8 @@ def _harness_spec(
     source: str,
 ) -> RunSpec:
     """The nccl-tests spec as the output tells it, with R-2CCL as the library, the settings
-    the harness stated as its environment and the declared failure as its scenario."""
+    the harness stated as its environment and scenario `none` (a declared failure is one of
+    those settings: nothing was injected)."""
     spec = reconstruct_spec(logs, run.parsed, sweep, repeat, events, source)
     env = {k: v for k, v in run.settings.items() if _SPEC_ENV_RE.match(k)}
     sizes = [r.size_bytes for r in run.parsed.rows]
@@ -467,7 +468,7 @@ def _harness_spec(
             "library_label": "r2ccl",
             "library": ComponentRef(recipe="r2ccl", ref=_version_number(version)),
             "env": env,
-            "scenario": scenario_of(env),
+            "scenario": BASELINE_VARIANT,  # a declared failure is a setting, not a fault
             "size_begin": min(sizes, default=spec.size_begin),
             "size_end": max(sizes, default=spec.size_end),
         }
@@ -524,6 +525,8 @@ def _artifact_provenance(
         extra.append(f"the script's label: {run.label}")
     if isinstance(run, HarnessRun) and run.command:
         extra.append(f"the script ran: {run.command}")
+    if isinstance(run, HarnessRun) and (declared := declared_failure(run.settings)):
+        extra.append(f"{declared} (R2CC_MODE {run.settings.get('R2CC_MODE')}), nothing injected")
     if isinstance(run, HotRepairRun) and run.disconnect_cmd:
         extra.append(
             f"hot-repair program: cut by {run.disconnect_cmd} after "

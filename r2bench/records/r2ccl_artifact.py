@@ -372,16 +372,18 @@ def check_k(value: str, path: str, line: int) -> int:
     return k
 
 
-def scenario_of(settings: dict[str, str]) -> str:
-    """`none` for a healthy run (R2CC switched off, R2CC_MODE 0, or no failure declared),
-    else the declared failure: `node0-mlx5_2-declared-failed`."""
+def declared_failure(settings: dict[str, str]) -> str | None:
+    """The failure a run's settings declare, in words (`mlx5_2 of node 0 declared failed`), or
+    None: R2CC switched off (R2CC_MODE 0 or unset: the stated failure is not applied) or none
+    declared. The run's scenario stays `none`: nothing was injected, the library only masks
+    the NIC, as experiments/r7525 run it (so `compare` matches the two)."""
     mode = settings.get(MODE_VARIABLE, "").strip()
-    declared = FAILED_HCA_VARIABLE in settings or FAILED_COUNT_VARIABLE in settings
-    if mode in ("", "0") or not declared:
-        return HEALTHY_SCENARIO
-    node = settings.get(FAILED_NODE_VARIABLE) or "0"
-    hca = settings.get(FAILED_HCA_VARIABLE) or f"{settings.get(FAILED_COUNT_VARIABLE)}nics"
-    return f"node{node}-{hca.replace(',', '+')}-declared-failed"
+    hca = settings.get(FAILED_HCA_VARIABLE) or (
+        f"{settings[FAILED_COUNT_VARIABLE]} NIC(s)" if FAILED_COUNT_VARIABLE in settings else None
+    )
+    if mode in ("", "0") or hca is None:
+        return None
+    return f"{hca} of node {settings.get(FAILED_NODE_VARIABLE) or '0'} declared failed"
 
 
 def hot_repair_scenario(run: HotRepairRun) -> str:
