@@ -4,14 +4,15 @@ iteration's, at 256 MiB (issue 27's budget: at most 5 %).
 Reads r2b_verify outputs (stdout with its `#iter` lines) given on the command line, or runs the
 program first where a GPU is there:
 
-    python3 benchmarks/bench_verify.py OUT.txt [OUT-c0.txt ...]
+    python3 benchmarks/bench_verify.py OUT.txt [OUT-c0.txt ...] [--nccl-tests NT.txt]
     python3 benchmarks/bench_verify.py --binary ./r2b_verify [--np 2] [--size 256M]
 
 `--binary` runs `mpirun -np N BINARY -b SIZE -e SIZE -n 30 -w 5` twice, with the check on
 (`-c 1`) and off (`-c 0`), and reads both. Per output it prints the median iteration time,
 the median check time (each iteration's check on its slowest rank, GPU time) and their ratio;
 with a checked and an unchecked output of one size, also the iteration time with and without
-the check. Not a test: the ratio depends on the fabric (an NVLink iteration is short, one
+the check. With `--nccl-tests`, an all_reduce_perf output of the same library, sizes and
+GPUs: each size's mean busbw of both and their ratio (issue 27: within 3 %). Not a test: the ratio depends on the fabric (an NVLink iteration is short, one
 over 4 Gbit/s sockets long).
 """
 
@@ -24,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from r2bench.records.nccltests import parse_text
 from r2bench.records.verify import Verification, read_verification
 
 BUDGET = 0.05
@@ -45,6 +47,26 @@ def summarize(path: Path, check: Verification) -> dict[str, float | int | bool |
         "check_s": check_s,
         "ratio": check_s / seconds if checks and seconds > 0 else float("nan"),
     }
+
+
+def mean_busbw(path: Path) -> dict[int, float]:
+    """Mean out-of-place busbw per size of an nccl-tests-layout output (either program)."""
+    rows = [r for r in parse_text(path.read_bytes()).rows if r.placement == "out_of_place"]
+    sizes: dict[int, list[float]] = {}
+    for r in rows:
+        if r.busbw_gbps is not None:
+            sizes.setdefault(r.size_bytes, []).append(r.busbw_gbps)
+    return {size: statistics.mean(values) for size, values in sorted(sizes.items())}
+
+
+def compare_busbw(mine: Path, theirs: Path) -> None:
+    """Print r2b_verify's busbw against nccl-tests' per size."""
+    ours, base = mean_busbw(mine), mean_busbw(theirs)
+    print(f"busbw (GB/s), {mine.name} vs {theirs.name}:")
+    for size in sorted(set(ours) & set(base)):
+        print(
+            f"{size:>12} B  {ours[size]:8.2f}  {base[size]:8.2f}  {ours[size] / base[size] * 100:6.1f} %"
+        )
 
 
 def run_program(binary: str, ranks: int, size: str, folder: Path) -> list[Path]:
@@ -69,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binary", help="run this r2b_verify first (needs GPUs and mpirun)")
     parser.add_argument("--np", type=int, default=2, help="ranks (one GPU each)")
     parser.add_argument("--size", default="256M", help="message size")
+    parser.add_argument("--nccl-tests", type=Path, help="an all_reduce_perf output to compare")
     args = parser.parse_args(argv)
     paths = list(args.outputs)
     if args.binary:
@@ -109,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"adds {float(a['check_s']) * 1e6:.1f} us per iteration = "
                     f"{float(a['check_s']) / t_off * 100:.2f} % of a fault-free iteration"
                 )
+    if args.nccl_tests:
+        compare_busbw(Path(str(on[0]["file"]) if on else str(rows[0]["file"])), args.nccl_tests)
     return 0
 
 

@@ -211,8 +211,12 @@ def test_bench_verify_reads_captured_outputs() -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_verify.py"),
          str(DATA / "all_reduce.np2.256M.check.stdout.txt"),
-         str(DATA / "all_reduce.np2.256M.nocheck.stdout.txt")],
+         str(DATA / "all_reduce.np2.256M.nocheck.stdout.txt"), "--nccl-tests",
+         str(DATA / "nccl-tests-2.19.6.all_reduce_perf.np2.16M-256M.n20.txt")],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "check / iteration" in out.stdout and "268435456" in out.stdout
+    # r2b_verify's busbw within 3 % of nccl-tests' at 256 MiB on the same GPUs and NCCL
+    share = float(out.stdout.split("268435456 B ")[-1].split()[-2])
+    assert 97.0 <= share <= 103.0, out.stdout

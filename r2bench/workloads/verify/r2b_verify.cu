@@ -101,6 +101,16 @@ struct Ctrl {
     CUDACHECK(cudaMemcpy(all, d, bytes * nranks, cudaMemcpyDeviceToHost));
 #endif
   }
+
+  void barrier() {
+#ifndef R2B_NO_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#else
+    char mine = 0;
+    std::vector<char> all(nranks);
+    allgather(&mine, all.data(), 1);
+#endif
+  }
 };
 static Ctrl g_ctrl;
 
@@ -421,7 +431,7 @@ struct Run {
   cudaStream_t stream;
   float *send, *recv;
   unsigned long long *d_wrong, *h_wrong;
-  cudaEvent_t c0, c1;
+  cudaEvent_t c0, c1, t_begin, t_end;
   int grid;
   long calls = 0;  // every collective call, warm-ups included: the input pattern's k
 
@@ -467,13 +477,21 @@ struct Run {
   IterResult timed(const Shape& s, long iter) {
     long k = calls++;
     fill(s, k);
+    g_ctrl.barrier();  // every rank launches together: no rank's time holds a wait for another
     IterResult r;
+    // The iteration's time is the GPU's, between events around the collective (the host's
+    // launch and polling latency left out, as nccl-tests' back-to-back loop amortizes it);
+    // start/end are the host's wall clock around launch and observed completion.
     r.start = wall_now();
     double t0 = mono_now();
+    CUDACHECK(cudaEventRecord(t_begin, stream));
     collective(s);
+    CUDACHECK(cudaEventRecord(t_end, stream));
     wait_stream(stream, comm, o.timeout_s, __LINE__);
-    r.seconds = mono_now() - t0;
-    r.end = r.start + r.seconds;
+    r.end = r.start + (mono_now() - t0);
+    float ms = 0;
+    CUDACHECK(cudaEventElapsedTime(&ms, t_begin, t_end));
+    r.seconds = ms / 1e3;
     int victim = o.corrupt_rank >= 0 ? o.corrupt_rank : n - 1;
     if (iter == o.corrupt_iter && rank == victim && s.out_count) {
       corrupt_kernel<<<1, 1, 0, stream>>>(recv, s.out_count / 2);  // the self-test
@@ -655,6 +673,8 @@ int main(int argc, char** argv) {
   CUDACHECK(cudaMallocHost(&run.h_wrong, sizeof(unsigned long long)));
   CUDACHECK(cudaEventCreate(&run.c0));
   CUDACHECK(cudaEventCreate(&run.c1));
+  CUDACHECK(cudaEventCreate(&run.t_begin));
+  CUDACHECK(cudaEventCreate(&run.t_end));
   run.grid = prop.multiProcessorCount * 8;
 
   // Warm-up: every power of two from -b to -e, as nccl-tests (not timed, not checked).
