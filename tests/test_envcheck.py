@@ -151,3 +151,23 @@ def test_nccl_info_logging_on_stdout_breaks_result_rows(tmp_path: Path) -> None:
     (note,) = _notes(tmp_path, body)
     assert "NCCL_DEBUG=INFO with no NCCL_DEBUG_FILE" in note and "/dev/stderr" in note
     assert _notes(tmp_path, body + "  NCCL_DEBUG_FILE: /dev/stderr\n") == []
+
+
+def test_a_failover_timer_longer_than_the_run_is_named(tmp_path: Path) -> None:
+    """At f45cbcb the unset timer is the derived 32 s: a fault 5 s into a 20 s run cannot fail
+    over. At main the default is 5000 ms, which fits."""
+    fault = (
+        "scenarios:\n  - name: cut\n    faults:\n      - {kind: ib_port_down, node: node0, "
+        "nic: mlx5_1, trigger: {after_s: 5}}\ndeadline_s: 20\n"
+    )
+    (note,) = _notes(tmp_path, "libraries:\n  r2ccl: {recipe: r2ccl}\n" + fault)
+    assert "libraries.r2ccl: warning: library 'r2ccl' (r2ccl at f45cbcb) waits 32 s" in note
+    assert "leaves 15 s between its first fault and the deadline" in note
+    assert _notes(tmp_path, "libraries:\n  r2ccl: {recipe: r2ccl, ref: main}\n" + fault) == []
+    off = (
+        "libraries:\n  r2ccl: {recipe: r2ccl, ref: main, env: {NCCL_R2CC_FAILOVER_TIMEOUT_MS: 0}}\n"
+    )
+    (note,) = _notes(tmp_path, off + fault)
+    assert (
+        "libraries.r2ccl.env.NCCL_R2CC_FAILOVER_TIMEOUT_MS" in note and "never fails over" in note
+    )

@@ -289,6 +289,48 @@ def _per_node_settings(
     return issues
 
 
+def _timer_outlasts_the_run(
+    experiment: Experiment, points: Iterable[Point], recipes: Mapping[str, Recipe], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """R-2CCL runs whose failover timer (the revision's default where unset: 32 s derived at
+    f45cbcb) cannot expire between a fault and the run's deadline: no failover can happen."""
+    issues: dict[tuple[str, str], ConfigIssue] = {}
+    for point in points:
+        scenario = experiment.scenario(point.values["scenario"])
+        label = point.values["library"]
+        library = experiment.libraries[label]
+        recipe = recipes.get(library.recipe)
+        choice = library_revision(recipe, library) if recipe else None
+        if scenario is None or choice is None:
+            continue
+        env = {**experiment.env, **library.env, **point.env()}
+        timer = choice.revision.failover_timeout(env)
+        first = min(f.trigger.after_s for f in scenario.faults)
+        left = experiment.deadline_s - first
+        if timer.ms / 1000 < left or (label, scenario.name) in issues:
+            continue
+        origin: FieldPath = ("libraries", label)
+        if FAILOVER_TIMEOUT_VAR in point.origins:
+            origin = point.origins[FAILOVER_TIMEOUT_VAR]
+        elif FAILOVER_TIMEOUT_VAR in library.env:
+            origin = ("libraries", label, "env", FAILOVER_TIMEOUT_VAR)
+        elif FAILOVER_TIMEOUT_VAR in experiment.env:
+            origin = ("env", FAILOVER_TIMEOUT_VAR)
+        waits = (
+            "never fails over"
+            if timer.source == "off"
+            else (f"waits {timer.ms / 1000:g} s before it fails over")
+        )
+        issues[(label, scenario.name)] = doc.issue(
+            origin,
+            f"warning: library '{label}' ({recipe.name if recipe else '?'} at "
+            f"{choice.revision.key}) {waits} ({timer.basis}), but scenario '{scenario.name}' leaves {left:g} s between its "
+            "first fault and the deadline: no failover can happen in these runs",
+            f"set {FAILOVER_TIMEOUT_VAR} well below {left * 1000:g} ms, or raise deadline_s",
+        )
+    return list(issues.values())
+
+
 def check_environment(
     experiment: Experiment,
     points: list[Point],
@@ -302,6 +344,8 @@ def check_environment(
     per-node settings), and one note per R-2CCL ref that no table names."""
     issues: dict[tuple[FieldPath, str], ConfigIssue] = {}
     for issue in _revision_notes(experiment, recipes, doc):
+        issues[(issue.path, issue.message)] = issue
+    for issue in _timer_outlasts_the_run(experiment, points, recipes, doc):
         issues[(issue.path, issue.message)] = issue
     if testbed_doc is not None:
         for issue in _per_node_settings(experiment, recipes, testbed, testbed_doc):
