@@ -400,11 +400,6 @@ def revision_for(ref: str | None) -> RevisionChoice:
     )
 
 
-def all_variables() -> frozenset[str]:
-    """Every variable any known revision reads."""
-    return frozenset(name for revision in REVISIONS for name in revision.variables)
-
-
 def failover_timeout_at(env: Mapping[str, object], ref: str | None) -> FailoverTimeout:
     """The failover timer of a run of R-2CCL at `ref` (None: the pinned commit) with `env`:
     the derived 32 s at f45cbcb, 5000 ms at upstream's main."""
