@@ -15,6 +15,8 @@ from sample_sweep import SampleConfig, write_sample_sweep
 from typer.testing import CliRunner
 
 from r2bench.cli import app
+from r2bench.compare.provenance import compare_provenance, sweep_facts
+from r2bench.compare.samples import load_sweep
 from r2bench.records import rowcache
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, build_tables, rebuild
@@ -212,3 +214,38 @@ def test_kept_rows_cut_short_or_reordered_are_ignored(good: Path, tmp_path: Path
     warm = build_tables(sweep)
     for name, frame in cold.items():
         pd.testing.assert_frame_equal(frame, getattr(warm, name))
+
+
+# ---- compare: a fact only some runs record is partly unknown, and says so --------------------
+
+
+def _drop_from_spec(run: Path, field: str) -> None:
+    spec = json.loads((run / st.SPEC).read_text())
+    spec.pop(field, None)
+    (run / st.SPEC).write_text(json.dumps(spec))
+
+
+@pytest.mark.parametrize("unnamed", [1, 3])
+def test_runs_without_a_testbed_are_warned_of_even_when_others_name_one(
+    good: Path, tmp_path: Path, unnamed: int
+) -> None:
+    cand = _copy(good, tmp_path / "cand")
+    runs = list(st.RunStore.at(cand).run_dirs())
+    for run in runs[:unnamed]:
+        _drop_from_spec(run, "testbed")
+    facts = sweep_facts(load_sweep(cand))
+    base = sweep_facts(load_sweep(good))
+    problems, warnings = compare_provenance(base, facts)
+    assert problems == []
+    (line,) = [w for w in warnings if "testbed" in w]
+    assert f"{unnamed} of {len(runs)} runs" in line and "candidate" in line
+    result = _invoke("compare", str(good), str(cand))
+    assert f"{unnamed} of {len(runs)} runs" in result.output
+
+
+def test_partly_known_facts_on_both_sides_are_never_a_difference(good: Path) -> None:
+    facts = sweep_facts(load_sweep(good))
+    base = {**facts, "testbed unknown in": "1 of 4 runs"}
+    cand = {**facts, "testbed unknown in": "3 of 4 runs"}
+    problems, warnings = compare_provenance(base, cand)
+    assert problems == [] and len(warnings) == 2

@@ -9,7 +9,9 @@ printed none adds nothing. The facts are flat, one value per field (`testbed`,
 `nccl_tests_version`, `library_version[<library>]`), so a reference file keeps them as
 written (`provenance:`). A field nobody recorded (an imported log without
 a version line, a reference written before references kept provenance) is unknown: it is
-reported as a warning, never as a mismatch.
+reported as a warning, never as a mismatch. So is a field only some runs recorded (8 of 9 runs
+name no testbed): the value is what the others recorded, and `<field> unknown in` says how many
+runs it leaves unchecked.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ Facts = dict[str, str | None]
 
 ALLOW_FLAG = "--allow-provenance-mismatch"
 LIBRARY_FIELD = "library_version[{}]"
+UNKNOWN_IN = " unknown in"
+"""Suffix of the fact that says how many runs recorded no value of a field (`3 of 9 runs`)."""
 
 
 class ProvenanceMismatch(InputError, ValueError):
@@ -54,24 +58,34 @@ def _joined(values: object) -> str | None:
     return ", ".join(seen) or None
 
 
-def _testbed(sweep: SweepData) -> str | None:
-    """The testbed(s) the sweep's runs name in spec.json (imported runs know none)."""
-    names = []
+def _add(facts: Facts, field: str, values: list[object]) -> None:
+    """`field`: the values the runs recorded, joined; and when some runs recorded one and
+    others none, `<field> unknown in`: how many recorded none."""
+    known = [v for v in values if v is not None and not pd.isna(v) and str(v).strip()]
+    facts[field] = _joined(known)
+    if known and len(known) < len(values):
+        facts[field + UNKNOWN_IN] = f"{len(values) - len(known)} of {len(values)} runs"
+
+
+def _testbeds(sweep: SweepData) -> list[object]:
+    """The testbed each run names in spec.json (None for one that names none; imported runs
+    know none)."""
+    names: list[object] = []
     for run_dir in st.RunStore.at(sweep.path).run_dirs() if sweep.path.is_dir() else []:
         name = st.load_run(run_dir).spec.get("testbed")
-        if isinstance(name, str) and name != IMPORTED_TESTBED:
-            names.append(name)
-    return _joined(names)
+        names.append(name if isinstance(name, str) and name != IMPORTED_TESTBED else None)
+    return names
 
 
 def sweep_facts(sweep: SweepData) -> Facts:
     """The provenance of a sweep that a comparison must agree on."""
     runs = sweep.tables.runs
-    facts: Facts = {"testbed": _testbed(sweep)}
-    facts["nccl_tests_version"] = _joined(runs.get("nccl_tests_version", []))
+    facts: Facts = {}
+    _add(facts, "testbed", _testbeds(sweep))
+    _add(facts, "nccl_tests_version", list(runs.get("nccl_tests_version", [])))
     if "library" in runs.columns and "nccl_library" in runs.columns:
         for library, group in runs.groupby("library", sort=True):
-            facts[LIBRARY_FIELD.format(library)] = _joined(group["nccl_library"])
+            _add(facts, LIBRARY_FIELD.format(library), list(group["nccl_library"]))
     return facts
 
 
@@ -86,7 +100,16 @@ def compare_provenance(baseline: Facts, candidate: Facts) -> tuple[list[Differen
             ]
     differences: list[Difference] = []
     warnings: list[str] = []
-    for field in sorted(baseline.keys() & candidate.keys() | {"testbed", "nccl_tests_version"}):
+    for side, facts in (("baseline", baseline), ("candidate", candidate)):
+        for field, count in sorted(facts.items()):
+            if field.endswith(UNKNOWN_IN) and count:
+                name = field.removesuffix(UNKNOWN_IN)
+                warnings.append(
+                    f"provenance: {name} is unknown in {count} of the {side} (they record "
+                    "none); only the others are checked"
+                )
+    fields = baseline.keys() & candidate.keys() | {"testbed", "nccl_tests_version"}
+    for field in sorted(f for f in fields if not f.endswith(UNKNOWN_IN)):
         base, cand = baseline.get(field), candidate.get(field)
         if base is None or cand is None:
             side = "baseline" if base is None else "candidate"
