@@ -50,11 +50,16 @@ from r2bench.safeio import (
     JSON_RECORD_LIMIT,
     InputRefused,
     OutsideFolder,
+    check_bounded,
     inside,
+    read_bytes_bounded,
     read_text_bounded,
     writable,
 )
 
+JSONL_LIMIT = 32 * 1024 * 1024
+"""Cap on events.jsonl and faults.jsonl, read whole: a run's typed events and fault steps are
+thousands of lines at most; a larger file is refused (the run listed with why), never read."""
 RUN_FORMAT = 1
 """The run-folder format this r2bench writes (spec.json's `format`) and the newest it reads.
 Bump it when a change would make an older r2bench misread a folder: a file or field renamed,
@@ -307,9 +312,10 @@ class RunRecord:
         return _part(self.path, name)
 
     def events(self) -> list[Event]:
-        """events.jsonl, skipping lines that do not validate (a record is never fatal)."""
+        """events.jsonl, skipping lines that do not validate (a record is never fatal); none
+        when it is over JSONL_LIMIT (`load_run` lists that as a problem)."""
         path = self.file(EVENTS)
-        return _read_jsonl(path, Event) if path else []
+        return _read_jsonl(path, Event, []) if path else []
 
     def node_files(self) -> list[Path]:
         """Every file collected from the nodes, sorted (links that lead out of the run folder
@@ -499,10 +505,15 @@ def _read_json(path: Path | None, fields: type[BaseModel], problems: list[str]) 
     return _checked(path, _read_object(path, problems), fields, problems)
 
 
-def _read_jsonl(path: Path, model: type[Any]) -> list[Any]:
+def _read_jsonl(path: Path, model: type[Any], problems: list[str]) -> list[Any]:
+    """The lines of a JSON Lines record that validate as `model` (others skipped); none, and
+    a problem naming the file, when it is not a regular file within JSONL_LIMIT."""
     out: list[Any] = []
     try:
-        lines = path.read_bytes().splitlines()
+        lines = read_bytes_bounded(path, JSONL_LIMIT, path.name).splitlines()
+    except InputRefused as exc:
+        problems.append(str(exc))
+        return out
     except OSError:
         return out
     for line in lines:
@@ -531,6 +542,13 @@ def load_run(path: Path) -> RunRecord:
     this r2bench does not know (`format_problem`) is not read beyond that: every part comes
     back empty and the format is its problem."""
     problems = _links_out(path)
+    if (events := _part(path, EVENTS)) is not None:  # read later, by RunRecord.events
+        try:
+            check_bounded(events, JSONL_LIMIT, EVENTS)
+        except InputRefused as exc:
+            problems.append(str(exc))
+        except OSError:
+            pass
     safe = {
         name: path / name if _stays_in(path, path / name) else None
         for name in (SPEC, PROVENANCE, OUTCOME, FAULTS)
@@ -547,7 +565,7 @@ def load_run(path: Path) -> RunRecord:
         spec=_checked(spec_path, raw_spec, SpecFields, problems),
         provenance=_read_json(safe[PROVENANCE], ProvenanceFields, problems),
         end=_read_end(safe[OUTCOME], problems),
-        faults=_read_jsonl(faults, FaultEvent) if (faults := safe[FAULTS]) else [],
+        faults=_read_jsonl(faults, FaultEvent, problems) if (faults := safe[FAULTS]) else [],
         problems=tuple(problems),
     )
 
