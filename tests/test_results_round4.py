@@ -287,3 +287,24 @@ def test_a_1gib_jsonl_side_file_is_refused_fast_and_named(
     assert time.monotonic() - start < 2
     assert peak < 100 * 1024 * 1024
     assert events == [] and any(name in p and "larger than" in p for p in record.problems)
+
+
+# ---- environment values from a run folder never take the tables down --------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["5000", "9" * 5001, "-1", "inf", "nan", "1e308", "\u00b9", "\u0661\u0662", ""]
+)
+def test_a_hostile_ib_timeout_in_a_run_s_environment_never_kills_the_report(
+    good: Path, tmp_path: Path, value: str
+) -> None:
+    # `import` ends in the same rebuild as `report`: one test covers both.
+    sweep = _copy(good, tmp_path / "s")
+    for run in st.RunStore.at(sweep).run_dirs():
+        for name in (st.SPEC, st.PROVENANCE):
+            doc = json.loads((run / name).read_text())
+            doc.setdefault("env", {}).update(NCCL_IB_TIMEOUT=value, NCCL_IB_RETRY_CNT=value)
+            (run / name).write_text(json.dumps(doc))
+    result = _invoke("report", str(sweep))
+    assert result.exit_code == 0, result.output
+    assert len(rebuild(sweep).runs) == len(list(st.RunStore.at(sweep).run_dirs()))
