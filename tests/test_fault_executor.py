@@ -167,3 +167,19 @@ def test_a_fault_run_elsewhere_is_recorded_on_its_nodes_clock(tmp_path: Path) ->
     # recorded as node1's clock reading: + (5 - 2)
     assert inject.applied_at is not None
     assert inject.applied_at - 3.0 == pytest.approx(launched + 0.3, abs=0.2)
+
+
+def test_without_a_declared_bluefield_the_fix_says_how_to_declare_one(tmp_path: Path) -> None:
+    text = R7525.read_text()
+    text = text[: text.index("  - name: node-1-bf")] + text[text.index("launcher:") :]
+    for k in (1, 2, 3):
+        text = text.replace(f"on: node-{k}-bf, ", "")
+    testbed = tmp_path / "no-bf.yaml"
+    testbed.write_text(text)
+    body = CUT.format(
+        kind="flow_drop", node="node-1", nic="mlx5_2", extra="params: {bridge: ovsbr1}, "
+    )
+    refusal = _refusal(tmp_path, body, testbed)
+    assert "'node-1' is the node itself" in refusal
+    assert "declare the BlueField that carries mlx5_2 as a host of the testbed" in refusal
+    assert "host_of: node-1, carries: [mlx5_2]" in refusal
