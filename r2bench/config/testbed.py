@@ -156,13 +156,9 @@ class Node(StrictModel):
     def _role_fits(self) -> Node:
         if self.role is NodeRole.SMARTNIC:
             if self.host_of is None:
-                raise ValueError(
-                    "a smartnic needs host_of: the compute node whose NICs it carries"
-                )
+                raise ValueError("a smartnic needs host_of: the compute node whose NICs it carries")
             if self.gpus:
-                raise ValueError(
-                    f"a smartnic runs no rank: gpus must be 0 (found {self.gpus})"
-                )
+                raise ValueError(f"a smartnic runs no rank: gpus must be 0 (found {self.gpus})")
         elif self.host_of is not None or self.carries:
             raise ValueError("host_of and carries belong to a smartnic (set role: smartnic)")
         return self
@@ -272,8 +268,11 @@ class Testbed(StrictModel):
         for node in nodes:
             for nic in node.nics:
                 holder = by_name.get(nic.shaping.on) if nic.shaping and nic.shaping.on else None
-                if nic.shaping and nic.shaping.on and nic.shaping.on != node.name and (
-                    holder is None or holder.host_of != node.name
+                if (
+                    nic.shaping
+                    and nic.shaping.on
+                    and nic.shaping.on != node.name
+                    and (holder is None or holder.host_of != node.name)
                 ):
                     raise ValueError(
                         f"node '{node.name}' NIC '{nic.name}': shaping.on '{nic.shaping.on}' is "
