@@ -23,6 +23,7 @@ bounded below and time above by default: faster is never a failure.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +47,7 @@ from r2bench.compare.samples import (
 from r2bench.compare.stats import bootstrap, point, relative_change, rng_for
 from r2bench.config.errors import ConfigError
 from r2bench.config.source import load_data
+from r2bench.config.types import short_repr
 
 FORMAT = "r2bench-reference/1"
 RESERVED = frozenset({"n", "outcomes", *METRICS})
@@ -101,7 +103,29 @@ def _bound(name: str, raw: Any) -> Bound:
     if not isinstance(raw, (list, tuple)) or not 1 <= len(raw) <= 4:
         raise CompareInputError(f"{name}: expected [value, lower, upper, unit], got {raw!r}")
     value, lower, upper, unit = (*raw, None, None, "")[:4]
+    for part, number in (("value", value), ("lower", lower), ("upper", upper)):
+        if (number is not None or part == "value") and not _finite(number):
+            raise CompareInputError(
+                f"{name}: {part} must be a finite number, got {short_repr(number)}"
+            )
     return Bound(value=value, lower=lower, upper=upper, unit=unit or "")
+
+
+def _finite(number: Any) -> bool:
+    return (
+        isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number)
+    )
+
+
+def _count(name: str, raw: Any) -> int:
+    """A count of runs: a whole number from 0 (.inf, -1 or 2.5 is refused by name)."""
+    if raw is None:
+        return 0
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 18:
+        return int(raw)
+    if not _finite(raw) or raw < 0 or raw != int(raw):
+        raise CompareInputError(f"{name}: expected a whole count of runs, got {short_repr(raw)}")
+    return int(raw)
 
 
 def parse_reference(data: Any, where: str = "reference") -> Reference:
@@ -114,13 +138,17 @@ def parse_reference(data: Any, where: str = "reference") -> Reference:
         for i, raw in enumerate(data.get("cells") or []):
             metrics = {m: _bound(f"{where}: cells[{i}].{m}", raw[m]) for m in METRICS if m in raw}
             key = {k: v for k, v in raw.items() if k not in RESERVED}
-            ref_cells.append(RefCell(key=key, metrics=metrics, n=int(raw.get("n") or 0)))
+            n = _count(f"{where}: cells[{i}].n", raw.get("n"))
+            ref_cells.append(RefCell(key=key, metrics=metrics, n=n))
         ref_series = [
             RefSeries(
                 key={k: v for k, v in raw.items() if k != "outcomes"},
-                outcomes={str(k): int(v) for k, v in (raw.get("outcomes") or {}).items()},
+                outcomes={
+                    str(k): _count(f"{where}: series[{i}].outcomes.{k}", v)
+                    for k, v in (raw.get("outcomes") or {}).items()
+                },
             )
-            for raw in data.get("series") or []
+            for i, raw in enumerate(data.get("series") or [])
         ]
         return Reference(
             sweep=str(data.get("sweep") or ""),
