@@ -45,6 +45,13 @@ def markup_safe(text: object) -> str:
     return escape(printable(text))
 
 
+def _terminal_size(value: str) -> bool:
+    """A COLUMNS or LINES value rich can use: 1 to 99999 in ASCII digits (`²` passes
+    isdigit() and fails int(); 5,001 digits fail int() too)."""
+    text = value.strip()
+    return text.isascii() and text.isdigit() and len(text) <= 5 and int(text) > 0
+
+
 class OutputClosed(EnvironmentFailure, OSError):
     """Standard output is closed: whatever a command prints would be lost."""
 
@@ -57,7 +64,7 @@ def prepare_streams(environ: MutableMapping[str, str]) -> None:
     letting the command succeed having shown nothing."""
     for name in ("COLUMNS", "LINES"):
         value = environ.get(name)
-        if value is not None and not (value.strip().isdigit() and int(value) > 0):
+        if value is not None and not _terminal_size(value):
             del environ[name]
     try:
         if sys.stdout is None:

@@ -17,8 +17,10 @@ from r2bench.cli import app
 from r2bench.config.errors import ConfigError
 from r2bench.config.load import load_testbed
 from r2bench.config.source import parse_yaml
+from r2bench.config.types import parse_size
 from r2bench.testbeds.slurm import MAX_HOSTS, SlurmError, expand_nodelist, read_allocation
 from r2bench.testbeds.yamlio import comment_header
+from r2bench.textsafe import prepare_streams
 
 CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
 CLOUDLAB = Path(__file__).parent / "data" / "cloudlab" / "two-nodes-one-lan.xml"
@@ -238,3 +240,27 @@ def test_a_good_virtual_testbed_rate_plans(tmp_path: Path, rate: str) -> None:
     path.write_text(text + f"virtual_testbed: {{nodes: 2, nics: 4, rate: {rate}}}\n")
     result = _invoke("plan", str(path), "-t", str(VIRTUAL_TB))
     assert result.exit_code == 0, result.output
+
+
+# ---- digits are ASCII digits wherever a number is read from text ----------------------------
+
+
+@pytest.mark.parametrize("size", ["\u0668K", "\u0661\u0662", "\uff18M", "8\u00b9K", "\u00b2"])
+def test_sizes_in_other_scripts_digits_are_refused(size: str) -> None:
+    with pytest.raises(ValueError, match="expected a size"):
+        parse_size(size)
+
+
+@pytest.mark.parametrize(
+    "value", ["\u00b2", "\u0668\u0660", pytest.param("9" * 5001, id="5001-digits"), "99999999999"]
+)
+def test_odd_terminal_sizes_are_dropped_not_a_crash(value: str) -> None:
+    environ = {"COLUMNS": value, "LINES": value}
+    prepare_streams(environ)
+    assert environ == {}
+
+
+def test_plain_terminal_sizes_are_kept() -> None:
+    environ = {"COLUMNS": "120", "LINES": " 40 "}
+    prepare_streams(environ)
+    assert environ == {"COLUMNS": "120", "LINES": " 40 "}

@@ -56,7 +56,8 @@ def _env_value(value: Any) -> str:
 
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
+# ASCII digits: `\d` takes Arabic-Indic or full-width ones too (`٨K` would read as 8K).
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 MAX_SIZE = 1 << 40
 """Largest message size: 1 TiB, several times the memory of any GPU (an H200 has 141 GB)."""

@@ -85,7 +85,7 @@ _SAFE_PART_RE = re.compile(r"^[A-Za-z0-9_.@:+-][A-Za-z0-9_.@:+ -]{0,199}$")
 # Sweep and run folder names: letters and digits of any script (`résultats`, a folder a user
 # named), never a control, a separator or a character that reorders text.
 _FOLDER_RE = re.compile(r"^[\w.@:+-][\w.@:+ -]{0,199}$")
-_INCOMPLETE_RE = re.compile(r"\.incomplete-\d+$")
+_INCOMPLETE_RE = re.compile(r"\.incomplete-[0-9]+$")
 
 
 class FaultEvent(BaseModel):
