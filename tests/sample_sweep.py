@@ -53,6 +53,8 @@ class SampleConfig:
     hostname: str = "vm"
     seed: int = 1
     sweep: str = "sample"
+    counters: bool = False
+    """Write each node's NIC counters (every 50 ms, the faulted NIC flat while it is down)."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,34 @@ def _fault_events(
     ]
 
 
+COUNTER_NICS = ("mlx5_0", "mlx5_1")
+COUNTER_RATE = 20e9  # bytes/s per NIC and direction while the job runs
+
+
+def _counters(start: float, end: float, window: tuple[float, float] | None, node: str) -> str:
+    """A node's counters.tsv as the sampler writes it: a line per NIC per 50 ms."""
+    lines = [
+        "# r2bench counters v1 host=sample interval_ms=50",
+        "time\tnic\tsource\ttx_bytes\trx_bytes\tstate",
+    ]
+    totals = dict.fromkeys(COUNTER_NICS, 1e9)
+    t = start
+    while t <= end:
+        for nic in COUNTER_NICS:
+            down = (
+                window is not None
+                and node == "node1"
+                and nic == "mlx5_0"
+                and window[0] <= t < window[1]
+            )
+            if not down:
+                totals[nic] += COUNTER_RATE * 0.05
+            state = "DOWN" if down else "ACTIVE"
+            lines.append(f"{t:.6f}\t{nic}\tib\t{totals[nic]:.0f}\t{totals[nic]:.0f}\t{state}")
+        t += 0.05
+    return "\n".join(lines) + "\n"
+
+
 def _finish(
     folder: st.RunFolder,
     spec: RunSpec,
@@ -281,6 +311,9 @@ def write_run(
     _write_outputs(folder, "\n".join(stdout) + "\n", "\n".join(stderr) + "\n" if stderr else "")
     folder.write_result_json(_json(cfg, spec, rows, start))
     folder.write_faults(_fault_events(spec, window, clock))
+    if cfg.counters:
+        for node in spec.nodes:
+            folder.write_node_file(node, "counters.tsv", _counters(start, clock.now, window, node))
     _finish(folder, spec, stdout, stderr, start, clock)
     return spec.run_id
 

@@ -260,6 +260,7 @@ def _window_rows(faults: list[FaultEvent]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             ("r", w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back)
+            + (None,) * (len(WINDOW_COLUMNS) - 8)  # no failure evidence: no counters here
             for w in run_fault_windows(faults, None)
         ],
         columns=list(WINDOW_COLUMNS),

@@ -339,13 +339,27 @@ def apply_to_outcome(outcome: Outcome | None, evidence: Sequence[FaultEvidence])
 # --------------------------------------------------------------------------- per-iteration traffic
 
 
+TRAFFIC_BEFORE = 16
+TRAFFIC_AFTER = 48
+"""Iterations kept in the traffic table: this many before the first fault and from it on (a
+dense run has thousands; the evidence is around the fault)."""
+
+
 def iteration_traffic(
-    series: dict[NicKey, NicSeries], iterations: Sequence[IterationWindow]
+    series: dict[NicKey, NicSeries],
+    iterations: Sequence[IterationWindow],
+    windows: Iterable[Window] = (),
 ) -> list[IterationTraffic]:
-    """Bytes each NIC moved during each measured collective (None where not sampled)."""
+    """Bytes each NIC moved during each measured collective around the first fault (every
+    collective without a fault window; None where a NIC was not sampled)."""
+    chosen = list(iterations)
+    first = min((w.applied for w in windows), default=None)
+    if first is not None:
+        at = next((i for i, it in enumerate(chosen) if it.end >= first), len(chosen))
+        chosen = chosen[max(0, at - TRAFFIC_BEFORE) : at + TRAFFIC_AFTER]
     out = []
-    for it in iterations:
-        for (node, nic), s in sorted(series.items()):
+    for (node, nic), s in sorted(series.items()):
+        for it in chosen:
             out.append(
                 IterationTraffic(
                     it.index, it.size, it.start, it.end, node, nic,
@@ -353,4 +367,5 @@ def iteration_traffic(
                     s.bytes_between(it.start, it.end, "rx"),
                 )
             )  # fmt: skip
+    out.sort(key=lambda t: (t.iteration, t.node, t.nic))
     return out

@@ -114,28 +114,80 @@ NicKey = tuple[str, str]
 """(node, nic)."""
 
 
-def read_series(paths: Iterable[Path], offset: Callable[[str], float]) -> dict[NicKey, NicSeries]:
-    """Every NIC's series from the counters files of a run (`node/<node>/counters.tsv`).
+CounterLines = dict[str, list[CounterLine]]
+"""node -> its sample lines, sorted by NIC, then time (node clock)."""
 
-    `offset(node)`: node clock minus controller clock. An unreadable file contributes nothing."""
+
+def read_counter_file(path: Path) -> list[CounterLine]:
+    """One sampler file's lines, sorted by NIC, then time; empty when unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    lines = [s for s in map(parse_counter_line, text.splitlines()) if s is not None]
+    lines.sort(key=lambda s: (s[1], s[0]))
+    return lines
+
+
+def read_counter_lines(paths: Iterable[Path]) -> CounterLines:
+    """Every node's sample lines from the files collected into a run folder (those named
+    `counters.tsv`, under `node/<node>/`)."""
+    return {p.parent.name: read_counter_file(p) for p in paths if p.name == COUNTERS_FILE}
+
+
+def series_of(lines: CounterLines, offset: Callable[[str], float]) -> dict[NicKey, NicSeries]:
+    """Every NIC's series on the controller clock (`offset(node)`: node minus controller)."""
     out: dict[NicKey, NicSeries] = {}
-    for path in paths:
-        if path.name != COUNTERS_FILE:
-            continue
-        node = path.parent.name
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        lines = [s for s in map(parse_counter_line, text.splitlines()) if s is not None]
-        lines.sort(key=lambda s: (s[1], s[0]))
+    for node, samples in lines.items():
         shift = offset(node)
-        for time_s, nic, source, tx, rx, _state in lines:
+        for time_s, nic, source, tx, rx, _state in samples:
             series = out.setdefault((node, nic), NicSeries(node, nic, source))
             _append(series, time_s - shift, tx, rx)
     for series in out.values():
         _close(series)
     return out
+
+
+def read_series(paths: Iterable[Path], offset: Callable[[str], float]) -> dict[NicKey, NicSeries]:
+    """Every NIC's series from the counters files of a run, on the controller clock."""
+    return series_of(read_counter_lines(paths), offset)
+
+
+CounterRow = tuple[
+    str, str, str, float, float | None, float | None, str, float | None, float | None
+]
+"""(node, nic, source, controller time, tx bytes, rx bytes, state, tx Gbit/s, rx Gbit/s); None
+where a counter was unreadable or a rate undefined (JSON-safe: the kept rows hold these)."""
+
+
+def counter_rows(lines: CounterLines, offset: Callable[[str], float]) -> list[CounterRow]:
+    """The counters table's rows: every sample on the controller clock, with the throughput
+    since the NIC's previous sample (NaN for its first one, and across a counter that went
+    backwards or was unreadable)."""
+    out: list[CounterRow] = []
+    for node, samples in lines.items():
+        shift = offset(node)
+        previous: CounterLine | None = None
+        for sample in samples:
+            time_s, nic, source, tx, rx, state = sample
+            tx_rate = rx_rate = None
+            if previous is not None and previous[1] == nic and time_s > previous[0]:
+                dt = time_s - previous[0]
+                tx_rate = _rate(tx - previous[3], dt)
+                rx_rate = _rate(rx - previous[4], dt)
+            row = (node, nic, source, time_s - shift, _known(tx), _known(rx), state)
+            out.append((*row, tx_rate, rx_rate))
+            previous = sample
+    return out
+
+
+def _known(value: float) -> float | None:
+    return None if value != value else value
+
+
+def _rate(delta: float, dt: float) -> float | None:
+    """Gbit/s of a counter delta; None for a counter that went backwards or was unreadable."""
+    return delta * 8 / dt / 1e9 if delta >= 0 else None
 
 
 def _append(series: NicSeries, t: float, tx: float, rx: float) -> None:

@@ -22,8 +22,9 @@ from typing import Any
 
 from r2bench.records import recovery
 from r2bench.records import store as st
-from r2bench.records.counters import empty_counters, run_counters
+from r2bench.records.counters import COUNTER_COLUMNS
 from r2bench.records.models import ParsedNcclTests
+from r2bench.records.nictraffic import counter_rows
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.ras import RAS_FILE, ras_verdict
 from r2bench.records.run import (
@@ -37,7 +38,7 @@ from r2bench.records.run import (
 )
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
 
-# Rows with counter samples are frames: counters need the `report` extra, like the tables.
+# Frames need the `report` extra, like the tables.
 try:
     import numpy as np
     import pandas as pd
@@ -134,7 +135,7 @@ def _shared(values: list[Any]) -> list[Any]:
     return [intern(v) if type(v) is str else v for v in values]
 
 
-_COLUMN_TABLES = ("results", "events", "windows", "provenance", "traffic")
+_COLUMN_TABLES = ("results", "events", "windows", "provenance", "traffic", "counters")
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -169,14 +170,6 @@ def _checked_run_row(row: Any) -> dict[str, Any]:
     return row
 
 
-def _counters_frame(columns: Any) -> pd.DataFrame:
-    """A kept counters frame, with the table's column types."""
-    empty = empty_counters()
-    if not isinstance(columns, dict) or set(columns) != set(empty.columns):
-        raise ValueError("not the counters columns")
-    return pd.DataFrame(columns, columns=list(empty.columns)).astype(empty.dtypes.to_dict())
-
-
 class RunRows:
     """Rows of every table, of one run folder or of many (merged in folder order)."""
 
@@ -190,7 +183,7 @@ class RunRows:
         self.iters = IterBlocks()
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
-        self.counters: list[pd.DataFrame] = []
+        self.counters = Cols(COUNTER_COLUMNS)
         self.warnings: list[str] = []
         self.thin: list[ParsedRun] = []
         """Faulted runs too short of samples before the fault for a baseline of their own."""
@@ -205,6 +198,7 @@ class RunRows:
             (self.windows, other.windows),
             (self.provenance, other.provenance),
             (self.traffic, other.traffic),
+            (self.counters, other.counters),
         ):
             for name in mine.names:
                 mine.data[name].extend(_shared(theirs.data[name]))
@@ -213,7 +207,6 @@ class RunRows:
             getattr(self.iters, f.name).extend(_shared(column) if f.name != "times" else column)
         self.runs.extend(other.runs)
         self.env_names |= other.env_names
-        self.counters.extend(other.counters)
         self.warnings.extend(other.warnings)
         self.thin.extend(other.thin)
 
@@ -263,11 +256,8 @@ class RunRows:
         self.cacheable = rec.complete and not self.thin
         self.runs.append(_run_row(self.sweep_dir, run, metrics.columns()))
         self.env_names.update((rec.spec.get("env") or {}).keys())
-        counters = run_counters(rec)
-        if counters is not None:  # sampled on each node's clock
-            offsets = counters["node"].map(lambda node: run.clock.offset(str(node)))
-            counters["time"] = counters["time"] - offsets.astype("float64")
-            self.counters.append(counters)
+        for row in counter_rows(run.counter_lines, run.clock.offset):  # controller clock
+            self.counters.add(rec.run_id, *row)
 
     def to_doc(self) -> dict[str, Any]:
         """The rows as plain JSON-able data (records.rowcache keeps them)."""
@@ -277,7 +267,6 @@ class RunRows:
             "iters": {f.name: list(getattr(self.iters, f.name)) for f in fields(IterBlocks)},
             "runs": self.runs,
             "env_names": sorted(self.env_names),
-            "counters": [frame.to_dict("list") for frame in self.counters],
             "warnings": self.warnings,
         }
 
@@ -292,7 +281,6 @@ class RunRows:
             _fill(other.iters.__dict__, doc["iters"])
             other.runs = [_checked_run_row(row) for row in doc["runs"]]
             other.env_names = {str(n) for n in doc["env_names"]}
-            other.counters = [_counters_frame(c) for c in doc["counters"]]
             other.warnings = [str(w) for w in doc["warnings"]]
         except (KeyError, TypeError, ValueError, AttributeError):
             return False

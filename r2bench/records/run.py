@@ -32,7 +32,14 @@ from r2bench.records.evidence import (
 )
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests, ResultRow
 from r2bench.records.nccltests import combine, parse_json, parse_text
-from r2bench.records.nictraffic import NicKey, NicSeries, read_series
+from r2bench.records.nictraffic import (
+    CounterLines,
+    NicKey,
+    NicSeries,
+    read_counter_lines,
+    read_series,
+    series_of,
+)
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.verify import Verification, read_verification, with_verification
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
@@ -279,6 +286,8 @@ class ParsedRun:
     """Per NIC fault window: did it hit live traffic (`records.evidence`)."""
     traffic: list[IterationTraffic] = field(default_factory=list)
     """Of a run with a NIC fault: bytes each NIC moved in each measured collective."""
+    counter_lines: CounterLines = field(default_factory=dict)
+    """Each node's NIC counter samples (`counters.tsv`), read once."""
     verification: Verification | None = None
     """What a verifying workload checked (its `#iter` and `#verify` lines, `records.verify`)."""
 
@@ -321,8 +330,11 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
     )
     run.verification = read_verification(record.file(st.STDOUT))
     run.outcome = with_verification(run.outcome, run.verification)
+    run.counter_lines = read_counter_lines(record.node_files())
     if any(w.nic for w in run.windows):
-        series, iterations = counter_series(run), iteration_windows(run)
+        series = counter_series(run)
+        # Without counters every verdict is `unknown`: no need to place the iterations.
+        iterations = iteration_windows(run) if series else []
         run.evidence = fault_evidence(
             run.windows,
             series,
@@ -330,7 +342,7 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
             end.ended_at if end else None,
             cap_rates(record.spec.get("faults") or []),
         )
-        run.traffic = iteration_traffic(series, iterations)
+        run.traffic = iteration_traffic(series, iterations, run.windows)
         run.outcome = apply_to_outcome(run.outcome, run.evidence)
     return run
 
@@ -356,7 +368,7 @@ def evidence_outcome(
 
 def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:
     """Every NIC's counter series of the run (`node/<node>/counters.tsv`), controller clock."""
-    return read_series(run.record.node_files(), run.clock.offset)
+    return series_of(run.counter_lines, run.clock.offset)
 
 
 def iteration_windows(run: ParsedRun) -> list[IterationWindow]:

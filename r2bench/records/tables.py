@@ -31,7 +31,7 @@ from typing import Any
 from r2bench.extras import require_report_extra
 from r2bench.records import recovery, rowcache
 from r2bench.records import store as st
-from r2bench.records.counters import empty_counters
+from r2bench.records.counters import empty_counters, typed_counters
 from r2bench.records.rows import (
     INCOMPLETE,
     INVALID,
@@ -107,7 +107,7 @@ def _assemble(rows: RunRows) -> Tables:
         blocks=blocks,
         events=_typed_events(rows.events.frame()),
         runs=runs,
-        counters=pd.concat(rows.counters, ignore_index=True) if rows.counters else empty_counters(),
+        counters=typed_counters(rows.counters.frame()),
         windows=_typed_windows(rows.windows.frame()),
         provenance=rows.provenance.frame(),
         traffic=_typed_traffic(rows.traffic.frame()),
