@@ -179,28 +179,27 @@ def test_lossless_is_unknown_for_nccl_tests_under_a_fault() -> None:
 
 
 def test_lossless_rests_on_the_verification_when_there_is_one() -> None:
-    from dataclasses import dataclass
-
     from r2bench.records.metrics import Inputs
+    from r2bench.records.verify import Verification
 
-    @dataclass
-    class V:
-        iterations: int = 20
-        ranks: int = 2
-        wrong: int = 0
-        wrong_iterations: tuple[int, ...] = ()
-        complete: bool = True
+    def checked(**kw: object) -> Verification:
+        base = dict(program="r2b_verify", ranks=2, iterations=20, elements=1 << 24, wrong=0,
+                    wrong_iterations=(), complete=True, samples=())  # fmt: skip
+        return Verification(**{**base, **kw})  # type: ignore[arg-type]
 
     run = parse_run(st.load_run(HIT))
-    run.verification = V()  # type: ignore[attr-defined]
+    run.verification = checked()
     ok = lossless(Inputs(run, "ok", run.windows))
     assert ok.value is True and "every element of every iteration on every rank" in ok.basis
-    run.verification = V(wrong=1, wrong_iterations=(3,))  # type: ignore[attr-defined]
+    run.verification = checked(wrong=1, wrong_iterations=(3,))
     bad = lossless(Inputs(run, "wrong_results", run.windows))
     assert bad.value is False and "iterations 3" in bad.basis
-    run.verification = V(iterations=7, complete=False)  # type: ignore[attr-defined]
+    run.verification = checked(iterations=7, complete=False)
     cut = lossless(Inputs(run, "timeout", run.windows))
     assert cut.value is None and "7 iterations checked" in cut.reason
+    run.verification = checked(checked=False)  # -c 0: the workload verified nothing
+    off = lossless(Inputs(run, "ok", run.windows))
+    assert off.value is None
 
 
 def test_tables_and_report_carry_the_evidence(tmp_path: Path) -> None:

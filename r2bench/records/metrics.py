@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from statistics import median
-from typing import Any, Literal
+from typing import Literal
 
 from r2bench.records.models import OutcomeStatus
 from r2bench.records.run import ParsedRun, Sample, Window
+from r2bench.records.verify import Verification
 
 MIN_BASELINE = 3  # fewer samples of a size before the fault make no baseline
 RECOVERED_FRACTION = 0.9  # recover_s: first sample at >= 90% of the degraded steady rate
@@ -212,9 +213,8 @@ def lossless(inp: Inputs) -> Metric:
     its count is the answer. nccl-tests' `-c 1` checks one extra collective per size outside
     the timed iterations, so under a fault (which lands in the timed ones) it proves nothing:
     unknown, with that reason; without a fault it stands for what it checked."""
-    verification = getattr(inp.run, "verification", None)
-    if verification is not None:
-        return _verified(inp, verification)
+    if inp.run.verification is not None and inp.run.verification.checked:
+        return _verified(inp, inp.run.verification)
     parsed, spec = inp.run.parsed, inp.run.record.spec
     checked = [r for r in parsed.rows if r.wrong is not None]
     if any(r.wrong for r in checked):
@@ -238,7 +238,7 @@ def lossless(inp: Inputs) -> Metric:
     )
 
 
-def _verified(inp: Inputs, v: Any) -> Metric:
+def _verified(inp: Inputs, v: Verification) -> Metric:
     """`lossless` from the verification workload's own count."""
     where = (
         f"every element of every iteration on every rank ({v.iterations} iterations x "

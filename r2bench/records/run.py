@@ -288,6 +288,8 @@ class ParsedRun:
     """Of a run with a NIC fault: bytes each NIC moved in each measured collective."""
     counter_lines: CounterLines = field(default_factory=dict)
     """Each node's NIC counter samples (`counters.tsv`), read once."""
+    measured: tuple[list[Sample], str, float] | None = field(default=None, repr=False)
+    """`measurement_samples` of this run, computed once (evidence and metrics share it)."""
     verification: Verification | None = None
     """What a verifying workload checked (its `#iter` and `#verify` lines, `records.verify`)."""
 
@@ -375,7 +377,7 @@ def iteration_windows(run: ParsedRun) -> list[IterationWindow]:
     """The run's measured collectives in time order, on the controller clock: the
     verification workload's own iteration times where it printed them, else the completed
     measurements (`measurement_samples`)."""
-    records = getattr(getattr(run, "verification", None), "samples", None) or ()
+    records = run.verification.samples if run.verification is not None else ()
     if records:
         shift = run.clock.launch_offset
         ordered = sorted(records, key=lambda r: r.start)
@@ -478,6 +480,15 @@ def _row_bounds(
 
 
 def measurement_samples(run: ParsedRun) -> tuple[list[Sample], str, float]:
+    """Completed measurements on the controller clock, the basis text and the resolution
+    (computed once per parsed run: `_measure_samples`)."""
+    if run.measured is None:
+        run.measured = _measure_samples(run)
+    samples, basis, resolution = run.measured
+    return list(samples), basis, resolution
+
+
+def _measure_samples(run: ParsedRun) -> tuple[list[Sample], str, float]:
     """Completed measurements on the controller clock, the basis text and the resolution.
 
     With -I 1: one sample per iteration (its end estimated as the runs table estimates
