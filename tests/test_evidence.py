@@ -233,3 +233,21 @@ def test_tables_and_report_carry_the_evidence(tmp_path: Path) -> None:
     assert "Failure evidence: did each fault hit live traffic" in html
     assert "node1/nic3 link_down: hit live traffic" in html
     assert "MB moved per NIC (tx+rx) per iteration" in html and "node1/nic3 (faulted)" in html
+
+
+def test_the_failover_timer_follows_the_r2ccl_revision(tmp_path: Path) -> None:
+    """At f45cbcb an unset NCCL_R2CC_FAILOVER_TIMEOUT_MS is derived from the IB retry settings
+    (32 s at their defaults); at upstream's main it is 5000 ms."""
+    import json
+
+    run_dir = _copy(SWEEP / "all_reduce-r2ccl-m0-nic3-down-3s-r0-a9173da0fa", tmp_path)
+    spec_path = run_dir / "spec.json"
+    spec = json.loads(spec_path.read_text())
+    spec["env"].pop("NCCL_R2CC_FAILOVER_TIMEOUT_MS", None)
+    spec_path.write_text(json.dumps(spec))
+    pinned = run_recovery(run_dir)
+    assert pinned.failover_timeout_from == "derived" and pinned.failover_timeout_ms == 32000
+    spec["library"]["ref"] = "main"
+    spec_path.write_text(json.dumps(spec))
+    newer = run_recovery(run_dir)
+    assert newer.failover_timeout_ms == 5000

@@ -20,7 +20,7 @@ from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from r2bench.config.r2ccl import failover_timeout
+from r2bench.config.r2ccl import failover_timeout_at
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.metrics import (
@@ -197,11 +197,21 @@ def _has_failover(spec: dict[str, Any]) -> bool:
     return recipe in R2CCL_RECIPES or "R2CC_MODE" in env
 
 
+def _r2ccl_ref(spec: dict[str, Any]) -> str | None:
+    """The R-2CCL revision a run used (its timer's default depends on it); None for the
+    emulation and for runs that do not say (the pinned commit's semantics)."""
+    library = spec.get("library")
+    if not isinstance(library, dict) or library.get("recipe") != "r2ccl":
+        return None
+    ref = library.get("ref")
+    return str(ref) if ref else None
+
+
 def _recovery_of(run: ParsedRun) -> RunRecovery:
     """The run's identity and failover timeout, no metric yet."""
     record, spec = run.record, run.record.spec
     env = spec.get("env") or {}
-    timeout = failover_timeout(env) if _has_failover(spec) else None
+    timeout = failover_timeout_at(env, _r2ccl_ref(spec)) if _has_failover(spec) else None
     outcome = run.outcome_status
     return RunRecovery(
         run_id=record.run_id,
