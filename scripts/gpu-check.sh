@@ -82,11 +82,14 @@ step_env() {
   python3 -c 'import pydantic, fabric, plotly, r2bench; print("r2bench", r2bench.__version__)' \
     2>&1 | tee -a "$out/gpu-check.log"
   # Sources as git repositories (the recipes' pinned commits), and recipes that fetch from them.
-  for name in R-2CCL nccl-tests; do
+  for name in R-2CCL nccl-tests nccl; do
+    [ -f "$prep/src/$name.bundle" ] || continue  # nccl: only for the vanilla and nccl recipes
     [ -d "$W/git/$name.git" ] || git clone -q --bare "$prep/src/$name.bundle" "$W/git/$name.git"
   done
   rm -rf "$W/recipes" && cp -r "$repo/plugin" "$W/recipes"
   sed -i "s|https://github.com/r2cc-project/R-2CCL.git|$W/git/R-2CCL.git|" "$W/recipes/r2ccl.yaml"
+  sed -i "s|https://github.com/NVIDIA/nccl.git|$W/git/nccl.git|" "$W/recipes/vanilla.yaml" \
+    "$W/recipes/nccl.yaml"
   sed -i "s|https://github.com/NVIDIA/nccl-tests.git|$W/git/nccl-tests.git|" \
     "$W/recipes/nccl-tests.yaml"
   # Stock NCCL: the one PyTorch ships, with the unversioned libnccl.so that linking needs.

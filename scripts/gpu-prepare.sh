@@ -10,6 +10,7 @@
 # there (docs/gpu.md). Environment:
 #   R2CCL_GIT / R2CCL_REF         R-2CCL repository and commit (default: the pinned one)
 #   NCCL_TESTS_GIT / NCCL_TESTS_REF  nccl-tests repository and tag (default v2.19.6)
+#   NCCL_GIT / NCCL_REF           NVIDIA NCCL and the tag the vanilla recipe builds (v2.23.4-1)
 #   PYTHON_VERSION                Python of the GPU machine (default 3.12)
 set -euo pipefail
 
@@ -20,6 +21,8 @@ R2CCL_GIT=${R2CCL_GIT:-https://github.com/r2cc-project/R-2CCL.git}
 R2CCL_REF=${R2CCL_REF:-f45cbcb9f75e241531f014cd17c8586988ff4cd8}
 NCCL_TESTS_GIT=${NCCL_TESTS_GIT:-https://github.com/NVIDIA/nccl-tests.git}
 NCCL_TESTS_REF=${NCCL_TESTS_REF:-v2.19.6}
+NCCL_GIT=${NCCL_GIT:-https://github.com/NVIDIA/nccl.git}
+NCCL_REF=${NCCL_REF:-v2.23.4-1}
 PYTHON_VERSION=${PYTHON_VERSION:-3.12}
 
 # What the GPU image lacks (it has typer, rich, PyYAML, pandas, pyarrow, numpy, wrapt, narwhals,
@@ -64,8 +67,24 @@ bundle() { # name url ref -> $out/src/name.bundle: a git bundle holding `ref` as
 }
 bundle R-2CCL "$R2CCL_GIT" "$R2CCL_REF"
 bundle nccl-tests "$NCCL_TESTS_GIT" "$NCCL_TESTS_REF"
-printf 'R-2CCL %s %s\nnccl-tests %s %s\n' "$R2CCL_GIT" "$R2CCL_REF" "$NCCL_TESTS_GIT" \
-  "$NCCL_TESTS_REF" >"$out/src/SOURCES"
+# NCCL itself (the vanilla recipe: the release R-2CCL forks): its whole history is large, so
+# the bundle holds one commit with the tag's tree, tagged as the recipe names it.
+tree_bundle() { # name url ref -> $out/src/name.bundle: one commit of `ref`'s tree, tagged `ref`
+  local name=$1 url=$2 ref=$3 tmp
+  echo "== $name $ref (tree only)"
+  tmp=$(mktemp -d)
+  git clone --quiet --bare --filter=blob:none "$url" "$tmp/src.git" 2>/dev/null \
+    || git clone --quiet --bare "$url" "$tmp/src.git"
+  mkdir "$tmp/tree" && git -C "$tmp/src.git" archive "$ref" | tar -x -C "$tmp/tree"
+  git -C "$tmp/tree" init -q && git -C "$tmp/tree" add -A
+  git -C "$tmp/tree" -c user.name=r2bench -c user.email=r2bench@localhost commit -qm "$ref"
+  git -C "$tmp/tree" tag "$ref"
+  git -C "$tmp/tree" bundle create --quiet "$out/src/$name.bundle" "refs/tags/$ref"
+  rm -rf "$tmp"
+}
+tree_bundle nccl "$NCCL_GIT" "$NCCL_REF"
+printf 'R-2CCL %s %s\nnccl-tests %s %s\nnccl %s %s\n' "$R2CCL_GIT" "$R2CCL_REF" \
+  "$NCCL_TESTS_GIT" "$NCCL_TESTS_REF" "$NCCL_GIT" "$NCCL_REF" >"$out/src/SOURCES"
 
 echo "== r2bench checkout -> $out/r2bench"
 rm -rf "$out/r2bench" && mkdir -p "$out/r2bench"
