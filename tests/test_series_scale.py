@@ -102,3 +102,40 @@ def test_4000_scenarios_cost_about_what_one_shared_scenario_does() -> None:
     shared[0] = {}
     one, many = _timed(shared), _timed(each)
     assert many < 1.5 * one + 0.5, (one, many)
+
+
+def _report_parts(runs: int, each: bool) -> float:
+    """Seconds for the report parts that go over every series (recovery table and figure,
+    outcome matrix) on `runs` faulted runs, one scenario each or all sharing one."""
+    from r2bench.records.tables import Tables
+    from r2bench.report.figures import outcome_figure
+    from r2bench.report.recovery import recovery_figure, recovery_table, run_metrics
+
+    rows = [
+        {
+            **BASE,
+            "run_id": f"r{i}",
+            "scenario": f"job{i}" if each else "job",
+            "n_faults": 1,
+            "library_recipe": "nccl",
+            "R2CC_MODE": None,
+            **{f"{m}": 0.5 for m in ("detect_s", "stall_s", "recover_s")},
+            **{f"{m}": 0.9 for m in ("degraded_ratio", "failback_ratio")},
+            **{f"{m}_reason": None for m in ("detect_s", "stall_s", "recover_s")},
+            **{f"{m}_reason": None for m in ("degraded_ratio", "failback_ratio", "lossless")},
+            "lossless": True,
+        }
+        for i in range(runs)
+    ]
+    tables = Tables(results=pd.DataFrame(), runs=pd.DataFrame(rows))
+    start = time.perf_counter()
+    metrics = run_metrics(tables)
+    recovery_table(metrics)
+    recovery_figure(metrics)
+    outcome_figure(tables)
+    return time.perf_counter() - start
+
+
+def test_the_report_s_per_series_parts_scale_with_series() -> None:
+    one, many = _report_parts(2000, each=False), _report_parts(2000, each=True)
+    assert many < 1.5 * one + 1.0, (one, many)

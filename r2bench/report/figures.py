@@ -537,12 +537,10 @@ def outcome_counts(runs: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["scenario", "column", "outcome"]).size().rename("n").reset_index()
 
 
-def _cell_text(cell: pd.DataFrame) -> str:
+def _cell_text(cell: list[dict[str, Any]]) -> str:
     order = {name: i for i, name in enumerate(OUTCOME_ORDER)}
-    parts = sorted(
-        cell.itertuples(index=False), key=lambda r: (order.get(r.outcome, 99), r.outcome)
-    )
-    return "<br>".join(f"{esc(r.outcome)} {r.n}" for r in parts)
+    parts = sorted(cell, key=lambda r: (order.get(r["outcome"], 99), r["outcome"]))
+    return "<br>".join(f"{esc(r['outcome'])} {r['n']}" for r in parts)
 
 
 def outcome_figure(tables: Tables) -> Figure:
@@ -552,12 +550,17 @@ def outcome_figure(tables: Tables) -> Figure:
     columns = sorted(counts["column"].unique())
     z: list[list[float | None]] = []
     text: list[list[str]] = []
+    # Each cell's rows looked up, not filtered out of the whole table (scenarios x columns
+    # filters are quadratic: thousands of imported logs bring a scenario each).
+    cells: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for record in counts.to_dict("records"):
+        cells.setdefault((record["scenario"], record["column"]), []).append(record)
     for sc in scenarios:
         z_row, t_row = [], []
         for col in columns:
-            cell = counts[(counts["scenario"] == sc) & (counts["column"] == col)]
-            total = int(cell["n"].sum())
-            ok = int(cell[cell["outcome"] == "ok"]["n"].sum())
+            cell = cells.get((sc, col), [])
+            total = int(sum(r["n"] for r in cell))
+            ok = int(sum(r["n"] for r in cell if r["outcome"] == "ok"))
             z_row.append(ok / total if total else None)
             t_row.append(_cell_text(cell))
         z.append(z_row)
