@@ -264,3 +264,14 @@ def test_plain_terminal_sizes_are_kept() -> None:
     environ = {"COLUMNS": "120", "LINES": " 40 "}
     prepare_streams(environ)
     assert environ == {"COLUMNS": "120", "LINES": " 40 "}
+
+
+def test_an_out_path_with_markup_and_escapes_is_shown_as_written(tmp_path: Path) -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu1", "SLURM_JOB_ID": "7"}
+    out = tmp_path / "[red]x[/red]\x1b[2J.yaml"
+    result = _invoke("testbed", "from-slurm", "-o", str(out), env=env)
+    assert result.exit_code == 0, result.output
+    assert "[red]x[/red]\\e[2J.yaml" in result.stderr and "\x1b" not in result.stderr
+    result = _invoke("cloudlab", "testbed", str(CLOUDLAB), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "[red]x[/red]\\e[2J.yaml" in result.stderr and "\x1b" not in result.stderr

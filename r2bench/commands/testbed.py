@@ -273,7 +273,12 @@ def from_slurm_command(
     header = comment_header(SLURM_HEADER, job=job, out=out or "TESTBED.yaml")
     write_testbed(testbed, out, header)
     if out is not None:
-        err.print(f"wrote {out}: {len(testbed.nodes)} node(s)", highlight=False)
+        err.print(
+            printable(f"wrote {out}: {len(testbed.nodes)} node(s)"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 cloudlab_app = typer.Typer(
@@ -347,7 +352,8 @@ def testbed_command(
     write_testbed(testbed, out, header)
     if out is not None:
         names = ", ".join(node.name for node in testbed.nodes)
-        err.print(f"wrote {out}: {len(testbed.nodes)} node(s) ({names})", highlight=False)
+        wrote = printable(f"wrote {out}: {len(testbed.nodes)} node(s) ({names})")
+        err.print(wrote, markup=False, highlight=False, soft_wrap=True)
 
 
 def discover_command(
