@@ -251,3 +251,68 @@ def test_the_failover_timer_follows_the_r2ccl_revision(tmp_path: Path) -> None:
     spec_path.write_text(json.dumps(spec))
     newer = run_recovery(run_dir)
     assert newer.failover_timeout_ms == 5000
+
+
+PROOF = Path(__file__).parent.parent / "results" / "examples" / "gpu-netns-proof"
+PROOF_NT = Path(__file__).parent.parent / "results" / "examples" / "gpu-netns-proof-nccl-tests"
+
+
+def _proof_run(sweep: Path, prefix: str) -> Path:
+    (path,) = [p for p in sweep.iterdir() if p.name.startswith(prefix)]
+    return path
+
+
+def test_the_verification_workload_on_a_gpu_under_a_real_cut() -> None:
+    """Real runs on 2 H100s (namespace testbed): the workload times every iteration itself, so
+    the evidence names the iteration the cut landed in, exactly."""
+    stock = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-stock-nic2-down-3s")))
+    (ev,) = stock.evidence
+    assert ev.verdict is Verdict.HIT and ev.iteration is not None and ev.iteration.exact
+    assert ev.iteration.size == 256 << 20
+    assert "hit live traffic during iteration 29 (256 MiB)" in ev.line
+    assert stock.outcome is not None and stock.outcome.status is OutcomeStatus.OK
+    cols = run_recovery(stock.record).columns()
+    assert cols["lossless"] is True
+    assert "every element of every iteration on every rank" in cols["lossless_basis"]
+    # R-2CCL hung in the collective the cut landed in: it never completed, nothing is claimed.
+    hung = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m0-nic2-down-3s")))
+    (ev,) = hung.evidence
+    assert ev.verdict is Verdict.HIT and "which never completed" in ev.line
+    cols = run_recovery(hung.record).columns()
+    assert cols["lossless"] is None and "the rest never were" in cols["lossless_reason"]
+
+
+def test_faults_that_hit_nothing_on_a_gpu_are_without_effect() -> None:
+    """The NIC mode 2 masks carried 0 bytes; and a cut that came after the workload's last
+    collective hit nothing either: both runs finished 0-wrong, neither counts as survived."""
+    masked = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m2-nic3-down-3s")))
+    (ev,) = masked.evidence
+    assert ev.verdict is Verdict.NO_TRAFFIC and ev.before_bytes == 0 and ev.live_bytes == 0
+    assert masked.outcome is not None
+    assert masked.outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
+    late = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")))
+    (ev,) = late.evidence
+    assert ev.verdict is Verdict.AFTER_LAST and "until the run ended" in ev.line
+    assert late.outcome is not None
+    assert late.outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
+
+
+def test_the_checker_self_test_on_a_gpu_names_the_iteration() -> None:
+    corrupted = [
+        parse_run(st.load_run(p))
+        for p in PROOF.iterdir()
+        if p.is_dir() and '"R2B_VERIFY_CORRUPT": "3"' in (p / "spec.json").read_text()
+    ]
+    assert len(corrupted) == 2  # stock NCCL and R-2CCL mode 0
+    for run in corrupted:
+        assert run.outcome is not None and run.outcome.status is OutcomeStatus.WRONG_RESULTS
+        assert "iteration(s) 3" in run.outcome.reason
+        assert run.verification is not None and run.verification.wrong_iterations == (3,)
+
+
+def test_nccl_tests_under_the_same_cut_claim_no_lossless() -> None:
+    run = _proof_run(PROOF_NT, "all_reduce-stock-nic2-down-3s")
+    cols = run_recovery(run).columns()
+    assert cols["lossless"] is None and "were not checked" in cols["lossless_reason"]
+    (ev,) = parse_run(st.load_run(run)).evidence
+    assert ev.verdict is Verdict.HIT and ev.iteration is not None and not ev.iteration.exact

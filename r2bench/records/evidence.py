@@ -70,6 +70,8 @@ class Verdict(str, Enum):
     collective was moving data over it at that moment."""
     NO_TRAFFIC = "no_traffic"
     """The NIC moved nothing before the fault: it had no traffic to cut."""
+    AFTER_LAST = "after_the_last_collective"
+    """The workload had finished every collective before the fault: it hit nothing."""
     NOT_CUT = "not_cut"
     """The NIC went on moving traffic after a fault that should have stopped or capped it."""
     UNKNOWN = "unknown"
@@ -78,7 +80,7 @@ class Verdict(str, Enum):
     @property
     def without_effect(self) -> bool:
         """Whether the fault touched no traffic (an ok run then measured no fault)."""
-        return self in (Verdict.NO_TRAFFIC, Verdict.NOT_CUT)
+        return self in (Verdict.NO_TRAFFIC, Verdict.NOT_CUT, Verdict.AFTER_LAST)
 
 
 class Window(Protocol):
@@ -166,13 +168,16 @@ def fault_evidence(
     iterations: Sequence[IterationWindow],
     run_end: float | None,
     caps: dict[int, float] | None = None,
+    finished: bool = False,
 ) -> list[FaultEvidence]:
     """The evidence for every NIC fault window (process faults, which name no NIC, have none).
 
-    `caps`: fault index -> cap in bits/s (`cap_rates`), for bandwidth caps."""
+    `caps`: fault index -> cap in bits/s (`cap_rates`), for bandwidth caps. `finished`: the
+    workload timed every iteration itself and completed them all (a fault after its last
+    iteration then hit nothing, whatever was on the wire just before)."""
     caps = caps or {}
     return [
-        _one(w, series.get((w.node, w.nic)), iterations, run_end, caps.get(w.fault))
+        _one(w, series.get((w.node, w.nic)), iterations, run_end, caps.get(w.fault), finished)
         for w in windows
         if w.nic
     ]
@@ -184,6 +189,7 @@ def _one(
     iterations: Sequence[IterationWindow],
     run_end: float | None,
     cap_bits: float | None,
+    finished: bool,
 ) -> FaultEvidence:
     in_flight = next((it for it in iterations if it.spans(w.applied)), None)
     gap = (None, None) if in_flight else _gap(iterations, w.applied)
@@ -205,11 +211,11 @@ def _one(
         w, Verdict.UNKNOWN, before, w.applied - t0, live, after, max(0.0, a1 - a0), after_what,
         in_flight, gap,
     )  # fmt: skip
-    verdict, note = _verdict(ev, cap_bits)
+    verdict, note = _verdict(ev, cap_bits, finished)
     return _with_line(replace(ev, verdict=verdict), note)
 
 
-def _verdict(ev: FaultEvidence, cap_bits: float | None) -> tuple[Verdict, str]:
+def _verdict(ev: FaultEvidence, cap_bits: float | None, finished: bool) -> tuple[Verdict, str]:
     """The verdict and, where it needs one, why."""
     if ev.before_bytes is None:
         return Verdict.UNKNOWN, "no counter samples before the fault"
@@ -227,10 +233,19 @@ def _verdict(ev: FaultEvidence, cap_bits: float | None) -> tuple[Verdict, str]:
             return Verdict.NOT_CUT, (
                 f"tx went on at {_rate(after_rate)}, above the cap of {_rate(cap_bits / 8)}"
             )
-    if ev.live_bytes is not None and ev.live_bytes >= LIVE_BYTES:
-        return Verdict.HIT, ""
+    live = ev.live_bytes is not None and ev.live_bytes >= LIVE_BYTES
+    prev, nxt = ev.gap
     if ev.iteration is not None and ev.iteration.exact:
-        return Verdict.HIT, "the NIC was quiet just before it, inside a running collective"
+        return (
+            Verdict.HIT,
+            "" if live else "the NIC was quiet just before it, in a running collective",
+        )
+    if prev is not None and prev.exact and nxt is None and finished:
+        return Verdict.AFTER_LAST, "the workload had finished its last collective"
+    if prev is not None and prev.exact and nxt is not None:
+        return Verdict.BETWEEN, "no collective was running"  # timed by the workload itself
+    if live:
+        return Verdict.HIT, ""
     return Verdict.BETWEEN, f"the NIC was quiet in the {LIVE_S:g} s before it"
 
 
@@ -268,12 +283,15 @@ def evidence_line(ev: FaultEvidence, note: str = "") -> str:
         about = "" if ev.iteration.exact else "~"
         head += f" during iteration {about}{ev.iteration.index} ({_size(ev.iteration.size)})"
     elif any(it is not None and it.exact for it in ev.gap):
+        # Exact iteration times: where the fault fell between them.
         prev, nxt = ev.gap
         parts = []
         if prev is not None:
             parts.append(f"{ev.window.applied - prev.end:.3f} s after iteration {prev.index} ended")
         if nxt is not None:
             parts.append(f"{nxt.start - ev.window.applied:.3f} s before iteration {nxt.index}")
+        elif ev.verdict is Verdict.HIT and prev is not None:
+            parts.append(f"in iteration {prev.index + 1}, which never completed")
         head += f" ({', '.join(parts)})"
     facts = []
     if ev.before_bytes is not None:
@@ -281,7 +299,13 @@ def evidence_line(ev: FaultEvidence, note: str = "") -> str:
     if ev.live_bytes is not None:
         facts.append(f"{_bytes(ev.live_bytes)} in the last {LIVE_S:g} s")
     if ev.after_bytes is not None:
-        until = "until it came back" if ev.window.back is not None else "until the run ended"
+        after_end = ev.window.applied + SETTLE_S + ev.after_s
+        back = ev.window.back
+        until = (
+            "until it came back"
+            if back is not None and after_end >= back - 1e-3
+            else ("until the run ended")
+        )
         facts.append(
             f"{_bytes(ev.after_bytes)} {ev.after_what} in the {ev.after_s:.1f} s after it {until}"
         )
@@ -294,6 +318,7 @@ VERDICT_TEXT = {
     Verdict.BETWEEN: "applied between collectives",
     Verdict.NO_TRAFFIC: "touched no traffic",
     Verdict.NOT_CUT: "did not cut the traffic",
+    Verdict.AFTER_LAST: "applied after the last collective",
     Verdict.UNKNOWN: "evidence unknown",
 }
 

@@ -343,6 +343,7 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
             iterations,
             end.ended_at if end else None,
             cap_rates(record.spec.get("faults") or []),
+            finished=run.verification is not None and run.verification.complete,
         )
         run.traffic = iteration_traffic(series, iterations, run.windows)
         run.outcome = apply_to_outcome(run.outcome, run.evidence)
