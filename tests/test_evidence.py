@@ -316,3 +316,20 @@ def test_nccl_tests_under_the_same_cut_claim_no_lossless() -> None:
     assert cols["lossless"] is None and "were not checked" in cols["lossless_reason"]
     (ev,) = parse_run(st.load_run(run)).evidence
     assert ev.verdict is Verdict.HIT and ev.iteration is not None and not ev.iteration.exact
+
+
+def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
+    """What the sweep records from the workload's own iteration times agrees with the records."""
+    from r2bench.records.verify import read_verification
+
+    path = _proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")
+    record = st.load_run(path)
+    assert record.end is not None and record.end.outcome is not None
+    check = read_verification(path / "stdout.txt")
+    spec_faults = record.spec["faults"]
+    end = record.end.ended_at or 0.0
+    outcome = evidence_outcome(
+        record.end.outcome, path, record.faults, spec_faults, end, check, "node0"
+    )
+    assert outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
+    assert "applied after the last collective" in outcome.reason

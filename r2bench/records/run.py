@@ -356,17 +356,35 @@ def evidence_outcome(
     faults: list[st.FaultEvent],
     spec_faults: Iterable[Any],
     run_end: float,
+    verification: Verification | None = None,
+    launch_node: str | None = None,
 ) -> Outcome:
     """The outcome a sweep records for a run it just finished: an ok run whose NIC faults
     touched no traffic becomes `fault_without_effect` (the same rule `parse_run` applies,
-    from the counters collected into `run_dir`, without parsing the run again)."""
+    from the counters collected into `run_dir` and the workload's own iteration times, without
+    parsing the run again)."""
     windows = [w for w in fault_windows(faults, run_end) if w.nic]
     if not windows or outcome.status is not OutcomeStatus.OK:
         return outcome
     offsets = {f.node: f.clock_offset_s for f in faults if f.clock_offset_s is not None}
     series = read_series(st.node_files(run_dir), lambda node: offsets.get(node, 0.0))
-    evidence = fault_evidence(windows, series, [], run_end, cap_rates(spec_faults))
+    iterations = verified_iterations(verification, offsets.get(launch_node or "", 0.0))
+    finished = verification is not None and verification.complete
+    evidence = fault_evidence(
+        windows, series, iterations, run_end, cap_rates(spec_faults), finished=finished
+    )
     return apply_to_outcome(outcome, evidence) or outcome
+
+
+def verified_iterations(verification: Verification | None, offset: float) -> list[IterationWindow]:
+    """The workload's own iteration times on the controller clock (`offset`: the launch
+    node's), in time order; empty without a verifying workload."""
+    records = verification.samples if verification is not None else ()
+    ordered = sorted(records, key=lambda r: r.start)
+    return [
+        IterationWindow(i, r.start - offset, r.end - offset, r.size, exact=True)
+        for i, r in enumerate(ordered)
+    ]
 
 
 def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:
@@ -378,14 +396,9 @@ def iteration_windows(run: ParsedRun) -> list[IterationWindow]:
     """The run's measured collectives in time order, on the controller clock: the
     verification workload's own iteration times where it printed them, else the completed
     measurements (`measurement_samples`)."""
-    records = run.verification.samples if run.verification is not None else ()
-    if records:
-        shift = run.clock.launch_offset
-        ordered = sorted(records, key=lambda r: r.start)
-        return [
-            IterationWindow(i, r.start - shift, r.end - shift, r.size, exact=True)
-            for i, r in enumerate(ordered)
-        ]
+    exact = verified_iterations(run.verification, run.clock.launch_offset)
+    if exact:
+        return exact
     ordered_samples = sorted(measurement_samples(run)[0], key=lambda s: s.start)
     return [IterationWindow(i, s.start, s.end, s.size) for i, s in enumerate(ordered_samples)]
 

@@ -332,7 +332,9 @@ class RunExecutor:
         if job is None or driver.problems:
             outcome = _harness_outcome(outcome, job, driver.problems)
         spec_faults = [f.model_dump(mode="json") for f in run.spec.faults]
-        outcome = evidence_outcome(outcome, path, driver.history, spec_faults, ended)
+        outcome = evidence_outcome(
+            outcome, path, driver.history, spec_faults, ended, check, run.spec.nodes[0]
+        )
         folder.write_events(events)
         folder.write_faults(driver.history)
         folder.write_outcome(
