@@ -53,6 +53,12 @@ def test_ci_sweep_twice_no_false_regression(tmp_path: Path) -> None:
     # every run sampled its NICs, and the faulted ones show the failed NIC idle
     counters = a.tables.counters
     assert set(counters["node"]) == {"node0", "node1"} and counters["nic"].nunique() == 4
+    # every cut of nic1 (it carries traffic in modes 1 and 2) has its evidence from the counters
+    windows = a.tables.windows
+    assert len(windows) == 6 and set(windows["verdict"]) <= {"hit", "between_collectives"}
+    assert (windows["before_bytes"] > 1 << 20).all() and (windows["after_bytes"] < 1 << 16).all()
+    faulted = a.tables.runs[a.tables.runs["scenario"] == "nic1-down"]
+    assert faulted["evidence"].str.startswith("node1/nic1 link_down: ").all()
     proc = subprocess.run(
         [*CLI, "compare", str(first), str(second), "--policy", str(POLICY), "--allow-undecided"],
         capture_output=True, text=True, timeout=300, check=False,
