@@ -41,6 +41,7 @@ from r2bench.records.nictraffic import (
     series_of,
 )
 from r2bench.records.outcome import classify, software_fault_check
+from r2bench.records.r2ccl_artifact import ArtifactError, looks_like_artifact, read_artifact
 from r2bench.records.verify import Verification, read_verification, with_verification
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
 
@@ -235,7 +236,16 @@ def _parse_json_file(path: Path) -> ParsedNcclTests:
 def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
     binary = f"{collective}_perf" if collective else None
     with path.open("rb") as handle:
-        return parse_text(handle, binary_name=binary)
+        parsed = parse_text(handle, binary_name=binary)
+    if not parsed.rows and looks_like_artifact(path):
+        # R-2CCL's own hot-repair program (its artifact harness): iterations, ranks, devices
+        try:
+            runs = read_artifact(path).hot_repair_runs
+        except ArtifactError:
+            return parsed  # a contradicting log: `import` and `parse` say where and why
+        if runs:
+            return runs[0].as_parsed()
+    return parsed
 
 
 def log_events(paths: Iterable[Path]) -> list[tuple[str, Event]]:
