@@ -1,14 +1,25 @@
-"""Benchmark: parse an R-2CCL-style NCCL_DEBUG=INFO log of 100 MB and of 1 GB.
+"""Benchmark: parse R-2CCL-style NCCL_DEBUG=INFO logs of two shapes, as `r2bench parse` does.
 
 R-2CCL at INFO writes tens of MB a second, so logs of gigabytes are normal: `r2bench parse`
-must stream them. The log is generated (not timed): the nccl-tests header, then blocks of
-NCCL/R2CC INFO lines and `NET/Socket : unable to allocate requests` WARN lines (millions of
-them at 1 GB) with a result row every block, then the footer. Each size is parsed in a fresh
-process (`parse_file`, as `r2bench parse` does); the benchmark prints wall time and peak RSS
-and checks the targets: at most 60 s and 500 MB for 1 GB on 2 cores, and time linear in size
-(1 GB within 12x the time of 100 MB).
+must stream them, at a cost that does not depend on the mix of their lines. The logs are
+generated (not timed), the nccl-tests header, blocks of library lines with one result row
+each, then the footer, in two shapes:
 
-    python benchmarks/bench_logs.py [--sizes 100,1000] [--keep DIR] [--profile]
+- sparse: 150 NCCL/R2CC INFO lines and 150 `NET/Socket : unable to allocate requests` WARN
+  lines per row (about 64 KB a row; millions of WARN events at 1 GB);
+- dense: 50 library lines per row (about 4.6 KB a row), as R-2CCL writes between rows of a
+  socket run: proxy progress lines, R2CC lines (STEP_SYNC, backup connects, the mode's own
+  INFO lines) and now and then an R2CC WARN from its `r2cc/` sources.
+
+Each log is parsed in a fresh process (`parse_file`: one streaming pass for results and events);
+the benchmark prints wall time, CPU time and peak RSS per size, and whether time grows linearly
+and memory stays flat with size. Targets on 2 cores: sparse 1 GB in 60 s; dense 200 MB in 20 s;
+both at most 500 MiB; 10x the bytes in at most 12x the time, and at most 1.5x the peak memory
+or at most 2 KiB more per result row the larger log holds (the rows `parse` returns are all
+that may grow: a dense 1 GB log holds 215,000 of them).
+
+    python benchmarks/bench_logs.py [--shapes sparse,dense] [--sizes 200,1000] [--keep DIR]
+                                    [--profile]
 """
 
 from __future__ import annotations
@@ -26,9 +37,14 @@ from pathlib import Path
 from r2bench.commands.records import parse_file
 
 MB = 1_000_000
-TARGET_S_PER_GB = 60.0
 TARGET_RSS = 500 * 2**20
+TARGETS = {"sparse": (60.0, TARGET_RSS), "dense": (100.0, TARGET_RSS)}
+"""(seconds per GB, peak RSS) on 2 cores: the sparse shape 1 GB in 60 s; the dense one 200 MB
+in 20 s."""
+DEFAULT_SIZES = {"sparse": "100,1000", "dense": "200,1000"}
 LINEAR_SLACK = 1.2  # 10x the bytes may take at most 12x the time
+FLAT_SLACK = 1.5  # 5x or 10x the bytes may take at most 1.5x the peak memory...
+ROW_BYTES = 2048  # ...or no more than the result rows it returns (two placements, ~1.6 KB)
 
 HEADER = """\
 # nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803
@@ -66,6 +82,41 @@ _ROW = (
 )
 
 
+# The dense shape: R-2CCL at NCCL_DEBUG=INFO between two result rows of a socket run, as its
+# real logs have it (tests/data/r2ccl/runs/r2ccl-m0-socket-all_reduce.txt): proxy progress
+# lines, R2CC lines (STEP_SYNC, backup connects, the mode's own INFO) and now and then an R2CC
+# WARN from r2cc/ sources; 50 library lines per result row, no time stamps (NCCL's default).
+_DENSE = (
+    "vm:13228:13247 [1] NCCL INFO RECV: Testing request 0x7fc5300{r:05x} for channel={c}, step={s}",
+    "vm:13228:13247 [1] NCCL INFO RECV: Test result done=0 for request 0x7fc5300{r:05x}, "
+    "channel={c}, step={s}",
+    "vm:13227:13246 [0] NCCL INFO SEND: Calling isend for channel={c}, buffSlot={b}, useBackup=0",
+    "vm:13227:13246 [0] NCCL INFO SEND: isend allocated request 0x7fc5300{r:05x} for channel={c}, "
+    "buffSlot={b}",
+    "vm:13228:13247 [1] NCCL INFO [TIMESTAMP] Channel {c} Step {s} COMPLETE: time=334.98{r:05d}",
+    "vm:13228:13247 [1] NCCL INFO [TIMESTAMP] Channel {c} Request [2/2] DONE: time=334.98{r:05d}",
+    "vm:13227:13227 [0] NCCL INFO finishPlan[1]: selected channel={c}, minId=0, nHeads=2",
+    "vm:13228:13239 [1] NCCL INFO R2CC_MODE=1 (RECV-CONNECT): Channel {c} will use backup for "
+    "device 0",
+    "vm:13227:13246 [0] NCCL INFO R2CC: Sent STEP_SYNC channel={c} step={s} to rank 1",
+    "vm:13228:13247 [1] NCCL INFO R2CC: Received STEP_SYNC channel={c} step={s} from 192.0.2.2:42558",
+)
+_DENSE_WARN = (
+    "vm:13227:13246 [0] r2cc/oob/oob_udp.cc:211 NCCL WARN R2CC: OOB recv timed out for channel "
+    "{c} step {s}, retrying"
+)
+DENSE_INFO_LINES = 50
+
+
+def _dense_block(n: int) -> str:
+    """50 R-2CCL INFO lines (one an r2cc/ WARN every tenth block), then one result row."""
+    lines = []
+    for i in range(DENSE_INFO_LINES):
+        fmt = _DENSE_WARN if i == 0 and n % 10 == 0 else _DENSE[(i * 7 + n) % len(_DENSE)]
+        lines.append(fmt.format(r=(n * 64 + i) % 0xFFFFF, c=i % 4, s=n % 1000, b=i % 8))
+    return "\n".join(lines) + "\n" + _ROW
+
+
 def _block(n: int) -> str:
     """About 64 KB of log: INFO and WARN lines, one result row."""
     m, s = n // 60 % 60, n % 60
@@ -73,14 +124,18 @@ def _block(n: int) -> str:
     return "".join(lines) + _ROW
 
 
-def generate(path: Path, size: int) -> int:
-    """Write a log of about `size` bytes; returns the number of result rows in it."""
+SHAPES = {"sparse": _block, "dense": _dense_block}
+
+
+def generate(path: Path, size: int, shape: str = "sparse") -> int:
+    """Write a log of about `size` bytes of one shape; returns the number of result rows."""
+    block_of = SHAPES[shape]
     rows = 0
     with path.open("w") as out:
         out.write(HEADER)
         written = len(HEADER)
         while written < size:
-            block = _block(rows)
+            block = block_of(rows)
             out.write(block)
             written += len(block)
             rows += 1
@@ -98,17 +153,79 @@ def measure(path: Path, profile: bool) -> None:
     wall = time.perf_counter() - start
     if profiler:
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(20)
-    parsed, events, _ = runs[0]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    parsed, events, outcome = runs[0]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak, cpu = usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
     print(
-        f"RESULT {wall:.3f} {peak} rows={len({r.line for r in parsed.rows})} events={len(events)}"
+        f"RESULT {wall:.3f} {peak} cpu={cpu:.1f}s runs={len(runs)} "
+        f"rows={len({r.line for r in parsed.rows})} events={len(events)} "
+        f"outcome={outcome.status.value}"
     )
+
+
+def _run_shape(shape: str, sizes: list[int], folder: Path, keep: bool, profile: bool) -> bool:
+    """Generate and parse each size of one shape; print the figures; whether targets are met."""
+    target_per_gb, target_rss = TARGETS[shape]
+    times: dict[int, float] = {}
+    peaks: dict[int, int] = {}
+    kept: dict[int, int] = {}
+    ok = True
+    for mb in sizes:
+        path = folder / f"r2ccl-info-{shape}-{mb}MB.log"
+        start = time.perf_counter()
+        rows = generate(path, mb * MB, shape)
+        built = time.perf_counter() - start
+        cmd = [sys.executable, __file__, "--measure", str(path)]
+        out = subprocess.run(
+            cmd + (["--profile"] if profile else []), capture_output=True, text=True, check=True
+        ).stdout
+        result = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
+        _, wall_s, peak_s, *facts = result.split()
+        wall, peak = float(wall_s), int(peak_s)
+        times[mb], peaks[mb], kept[mb] = wall, peak, rows
+        size = path.stat().st_size
+        target_s = target_per_gb * size / 1e9
+        met = wall <= max(target_s, 1.0) and peak <= target_rss
+        ok = ok and met
+        print(
+            f"{shape:6} {size / MB:6.0f} MB ({rows} result rows; generated in {built:.1f} s, not "
+            f"timed): parsed in {wall:.1f} s ({size / MB / wall:.0f} MB/s), peak RSS "
+            f"{peak / 2**20:.0f} MiB; {' '.join(facts)}; target <= {target_s:.0f} s and "
+            f"<= {target_rss / 2**20:.0f} MiB: {'met' if met else 'NOT met'}",
+            flush=True,
+        )
+        if profile:
+            print(out)
+        if not keep:
+            path.unlink()
+    if len(times) >= 2:
+        small, large = min(times), max(times)
+        ratio = times[large] / times[small]
+        linear = ratio <= LINEAR_SLACK * large / small
+        growth = peaks[large] / peaks[small]
+        extra_rows = kept[large] - kept[small]
+        per_row = (peaks[large] - peaks[small]) / extra_rows if extra_rows > 0 else 0.0
+        flat = growth <= FLAT_SLACK or per_row <= ROW_BYTES
+        ok = ok and linear and flat
+        print(
+            f"{shape:6} time x{ratio:.1f} for {large / small:.0f}x the bytes: "
+            f"{'linear' if linear else 'NOT linear'}; peak RSS x{growth:.2f}, "
+            f"{per_row:.0f} B per result row kept beyond the smaller log's: "
+            f"{'flat' if flat else 'NOT flat'} (only the rows it returns grow)",
+            flush=True,
+        )
+    return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,1000", help="log sizes in MB, comma separated")
+    parser.add_argument(
+        "--shapes",
+        default="sparse,dense",
+        help="log shapes to run: sparse, dense (comma separated)",
+    )
+    parser.add_argument("--sizes", help="log sizes in MB for every shape (default: per shape)")
     parser.add_argument("--keep", type=Path, help="write the logs here and keep them")
     parser.add_argument("--profile", action="store_true", help="cProfile the parse")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
@@ -116,51 +233,13 @@ def main() -> int:
     if args.measure:
         measure(args.measure, args.profile)
         return 0
-    sizes = [int(x) for x in args.sizes.split(",")]
+    ok = True
     with tempfile.TemporaryDirectory(prefix="r2b-logs-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        times: dict[int, float] = {}
-        ok = True
-        for mb in sizes:
-            path = folder / f"r2ccl-info-{mb}MB.log"
-            start = time.perf_counter()
-            rows = generate(path, mb * MB)
-            built = time.perf_counter() - start
-            cmd = [sys.executable, __file__, "--measure", str(path)]
-            out = subprocess.run(
-                cmd + (["--profile"] if args.profile else []),
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-            result = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
-            _, wall_s, peak_s, *facts = result.split()
-            wall, peak = float(wall_s), int(peak_s)
-            times[mb] = wall
-            size = path.stat().st_size
-            target_s = TARGET_S_PER_GB * size / 1e9
-            met = wall <= max(target_s, 1.0) and peak <= TARGET_RSS
-            ok = ok and met
-            print(
-                f"{size / MB:7.0f} MB ({rows} result rows; generated in {built:.1f} s, not "
-                f"timed): parsed in {wall:.1f} s ({size / MB / wall:.0f} MB/s), peak RSS "
-                f"{peak / 2**20:.0f} MiB; {' '.join(facts)}; target <= {target_s:.0f} s and "
-                f"<= {TARGET_RSS / 2**20:.0f} MiB: {'met' if met else 'NOT met'}"
-            )
-            if args.profile:
-                print(out)
-            if not args.keep:
-                path.unlink()
-        if len(times) >= 2:
-            small, large = min(times), max(times)
-            ratio = times[large] / times[small]
-            linear = ratio <= LINEAR_SLACK * large / small
-            ok = ok and linear
-            print(
-                f"time x{ratio:.1f} for {large / small:.0f}x the bytes: "
-                f"{'linear' if linear else 'NOT linear'}"
-            )
+        for shape in args.shapes.split(","):
+            sizes = [int(x) for x in (args.sizes or DEFAULT_SIZES[shape]).split(",")]
+            ok = _run_shape(shape, sizes, folder, bool(args.keep), args.profile) and ok
     return 0 if ok else 1
 
 

@@ -18,10 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from r2bench.errors import ExitCode
-from r2bench.records.events import read_events
+from r2bench.records.events import read_log
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
-from r2bench.records.nccltests import iter_runs, parse_json
+from r2bench.records.nccltests import parse_json
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.store import RunStore, sweep_folder
@@ -45,9 +45,10 @@ def _is_json(name: str, data: bytes) -> bool:
 
 def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
     """Parse one nccl-tests text/JSON output or NCCL log (`-` reads stdin); one entry per run
-    (a text file holding several runs is split at each new header, footer or device list).
-    A file is streamed line by line (twice: results, then events), never read whole, so
-    logs of gigabytes parse in bounded memory. Raises OSError, or InputRefused for a device,
+    (a text file holding several runs is split where a new run shows: a header, rows after a
+    footer, a device list, a command line, another file's grep prefix, another busbw/algbw
+    factor). A file is streamed once, in chunks, never read whole, so logs of gigabytes parse
+    in bounded memory. Raises OSError, or InputRefused for a device,
     fifo or folder, or a JSON file over its size cap."""
     if str(path) == "-":
         data = sys.stdin.buffer.read()
@@ -71,11 +72,10 @@ def _parse_runs(
         parsed = parse_json(b"".join(reopen()))
         return [(parsed, [], classify(None, parsed=parsed, events=[], source=name))]
     source = reopen()
-    runs = iter_runs(source, file_name=name)
-    _close(source)
-    source = reopen()
-    all_events = read_events(source)
-    _close(source)
+    try:
+        runs, all_events = read_log(source, file_name=name)
+    finally:
+        _close(source)
     out = []
     for parsed in runs:
         first, last = parsed.first_line or 1, parsed.last_line or 1 << 62
@@ -107,6 +107,8 @@ def file_summary(
         "nccl_tests_version": parsed.nccl_tests_version,
         "nccl_library": nccl_version_text(parsed.nccl_library),
         "nccl_headers": nccl_version_text(parsed.nccl_headers),
+        "library_family": parsed.library_family,
+        "library_version": parsed.library_version,
         "outcome": outcome.status.value,
         "reason": outcome.reason,
         "failed_rank": outcome.failed_rank,
@@ -190,9 +192,11 @@ def _print_human(console: Console, doc: dict[str, Any]) -> None:
     how = (
         f" (from the {doc['collective_from'].replace('_', ' ')})" if doc["collective_from"] else ""
     )
+    family = str(doc.get("library_family") or "").upper().replace("R2CCL", "R-2CCL")
+    library = doc.get("library_version") or doc["nccl_library"]
     head = (
         f"collective {doc['collective'] or '?'}{how}; nccl-tests "
-        f"{doc['nccl_tests_version'] or '?'}, NCCL {doc['nccl_library'] or '?'}"
+        f"{doc['nccl_tests_version'] or '?'}, {family or 'NCCL'} {library or '?'}"
     )
     console.print(
         Text(

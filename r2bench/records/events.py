@@ -5,6 +5,14 @@ Public API:
 - `iter_events(source, include_info=False, tz=timezone.utc)`: stream `Event`s from text
   (str, bytes or an iterable of lines), one event at most per line, in line order.
 - `parse_events(...)`: the same, as a list.
+- `read_events(source, per_kind, tz)`: the first events of each kind, in bounded memory.
+- `read_log(source, file_name=None, ...)`: the runs (`nccltests`) and the events of a log in
+  one streaming pass: the way to read a large log (`r2bench parse`).
+
+Lines are read as `nccltests.LogLines` gives them: launcher prefixes (Open MPI tags, torchrun's
+`[rank0]:`, srun labels, grep's file names) and paste artefacts (code fences, `>` quotes,
+autolinks such as `[p2p.cc:783](https://p2p.cc:783/)`) taken off; an event's `text` is the
+line as written.
 
 NCCL INFO lines with no particular meaning are skipped unless `include_info` is set (a long
 `NCCL_DEBUG=INFO` log has millions of them). NCCL prints timestamps in the node's local time
@@ -16,7 +24,11 @@ classifier prefers the nccl-tests `# Rank` table (pid -> rank) when it has one.
 
 What a launcher prints when a rank or the job dies (mpirun's reports, srun's task exits, a
 failed start) is each launcher's `crash_messages` (r2bench.launch); a log does not say which
-launcher wrote it, so every launcher's messages are tried.
+launcher wrote it, so every launcher's messages are tried. What the frameworks people run NCCL
+under print when it fails is read too: PyTorch's ProcessGroupNCCL watchdog timeout
+(`collective_timeout`), its `NCCL error ...`/`ncclRemoteError` reports, and NCCL's own fatal
+errors (`async fatal event on QP`, `communicator encountered a fatal error`;
+`nccl_fatal_error`).
 """
 
 from __future__ import annotations
@@ -30,8 +42,8 @@ from typing import Any
 
 from r2bench.launch.base import CRASH_DETAILS, CrashKind, CrashMessage
 from r2bench.launch.registry import crash_messages
-from r2bench.records.models import Event, EventKind
-from r2bench.records.nccltests import MAX_LINE, iter_lines
+from r2bench.records.models import Event, EventKind, ParsedNcclTests
+from r2bench.records.nccltests import MAX_LINE, ROW_FIRST, LogLines, RunParser
 
 MAX_TEXT = 500
 
@@ -41,11 +53,37 @@ _NCCL_RE = re.compile(
     r"(?:\[(?P<dev>\d+)\]\s+)?(?:(?:[\d.]+\s+)?(?P<src>[^\s:]+:\d+)\s+)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL|ABORT)\b ?(?P<msg>.*)$"
 )
-# INFO lines worth classifying (R2CC events, the version, IB errors); the rest are skipped.
-_INFO_WORTH_RE = re.compile(
-    r"HOT_REPAIR|STEP_SYNC|hot-repair|gather complete|R2CC_MODE=|type=BACKUP|OOB: Socket"
-    r"|R2CC inject failure"
-    r"|NCCL version|Got completion"
+# NCCL's fatal errors: the IB async thread's events and the check that fails the comm after one.
+_FATAL_RE = re.compile(
+    r"(?P<dev>\S+:\d+) async fatal event(?: on (?P<on>QP|CQ|SRQ))?(?: \([^)]*\))?: (?P<what>.*)"
+    r"|communicator encountered a fatal error(?: \(detected in (?P<detected>\w+)\))?"
+)
+_SOCKET_SOURCES = ("misc/socket.cc", "net_socket.cc")
+# PyTorch's ProcessGroupNCCL: `[Rank 0] Watchdog caught collective operation timeout:
+# WorkNCCL(SeqNum=1, OpType=BROADCAST, ..., Timeout(ms)=600000) ran for 600081 milliseconds`.
+_WATCHDOG_RE = re.compile(
+    r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
+    r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?"
+    r"(?:Timeout\(ms\)=(?P<timeout_ms>\d+))?\)(?: ran for (?P<ran_ms>\d+) milliseconds)?"
+)
+# A framework's report of an NCCL call that failed: PyTorch's `NCCL error in: file:line,
+# unhandled system error ..., NCCL version 2.19.3`, `NCCL error: remote process exited or there
+# was a network error`, `ncclRemoteError: ...`, `NCCL communicator was aborted on rank 3`.
+_FRAMEWORK_NCCL_ERROR_RE = re.compile(
+    r"NCCL error(?: in: \S+?)?[:,] (?P<what>[^,(]+)"
+    r"|(?P<code>ncclRemoteError|ncclSystemError|ncclInternalError|ncclUnhandledCudaError"
+    r"|ncclInvalidUsage): (?P<text>.+)"
+    r"|NCCL communicator was aborted(?: on rank (?P<rank>\d+))?"
+)
+_RANK_SAID_RE = re.compile(r"\[(?:PG \S+ )?Rank (\d+)\]")
+_FRAMEWORK_WORDS = (
+    "NCCL error",
+    "ncclRemoteError",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclUnhandledCudaError",
+    "ncclInvalidUsage",
+    "communicator was aborted",
 )
 _TS_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?")
 _EPOCH_RE = re.compile(r"^\d{9,11}(?:\.\d+)?$")
@@ -152,6 +190,72 @@ _R2CC_RULES: tuple[tuple[EventKind, re.Pattern[str]], ...] = (
 )
 
 
+# The start of what each of `_R2CC_RULES` matches, in the same order, and a word each of them
+# holds: a substring test on the word (fast) comes before the key's search (slower), and the
+# key alone tells the event's kind (the rule's own regex then reads its fields).
+_R2CC_KEY_TEXTS = (
+    ("HOT_REPAIR", r"Broadcast HOT_REPAIR signal from rank"),
+    ("HOT_REPAIR", r"Received HOT_REPAIR signal '"),
+    ("STEP_SYNC", r"(?:Sent|Received) STEP_SYNC channel="),
+    ("R2CC", r"R2CC: hot-repair detected"),
+    ("R2CC", r"R2CC inject failure: channel="),
+    ("gather complete", r"gather complete: localMask="),
+    ("R2CC", r"R2CC_MODE=\d+ \((?:SEND|RECV)\): Channel \d+ will simulate"),
+    ("type=BACKUP", r"Connect COMPLETED rank=\d+ channel=\d+ type=BACKUP"),
+    ("OOB: Socket", r"OOB: Socket Initialized on Port"),
+    ("NCCL version", r"(?:^|NCCL INFO )NCCL version "),
+)
+_WORD_ORDER = ("STEP_SYNC", "HOT_REPAIR", "gather complete", "type=BACKUP", "OOB: Socket", "R2CC",
+               "NCCL version")  # fmt: skip
+_KEYED_RULES: tuple[tuple[str, tuple[tuple[int, re.Pattern[str]], ...]], ...] = tuple(
+    (
+        word,
+        tuple(
+            (index, re.compile(key)) for index, (w, key) in enumerate(_R2CC_KEY_TEXTS) if w == word
+        ),
+    )
+    for word in _WORD_ORDER
+)
+
+
+_WARN_KINDS: dict[tuple[str, bool], EventKind] = {}
+
+
+def _warn_kind(line: str) -> EventKind:
+    """The kind of event an NCCL WARN line can only be (its message and whether it comes from
+    NCCL's socket sources decide), remembered per message: a log repeats a few WARNs millions
+    of times."""
+    head, _, msg = line.partition(" NCCL WARN ")
+    key = (msg, "socket.cc:" in head)
+    kind = _WARN_KINDS.get(key)
+    if kind is None:
+        kind = _classify_nccl("WARN", msg, "misc/socket.cc:0" if key[1] else None)[0]
+        if len(_WARN_KINDS) < 4096:
+            _WARN_KINDS[key] = kind
+    return kind
+
+
+def _r2cc_rule(text: str) -> int | None:
+    """The index in `_R2CC_RULES` of the rule `text` (a log line or its message) can only
+    be, or None: a few substring tests, then the key of each rule its words point to."""
+    if not (
+        "R2CC" in text
+        or "STEP_SYNC" in text
+        or "HOT_REPAIR" in text
+        or "NCCL version" in text
+        or "gather complete" in text
+        or "type=BACKUP" in text
+        or "OOB: Socket" in text
+    ):
+        return None
+    for word, rules in _KEYED_RULES:
+        if word in text:
+            for index, key in rules:
+                if key.search(text) is not None:
+                    return index
+    return None
+
+
 _CONTROL = {c: "\ufffd" for c in [*range(0x20), 0x7F] if c != 0x09}
 
 
@@ -175,7 +279,11 @@ def read_events(
     whatever the log's size: the events beyond are counted, not built, and the last event kept
     of such a kind carries `details["more"]`, the number left out."""
     scanner = _Scanner(include_info=False, tz=tz, per_kind=per_kind)
-    kept = list(_scan(scanner, source))
+    return _counted(scanner, list(_scan(scanner, source)))
+
+
+def _counted(scanner: _Scanner, kept: list[Event]) -> list[Event]:
+    """`kept` with the count of the events left out on the last kept one of each kind."""
     if not scanner.left_out:
         return kept
     last = {e.kind: i for i, e in enumerate(kept)}
@@ -183,6 +291,43 @@ def read_events(
         i = last[kind]
         kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, "more": str(more)}})
     return kept
+
+
+def read_log(
+    source: str | bytes | Iterable[str] | Iterable[bytes],
+    *,
+    file_name: str | None = None,
+    per_kind: int = MAX_EVENTS_PER_KIND,
+    tz: tzinfo = timezone.utc,
+) -> tuple[list[ParsedNcclTests], list[Event]]:
+    """The runs of a text log (as `nccltests.iter_runs` finds them) and its events (as
+    `read_events` keeps them), in one streaming pass: each line is read, decoded and cleaned
+    once, so a log of gigabytes costs one pass in bounded memory whatever its mix of lines."""
+    parser = RunParser(split=True)
+    scanner = _Scanner(include_info=False, tz=tz, per_kind=per_kind)
+    lines = LogLines(source)
+    events: list[Event] = []
+    feed_parser, feed_scanner, library_line = parser.feed, scanner.feed, parser.library_line
+    try:
+        for lineno, raw, text, origin, stamp in lines:
+            if " NCCL INFO " in text and text[:1] not in ROW_FIRST:
+                # most of an INFO log: skipped here unless it may be an event (R2CC words,
+                # the version, an IB error) or completes one held back
+                library_line(lineno, text)
+                if scanner.idle:
+                    rule = _r2cc_rule(text)
+                    if rule is None and "Got completion" not in text:
+                        continue
+                    if rule is not None and scanner.capped(_R2CC_RULES[rule][0]):
+                        continue
+            else:
+                feed_parser(lineno, text, origin)
+            if len(raw) <= MAX_LINE:
+                feed_scanner(lineno, raw, text, stamp, events)
+    except Exception as exc:  # a broken reader must not lose what was read so far
+        parser.st.warn(f"input read failed: {exc!r}")
+    scanner.flush(events)
+    return parser.finish(lines, file_name=file_name), _counted(scanner, events)
 
 
 def parse_events(
@@ -206,11 +351,16 @@ def iter_events(
 def _scan(
     scanner: _Scanner, source: str | bytes | Iterable[str] | Iterable[bytes]
 ) -> Iterator[Event]:
-    for lineno, line in enumerate(iter_lines(source), start=1):
-        if len(line) > MAX_LINE:
+    out: list[Event] = []
+    for lineno, raw, text, _origin, stamp in LogLines(source):
+        if len(raw) > MAX_LINE:
             continue
-        yield from scanner.feed(lineno, line)
-    yield from scanner.flush()
+        scanner.feed(lineno, raw, text, stamp, out)
+        if out:
+            yield from out
+            out.clear()
+    scanner.flush(out)
+    yield from out
 
 
 @dataclass
@@ -234,29 +384,60 @@ class _Scanner:
     seen: dict[EventKind, int] = field(default_factory=dict)
     left_out: dict[EventKind, int] = field(default_factory=dict)
     pending: _Pending | None = None
-    ib_pending: tuple[int, str, re.Match[str]] | None = None
+    ib_pending: tuple[int, str, re.Match[str], str | None] | None = None
 
-    def feed(self, lineno: int, line: str) -> Iterator[Event]:
+    def feed(self, lineno: int, raw: str, line: str, stamp: str | None, out: list[Event]) -> None:
+        """The events of one line (`raw` as written, `line` cleaned, `stamp` the time stamp
+        the cleaning took off), appended to `out`."""
         if self.pending is not None:
-            yield from self._continue_pending(line)
+            self._continue_pending(line, out)
         if self.ib_pending is not None:
             ib = self._continue_ib(line)
-            yield ib
+            out.append(ib)
             if ib.message.endswith(line.strip()) and "vendor" in ib.details:
                 return  # the line was the message's continuation
+        if " NCCL INFO " in line and not self.include_info:
+            rule = _r2cc_rule(line)
+            if rule is not None:
+                kind = _R2CC_RULES[rule][0]
+            elif "Got completion from peer" in line:
+                kind = EventKind.NET_IB_COMPLETION_ERROR
+            else:
+                return  # most INFO lines: nothing to classify
+            if self.per_kind is not None and self.seen.get(kind, 0) >= self.per_kind:
+                self._count(kind)  # beyond the first ones: counted, not built
+                return
+        elif " NCCL WARN " in line and self.per_kind is not None:
+            kind = _warn_kind(line)
+            if self.seen.get(kind, 0) >= self.per_kind:
+                self._count(kind)  # beyond the first ones: counted, not built
+                return
         if "NCCL " in line and (m := _NCCL_RE.match(line)) is not None:
-            event = self._nccl(lineno, line, m)
+            event = self._nccl(lineno, raw, m, stamp)
             if event is not None:
-                yield event
+                out.append(event)
             return
-        event = self._other(lineno, line)
+        event = self._other(lineno, raw, line)
         if event is not None:
-            yield event
+            out.append(event)
+
+    def capped(self, kind: EventKind) -> bool:
+        """Whether an event of `kind` is beyond the first `per_kind` ones: then counted (not
+        built), and True."""
+        if self.per_kind is None or self.seen.get(kind, 0) < self.per_kind:
+            return False
+        self._count(kind)
+        return True
+
+    @property
+    def idle(self) -> bool:
+        """No message spread over several lines is waiting for its next line."""
+        return self.pending is None and self.ib_pending is None
 
     def _continue_ib(self, line: str) -> Event:
         """The IB completion error held back, completed by `line` when it continues it."""
         assert self.ib_pending is not None
-        lineno, first, m = self.ib_pending
+        lineno, first, m, stamp = self.ib_pending
         self.ib_pending = None
         msg = m.group("msg").strip()
         continued = "NCCL " not in line and not _NCCL_RE.match(line)
@@ -264,17 +445,18 @@ class _Scanner:
         found = _IB_RE.search(joined)
         details = found.groupdict() if found else _ib_partial(msg)
         return self._nccl_event(
-            EventKind.NET_IB_COMPLETION_ERROR, lineno, first, m, joined, details
+            EventKind.NET_IB_COMPLETION_ERROR, lineno, first, m, joined, details, stamp
         )
 
     def _nccl_event(
         self,
         kind: EventKind,
         lineno: int,
-        line: str,
+        raw: str,
         m: re.Match[str],
         message: str,
         details: dict[str, str],
+        stamp: str | None,
     ) -> Event:
         """The event of an NCCL log line (`host:pid:tid [dev] src NCCL LEVEL message`)."""
         if m.group("src"):
@@ -282,9 +464,9 @@ class _Scanner:
         return _event(
             kind,
             lineno,
-            line,
+            raw,
             message=message,
-            time=_parse_time(m.group("ts"), self.tz),
+            time=_parse_time(m.group("ts") or stamp, self.tz),
             host=m.group("host"),
             pid=int(m.group("pid")),
             tid=int(m.group("tid")),
@@ -292,14 +474,14 @@ class _Scanner:
             details=details,
         )
 
-    def flush(self) -> Iterator[Event]:
+    def flush(self, out: list[Event]) -> None:
         if self.ib_pending is not None:
-            yield self._continue_ib("NCCL ")
+            out.append(self._continue_ib("NCCL "))
         if self.pending is not None:
             p, self.pending = self.pending, None
-            yield _event(p.kind, p.line, p.text, details=p.details, **p.fields)
+            out.append(_event(p.kind, p.line, p.text, details=p.details, **p.fields))
 
-    def _continue_pending(self, line: str) -> Iterator[Event]:
+    def _continue_pending(self, line: str, out: list[Event]) -> None:
         p = self.pending
         assert p is not None
         for rx in p.continuation:
@@ -310,50 +492,79 @@ class _Scanner:
         p.ttl -= 1
         # The node line may come before the exit code (PRRTE): only both rank and code end it.
         if p.ttl <= 0 or ("exit_code" in p.details and "rank" in p.fields):
-            yield from self.flush()
+            self.flush(out)
 
-    def _nccl(self, lineno: int, line: str, m: re.Match[str]) -> Event | None:
+    def _nccl(self, lineno: int, raw: str, m: re.Match[str], stamp: str | None) -> Event | None:
         msg = m.group("msg").strip()
         level = m.group("level")
-        if level == "INFO" and not self.include_info and _INFO_WORTH_RE.search(msg) is None:
-            return None  # most INFO lines: nothing to classify
-        kind, details = _classify_nccl(level, msg)
-        if self.per_kind is not None:
-            n = self.seen.get(kind, 0)
-            self.seen[kind] = n + 1
-            if n >= self.per_kind:
-                self.left_out[kind] = self.left_out.get(kind, 0) + 1
-                return None
+        kind, details = _classify_nccl(level, msg, m.group("src"))
+        if kind is EventKind.NCCL_INFO and not self.include_info:
+            return None  # worth a look, but nothing to classify
+        if self.per_kind is not None and not self._count(kind):
+            return None
         if kind is EventKind.NET_IB_COMPLETION_ERROR and "vendor" not in details:
             # NCCL's message may go on on the next line: complete it there (see _continue_ib).
-            self.ib_pending = (lineno, line, m)
+            self.ib_pending = (lineno, raw, m, stamp)
             return None
-        if kind is EventKind.NCCL_INFO and not self.include_info:
-            return None
-        return self._nccl_event(kind, lineno, line, m, msg, details)
+        return self._nccl_event(kind, lineno, raw, m, msg, details, stamp)
 
-    def _other(self, lineno: int, line: str) -> Event | None:
+    def _count(self, kind: EventKind) -> bool:
+        """Count an event of `kind`; whether it is among the first `per_kind` (kept)."""
+        n = self.seen.get(kind, 0)
+        self.seen[kind] = n + 1
+        if self.per_kind is not None and n >= self.per_kind:
+            self.left_out[kind] = self.left_out.get(kind, 0) + 1
+            return False
+        return True
+
+    def _other(self, lineno: int, raw: str, line: str) -> Event | None:
         body = _ROW_PREFIX_RE.sub("", line, count=1).strip()
         if not body:
             return None
         if (m := _TEST_RE.match(body)) is not None:
-            return _test_event(lineno, line, body, m)
+            return _test_event(lineno, raw, body, m)
         if ": Test " in body and (m := _TEST_GLUED_RE.search(body)) is not None:
-            return _test_event(lineno, line, body[m.start() :], m)
+            return _test_event(lineno, raw, body[m.start() :], m)
         if body.startswith("NCCL failure") and (m := _OLD_FAILURE_RE.match(body)) is not None:
             details = {"where": m.group("where"), "error": m.group("rest").strip(" '.")}
-            return _event(EventKind.TEST_NCCL_FAILURE, lineno, line, message=body, details=details)
+            return _event(EventKind.TEST_NCCL_FAILURE, lineno, raw, message=body, details=details)
         if (m := _TEST_STACK_RE.match(body)) is not None:
             return _event(
                 EventKind.TEST_FAILURE,
                 lineno,
-                line,
+                raw,
                 message=body,
                 host=m.group("host"),
                 pid=int(m.group("pid")),
                 details={"where": m.group("where")},
             )
-        return self._mpi(lineno, line, body)
+        if "Watchdog caught" in body or ("ncc" in body.lower() and _framework_words(body)):
+            event = self._framework(lineno, raw, body)
+            if event is not None:
+                return event
+        return self._mpi(lineno, raw, body)
+
+    def _framework(self, lineno: int, raw: str, body: str) -> Event | None:
+        """A framework's report of NCCL failing under it: PyTorch's watchdog timeout, its
+        `NCCL error`/`ncclRemoteError` reports, an aborted communicator."""
+        if (m := _WATCHDOG_RE.search(body)) is not None:
+            kind = EventKind.COLLECTIVE_TIMEOUT
+            details = {k: v for k, v in m.groupdict().items() if v is not None and k != "rank"}
+            rank = int(m.group("rank")) if m.group("rank") else None
+        elif (m := _FRAMEWORK_NCCL_ERROR_RE.search(body)) is not None:
+            kind = EventKind.NCCL_FATAL_ERROR
+            what = m.group("what") or m.group("text") or "communicator aborted"
+            details = {"what": what.strip(), "reported_by": "framework"}
+            if m.group("code"):
+                details["code"] = m.group("code")
+            rank = int(m.group("rank")) if m.group("rank") else None
+        else:
+            return None
+        if rank is None and (said := _RANK_SAID_RE.search(body)) is not None:
+            rank = int(said.group(1))
+        if self.per_kind is not None and not self._count(kind):
+            return None
+        return _event(kind, lineno, raw, message=body, rank=rank, details=details)
 
     def _mpi(self, lineno: int, line: str, body: str) -> Event | None:
         if body.startswith("[") and (event := _crash_line(lineno, line, body)) is not None:
@@ -382,6 +593,10 @@ class _Scanner:
             self.pending = _Pending(kind, lineno, line, fields, message.continuation)
             return None
         return _event(kind, lineno, line, message=body, details=details, **fields)
+
+
+def _framework_words(body: str) -> bool:
+    return any(w in body for w in _FRAMEWORK_WORDS)
 
 
 def _crash_fields(m: re.Match[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -438,16 +653,26 @@ def _ib_partial(msg: str) -> dict[str, str]:
     return {k: v for k, v in m.groupdict().items() if v is not None} if m else {}
 
 
-def _classify_nccl(level: str, msg: str) -> tuple[EventKind, dict[str, str]]:
-    for kind, rx in _R2CC_RULES:
-        m = rx.search(msg)
-        if m:
+def _classify_nccl(
+    level: str, msg: str, source: str | None = None
+) -> tuple[EventKind, dict[str, str]]:
+    if (rule := _r2cc_rule(msg)) is not None:
+        kind, rx = _R2CC_RULES[rule]
+        if (m := rx.search(msg)) is not None:
             return kind, {k: v for k, v in m.groupdict().items() if v is not None}
     if "Got completion from peer" in msg:
         m = _IB_RE.search(msg)
         return EventKind.NET_IB_COMPLETION_ERROR, (m.groupdict() if m else {})
     if level == "WARN":
-        if any(w in msg for w in _SOCKET_WORDS):
+        if "fatal" in msg and (m := _FATAL_RE.search(msg)) is not None:
+            return EventKind.NCCL_FATAL_ERROR, {
+                k: v.strip() for k, v in m.groupdict().items() if v is not None
+            }
+        if any(w in msg for w in _SOCKET_WORDS) or (
+            source.endswith(_SOCKET_SOURCES, 0, source.rfind(":"))
+            if source is not None
+            else any(f"{src}:" in msg for src in _SOCKET_SOURCES)
+        ):
             return EventKind.SOCKET_ERROR, {}
         return EventKind.NCCL_WARN, {}
     return EventKind.NCCL_INFO, {}

@@ -23,7 +23,7 @@ CollectiveSource = Literal[
     "columns",  # redop/root/count columns and the busbw/algbw ratio
     "file_name",  # `old_all_reduce.txt`, `all_reduce_perf.socket.txt`
 ]
-LibraryFamily = Literal["nccl", "rccl"]
+LibraryFamily = Literal["nccl", "rccl", "r2ccl", "msccl", "other"]
 
 
 class _Frozen(BaseModel):
@@ -175,6 +175,8 @@ class EventKind(str, Enum):
     R2CC_OOB_INIT = "r2cc_oob_init"
     NET_IB_COMPLETION_ERROR = "net_ib_completion_error"
     SOCKET_ERROR = "socket_error"
+    NCCL_FATAL_ERROR = "nccl_fatal_error"  # async QP/CQ fatal event, comm fatal, ncclRemoteError
+    COLLECTIVE_TIMEOUT = "collective_timeout"  # a framework's watchdog (PyTorch ProcessGroupNCCL)
     TEST_NCCL_FAILURE = "test_nccl_failure"
     TEST_TIMEOUT = "test_timeout"
     TEST_FAILURE = "test_failure"

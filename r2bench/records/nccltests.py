@@ -8,8 +8,11 @@ Public API:
   JSON file cut short by a crash.
 - `combine(text, json)`: text result completed with what only the JSON has (per-iteration times).
 - `collective_from_binary(name)`: `".../all_reduce_perf"` -> `"all_reduce"`.
-- `split_runs(source)`: the runs of a text output holding several (a shell loop's output),
-  split at each new nccl-tests header; `parse_text_runs` parses each.
+- `split_runs(source)`: the runs of a text output holding several (a shell loop's output, a
+  grep of several logs), split where a new run shows; `parse_text_runs` parses each.
+- `ends_complete(parsed)`: whether the output ends as a complete run of its tool's version.
+- `LogLines(source)`, `RunParser`: the streaming reader and parser behind them, for a caller
+  that reads a log once for several things (`events.read_log`).
 
 None of them raise on bad input: whatever was understood is returned, and what was not is
 listed in `ParsedNcclTests.warnings`.
@@ -17,7 +20,9 @@ listed in `ParsedNcclTests.warnings`.
 
 from __future__ import annotations
 
+import heapq
 import io
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from r2bench.records.logprefix import clean_lines
+from r2bench.records.logprefix import DETECT_LINES, LineCleaner
 from r2bench.records.models import (
     CollectiveSource,
     Device,
@@ -34,6 +39,7 @@ from r2bench.records.models import (
     Placement,
     ResultRow,
 )
+from r2bench.records.provenance import LibraryEvidence
 
 MAX_LINE = 8192  # longer lines are not nccl-tests lines (binary garbage, runaway logs)
 MAX_WARNINGS = 50
@@ -43,13 +49,13 @@ _VERSION_RE = re.compile(
     r"([nr])ccl-tests version (\S+)(?: [nr]ccl-headers=(\d+))?(?: [nr]ccl-library=(\d+))?"
 )
 _RCCL_TESTS_RE = re.compile(r"^rccl-tests: Version\s*(\S*)")
-_LIBRARY_RE = re.compile(r"^(?P<lib>NCCL|RCCL) version\s*:?\s*(?P<version>\S+)")
 _LOG_START_RE = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] ")
 """The start of an NCCL log line (`host:pid:tid [rank] `), wherever it is in a line."""
 _GLUED_TEST_RE = re.compile(r"(?<=\d)[A-Za-z_][\w.-]*: Test ")
 """nccl-tests' `host: Test timeout` message right after a row's last printed number."""
 _DEVICE_RE = re.compile(
-    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?on\s+(\S+)\s+device\s+(\d+)"
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?(?:on\s+(\S+)|\.\.\.|…)"
+    r"\s+device\s+(\d+)"
     r"\s+\[([^\]]*)\]\s*(.*)$"
 )
 _ARG_RES = {
@@ -68,8 +74,9 @@ _RUN_START_RE = re.compile(
     r"^#\s*(?:Writing JSON output to|[nr]ccl-tests version|Collective test starting|nThread \d)"
 )
 _NTHREAD_RE = re.compile(r"^#\s*nThread \d")
-# A line that runs a test: a shell, mpirun or srun command naming `<test>_perf`.
-_COMMAND_RE = re.compile(r"(?:^|[\s/=>$#])(?P<test>[a-z_]+)_perf(?:_mpi)?(?=\s|$)(?!\.)")
+# A line that runs a test: a shell, mpirun or srun command naming `<test>_perf` (also quoted,
+# as a script sets it: `BIN="./build/all_reduce_perf_mpi"`).
+_COMMAND_RE = re.compile(r"(?:^|[\s/=>$#])(?P<test>[a-z_]+)_perf(?:_mpi)?(?=[\"']?(?:\s|$))(?!\.)")
 # Failure lines naming the test's source file: `Test failure all_reduce.cu:90`,
 # `NCCL failure all_reduce.cu:95 'unhandled cuda error'` (old releases).
 _FAILURE_FILE_RE = re.compile(r"(?:NCCL|CUDA)? ?failure (?P<test>[a-z_]+)\.cu:\d+")
@@ -149,18 +156,20 @@ def _is_number(tok: str) -> bool:
 
 @dataclass(frozen=True)
 class _Layout:
-    """The columns of a result row: the row's own (size, count, type, [redop], [root]) and,
-    twice (out-of-place, in-place), the placement's (time, algbw, busbw, #wrong or error,
-    [per-iteration columns]). Learned from the column-name line of the table, or from the shape
-    of the first full row when a paste has no such line."""
+    """The columns of a result row: the row's own (size, count, type, [redop], [root]) and, once
+    per placement (out-of-place, then in-place), the placement's (time, algbw, busbw, #wrong or
+    error, [per-iteration columns]). Learned from the column-name line of the table, or from the
+    shape of the first full row when a paste has no such line. A table an author condensed to
+    one placement (`size count type redop root time algbw busbw`) has `placements` 1."""
 
     head: tuple[str, ...] = _HEAD_COLUMNS
     group: tuple[str, ...] = ("time", "algbw", "busbw", "wrong")
     from_header: bool = False
+    placements: int = 2
 
     @property
     def width(self) -> int:
-        return len(self.head) + 2 * len(self.group)
+        return len(self.head) + self.placements * len(self.group)
 
 
 _DEFAULT_LAYOUT = _Layout()
@@ -168,8 +177,9 @@ _DEFAULT_LAYOUT = _Layout()
 
 def layout_from_header(names: list[str]) -> _Layout | None:
     """The layout a column-name line declares (`size count type redop root time algbw busbw
-    #wrong time ...`); None when the line is not a complete one."""
-    # `timestamp` (-S) and unknown extras are left out
+    #wrong time ...`); None when the line is not a complete one. A line naming one placement's
+    columns only (a condensed table) declares one placement."""
+    # `timestamp` (-S), `...` and unknown extras are left out
     canon = [c for c in (_COLUMN_NAMES.get(n.lower()) for n in names) if c is not None]
     if "time" not in canon:
         return None
@@ -180,12 +190,15 @@ def layout_from_header(names: list[str]) -> _Layout | None:
     group = tuple(rest[:second])
     if head[:3] != ("size", "count", "type") or not {"algbw", "busbw"} <= set(group):
         return None
-    return _Layout(head=head, group=group, from_header=True)
+    return _Layout(
+        head=head, group=group, from_header=True, placements=1 if second == len(rest) else 2
+    )
 
 
 def layout_from_row(tokens: list[str]) -> _Layout | None:
     """The layout of a full row when no column-name line was seen: (size, count, type), a
-    redop when the next token is a name, a root when the count of the rest says so."""
+    redop when the next token is a name, a root when the count of the rest says so (also a
+    root after a blank redop: `8 2 float -1 ...`)."""
     if len(tokens) < 4 or not (_INT_RE.match(tokens[0]) and _INT_RE.match(tokens[1])):
         return None
     redop = _NAME_RE.match(tokens[3]) is not None and tokens[3] != "N/A"
@@ -195,13 +208,74 @@ def layout_from_row(tokens: list[str]) -> _Layout | None:
     head: tuple[str, ...]
     if rest in (8, 16):
         head = ("size", "count", "type", "redop") if redop else ("size", "count", "type")
-    elif redop and rest - 1 in (8, 16) and _INT_RE.match(tokens[4]):
-        head = _HEAD_COLUMNS
+    elif rest - 1 in (8, 16) and _INT_RE.match(tokens[4 if redop else 3]):
+        head = _HEAD_COLUMNS if redop else ("size", "count", "type", "root")
         rest -= 1
     else:
         return None
     group = ("time", "algbw", "busbw", "wrong") + (_ITER_COLUMNS if rest == 16 else ())
     return _Layout(head=head, group=group)
+
+
+ROW_FIRST = frozenset(" \t0123456789")
+"""First characters of a line that may be a result row with a library log line glued on."""
+_STRINGS: dict[str, str] = {}
+_ROW_DEFAULTS = {
+    name: info.default for name, info in ResultRow.model_fields.items() if not info.is_required()
+}
+_ROW_FIELDS = set(ResultRow.model_fields)
+_set = object.__setattr__
+
+
+def _built_row(values: dict[str, Any]) -> ResultRow:
+    """A ResultRow of values this module checked itself, built without pydantic's validation
+    (several µs a row, a large share of a dense log's parse) and sharing one set of field
+    names (hundreds of bytes a row): what `model_construct` does, less its per-call work."""
+    row = ResultRow.__new__(ResultRow)
+    _set(row, "__dict__", {**_ROW_DEFAULTS, **values})
+    _set(row, "__pydantic_fields_set__", _ROW_FIELDS)
+    _set(row, "__pydantic_extra__", None)
+    _set(row, "__pydantic_private__", None)
+    return row
+
+
+def _validated_row(values: dict[str, Any]) -> ResultRow:
+    return ResultRow(**values)
+
+
+def _row_builder() -> Any:
+    """`_built_row` where it builds what validation builds (this pydantic), else validation."""
+    probe = {
+        "size_bytes": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
+        "cycle": 0, "line": 1, "timestamp": None, "placement": "in_place",
+        "time_us": 1.5, "algbw_gbps": 0.0, "busbw_gbps": 0.0, "wrong": 0,
+    }  # fmt: skip
+    try:
+        fast = _built_row(dict(probe))
+        same = fast == ResultRow(**probe) and fast.model_dump() == ResultRow(**probe).model_dump()
+    except Exception:  # another pydantic: validate instead
+        same = False
+    return _built_row if same else _validated_row
+
+
+_new_row = _row_builder()
+
+
+_INTS: dict[int, int] = {}
+
+
+def _shared_int(value: int) -> int:
+    """One int object per distinct size or count (the rows of each -N cycle repeat them)."""
+    if len(_INTS) > 65536:
+        return value
+    return _INTS.setdefault(value, value)
+
+
+def _interned(tok: str) -> str:
+    """One string object per distinct type/redop name (millions of rows share a few)."""
+    if len(_STRINGS) > 4096:
+        return tok
+    return _STRINGS.setdefault(tok, tok)
 
 
 @dataclass
@@ -211,6 +285,8 @@ class _State:
     fields: dict[str, Any] = field(default_factory=dict)
     devices: list[Device] = field(default_factory=list)
     rows: list[ResultRow] = field(default_factory=list)
+    ratios: list[tuple[float, float] | None] = field(default_factory=list)  # busbw/algbw per row
+    restarts: list[int] = field(default_factory=list)  # indices of rows that restart the sizes
     warnings: list[str] = field(default_factory=list)
     dropped_warnings: int = 0
     layout: _Layout | None = None
@@ -219,8 +295,11 @@ class _State:
     last_size: dict[tuple[str, str, int], int] = field(default_factory=dict)
     cycle: dict[tuple[str, str, int], int] = field(default_factory=dict)
     named: dict[str, str] = field(default_factory=dict)  # source -> collective it names
-    origin: str | None = None  # the rank/host prefix the header lines carried
-    bus_ratio: tuple[float, float] | None = None  # busbw/algbw of the rows read so far
+    origin: str | None = None  # the rank/host/file the header or row lines' prefix named
+    library: LibraryEvidence = field(default_factory=LibraryEvidence)
+    commented_rows: int = 0  # result rows an author commented out with `#` (read)
+    n_ranks: int = 0  # distinct ranks in `devices`
+    blank_redop_lines: set[int] = field(default_factory=set)  # rows read with a blank redop
     first_line: int | None = None
     last_line: int | None = None
 
@@ -238,6 +317,125 @@ class _State:
     def ended(self) -> bool:
         """The footer or the concluding line was seen: more rows belong to another run."""
         return bool(self.fields.get("footer") or self.fields.get("concluded"))
+
+    def drop_rows_from(self, index: int) -> None:
+        """Forget the rows from `index` on (a last line cut short)."""
+        del self.rows[index:]
+        del self.ratios[index:]
+        self.restarts = [i for i in self.restarts if i < index]
+
+
+# --------------------------------------------------------------------------- reading lines
+
+_CHUNK = 1 << 20
+_LONGEST = 1 << 20  # a "line" held longer than this is cut: it is never one of ours
+
+
+class LineReader:
+    """The lines of a text source without their line ends (`\\n`, and a `\\r` before it).
+
+    A binary file is read in 1 MiB chunks, each decoded once (UTF-8, leniently), so the cost
+    per line does not depend on how lines are mixed; a str or bytes is split at once; any other
+    iterable is taken line by line. `ended` says, once read, whether the last line had its line
+    end (a line without one may have been cut mid-way)."""
+
+    def __init__(self, source: str | bytes | Iterable[str] | Iterable[bytes]) -> None:
+        self.source = source
+        self.ended = True
+
+    def __iter__(self) -> Iterator[str]:
+        src = self.source
+        if isinstance(src, bytes):
+            src = src.decode("utf-8", errors="replace")
+        if isinstance(src, str):
+            yield from self._split(src)
+            return
+        read = getattr(src, "read", None)
+        if read is not None and not isinstance(src, io.TextIOBase):
+            yield from self._chunks(read)
+            return
+        last = ""
+        for raw in src:
+            text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+            last = text
+            if "\n" in text[:-1]:  # a block of lines (stdin read whole), not one line
+                yield from self._split(text)
+                continue
+            yield text.rstrip("\r\n")
+        self.ended = last.endswith(("\n", "\r")) or last == ""
+
+    def _split(self, text: str) -> Iterator[str]:
+        lines = text.split("\n")
+        tail = lines.pop()
+        for line in lines:
+            yield line[:-1] if line[-1:] == "\r" else line
+        if tail:
+            self.ended = tail.endswith("\r")
+            yield tail.rstrip("\r")
+
+    def _chunks(self, read: Any) -> Iterator[str]:
+        held = b""
+        overlong = False  # `held` is the start of a line longer than any of ours
+        while True:
+            chunk = read(_CHUNK)
+            if not chunk:
+                break
+            if isinstance(chunk, str):
+                chunk = chunk.encode("utf-8", errors="replace")
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                if not overlong:
+                    held += chunk
+                    if len(held) > _LONGEST:
+                        held, overlong = held[: MAX_LINE + 1], True
+                continue
+            if overlong:
+                block = held + chunk[chunk.find(b"\n") : cut + 1]
+                overlong = False
+            else:
+                block = held + chunk[: cut + 1]
+            held = chunk[cut + 1 :]
+            for line in block.decode("utf-8", errors="replace")[:-1].split("\n"):
+                yield line[:-1] if line[-1:] == "\r" else line
+        if held:
+            self.ended = held.endswith(b"\r")
+            yield held.decode("utf-8", errors="replace").rstrip("\r")
+
+
+class LogLines:
+    """(line number, the line as written, the line cleaned, the rank/host/file its prefix
+    named, the time stamp a log collector put before it) for every line of a source: launcher
+    prefixes and paste artefacts taken off (`logprefix.LineCleaner`)."""
+
+    def __init__(
+        self, source: str | bytes | Iterable[str] | Iterable[bytes], first_line: int = 1
+    ) -> None:
+        self.reader = LineReader(source)
+        self.first_line = first_line
+        self.last = first_line - 1
+
+    @property
+    def ended(self) -> bool:
+        return self.reader.ended
+
+    def __iter__(self) -> Iterator[tuple[int, str, str, str | None, str | None]]:
+        cleaner = LineCleaner()
+        it = iter(self.reader)
+        held: list[str] = []
+        for line in it:
+            held.append(line)
+            if len(held) >= DETECT_LINES:
+                break
+        cleaner.decide(held)
+        split = cleaner.split
+        count = 0
+        try:
+            for count, line in enumerate(held, self.first_line):
+                yield (count, line, *split(line))
+            for count, line in enumerate(it, self.first_line + len(held)):
+                yield (count, line, *split(line))
+        finally:
+            self.last = count if count else self.first_line - 1
 
 
 def _raw_lines(source: str | bytes | Iterable[str] | Iterable[bytes]) -> Iterator[str]:
@@ -272,8 +470,10 @@ def parse_text(
     file does): a last line without one is taken as cut short and its row is dropped.
     `first_line` numbers the lines of a run cut out of a longer file.
     """
-    runs = _Parser(split=False, first_line=first_line).parse(source)
-    return _settled(runs[0], binary_name, file_name)
+    parser = RunParser(split=False)
+    lines = LogLines(source, first_line)
+    parser.parse(lines)
+    return parser.finish(lines, binary_name=binary_name, file_name=file_name)[0]
 
 
 def iter_runs(
@@ -281,23 +481,40 @@ def iter_runs(
 ) -> list[ParsedNcclTests]:
     """Every run of a text output, in one streaming pass (see `split_runs` for where runs are
     cut); each knows its `first_line` and `last_line`."""
-    return [_settled(st, None, file_name) for st in _Parser(split=True).parse(source)]
+    parser = RunParser(split=True)
+    lines = LogLines(source)
+    parser.parse(lines)
+    return parser.finish(lines, file_name=file_name)
 
 
-def _settled(st: _State, binary_name: str | None, file_name: str | None) -> ParsedNcclTests:
-    _flush_pending(st)
-    _settle_collective(st, binary_name, file_name)
-    return _finish(st)
+def ends_complete(parsed: ParsedNcclTests) -> bool:
+    """Whether the output ends as a complete run of its tool and version ends.
+
+    nccl-tests from 2.16.7 on print `# Collective test starting` (from 2.17.4 also the
+    `# nccl-tests version ... nccl-headers=` line) and end with `# Collective test concluded`;
+    newer rccl-tests (`# rccl-tests version ... rccl-headers=`, `# Collective test starting`)
+    too. Older nccl-tests and rccl-tests (`rccl-tests: Version ...`, no starting line) end with
+    the `# Avg bus bandwidth` footer: that is their last line of a complete run."""
+    if parsed.concluded:
+        return True
+    if not parsed.footer:
+        return False
+    return not expects_concluding_line(parsed)
 
 
-# What names the collective, most direct first.
-_NAMING_ORDER: tuple[CollectiveSource, ...] = ("program_line", "command_line", "failure_line")
+def expects_concluding_line(parsed: ParsedNcclTests) -> bool:
+    """Whether the output's tool and version print `# Collective test concluded` at the end:
+    it printed the version line of 2.17.4 and later (`nccl-headers=`) or the starting line
+    (2.16.7 and later)."""
+    return parsed.nccl_headers is not None or parsed.collective_from == "program_line"
 
 
-def _settle_collective(st: _State, binary_name: str | None, file_name: str | None) -> None:
+def _settle_collective(
+    st: _State, binary_name: str | None, file_name: str | None, columns: tuple[str, ...] | None
+) -> None:
     if st.fields.get("collective"):
         return
-    candidates = collectives_from_columns(st.rows, len({d.rank for d in st.devices}))
+    candidates = collectives_from_columns(st.rows, len({d.rank for d in st.devices}), columns)
     named: list[tuple[CollectiveSource, str | None]] = [
         (src, st.named.get(src)) for src in _NAMING_ORDER
     ]
@@ -314,6 +531,10 @@ def _settle_collective(st: _State, binary_name: str | None, file_name: str | Non
         st.warn(f"collective not named; its columns fit {' or '.join(candidates)}")
 
 
+# What names the collective, most direct first.
+_NAMING_ORDER: tuple[CollectiveSource, ...] = ("program_line", "command_line", "failure_line")
+
+
 def collective_from_file_name(name: str | None) -> str | None:
     """`logs/v2-all_reduce_perf.socket.c1.txt` -> `all_reduce`: the binary's name in the file's
     name, before its first dot; else a test's name closing that part (`old_all_reduce.txt`)."""
@@ -327,18 +548,29 @@ def collective_from_file_name(name: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def collectives_from_columns(rows: list[ResultRow], ranks: int) -> tuple[str, ...]:
+def collectives_from_columns(
+    rows: list[ResultRow], ranks: int, columns: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
     """The collectives whose nccl-tests rows look like these: redop (none or an operation),
     root (-1 or a rank), size / (count x type size) (1, or the number of ranks) and busbw /
-    algbw (2(n-1)/n > 1 only for all_reduce; 1 for the rooted ones and sendrecv)."""
+    algbw (2(n-1)/n > 1 only for all_reduce; 1 for the rooted ones and sendrecv).
+
+    `columns` are the row columns a column-name line declared (None without one). A redop
+    column left blank is a collective that does not reduce (releases before 2.13 printed
+    nothing there for all_gather, alltoall, broadcast, scatter and gather); in the oldest
+    releases each test printed its own columns, and only all_gather had neither redop nor
+    root, only broadcast a root without a redop."""
     if not rows:
         return ()
     row = rows[-1]
+    if not row.redop:
+        if columns is None:
+            return ()  # a table without its column names: a blank redop says nothing
+        if "redop" not in columns:
+            return ("broadcast",) if "root" in columns else ("all_gather",)
     width = _TYPE_BYTES.get(row.type)
     ratio = row.size_bytes / (row.count * width) if width and row.count else None
     reduces, rooted = row.redop not in ("none", ""), row.root >= 0
-    if not row.redop:  # old tables without a redop column: only all_gather lacked one
-        return ()
     per_rank = ratio is not None and ranks > 1 and abs(ratio - ranks) < 1e-9
     bus = _bus_ratio(rows)
     if rooted:
@@ -372,9 +604,11 @@ def _bus_ratio(rows: list[ResultRow]) -> float | None:
 def split_runs(source: str | bytes | Iterable[str] | Iterable[bytes]) -> list[tuple[int, str]]:
     """Cut a text output into runs (first line number, text): at each new nccl-tests header,
     at rows after a run's footer (a grep or `cat` of several outputs), at a new device list
-    after rows, and at a change of the rank or host a launcher prefix names. Text before the
-    first header stays with the first run. Holds the text in memory: for files of any size,
-    use `iter_runs` (line ranges) instead."""
+    after rows, at a command line that runs a test after rows, at a `==> file <==` line, at a
+    change of the rank, host or file a launcher or grep prefix names, and where the sizes
+    start over with another busbw/algbw factor (another rank count: an extract of several
+    runs with no header between them). Text before the first header stays with the first run.
+    Holds the text in memory: for files of any size, use `iter_runs` (line ranges) instead."""
     lines = list(_raw_lines(source))
     out = []
     for run in iter_runs(lines):
@@ -396,9 +630,19 @@ def parse_text_runs(
 
 
 def _finish(st: _State) -> ParsedNcclTests:
+    if st.commented_rows:
+        st.warn(
+            f"{st.commented_rows} result row(s) commented out with '#' in the table: read as "
+            "the rows they are"
+        )
     if st.dropped_warnings:
         st.warnings.append(f"... {st.dropped_warnings} more warnings not shown")
     ranks = len({d.rank for d in st.devices}) or None
+    fields = dict(st.fields)
+    if st.library.family is not None:
+        fields["library_family"] = st.library.family
+    if st.library.version is not None:
+        fields["library_version"] = st.library.version
     return ParsedNcclTests(
         devices=st.devices,
         rows=st.rows,
@@ -406,16 +650,19 @@ def _finish(st: _State) -> ParsedNcclTests:
         ranks=ranks,
         first_line=st.first_line,
         last_line=st.last_line,
-        **st.fields,
+        **fields,
     )
 
 
-class _Parser:
-    """One streaming pass over a text output; with `split`, a new `_State` per run."""
+# --------------------------------------------------------------------------- the parser
 
-    def __init__(self, *, split: bool, first_line: int = 1) -> None:
+
+class RunParser:
+    """One streaming pass over a text output: `feed` each cleaned line, then `finish`. With
+    `split`, a new run begins wherever the text shows one (see `split_runs`)."""
+
+    def __init__(self, *, split: bool) -> None:
         self.split = split
-        self.first_line = first_line
         self.runs: list[_State] = [_State()]
         self.carry: list[tuple[str, str]] = []  # (source, collective) seen after a run ended
 
@@ -423,26 +670,68 @@ class _Parser:
     def st(self) -> _State:
         return self.runs[-1]
 
-    def parse(self, source: str | bytes | Iterable[str] | Iterable[bytes]) -> list[_State]:
-        lineno, raw, rows_before = self.first_line - 1, "\n", 0
+    def parse(self, lines: LogLines) -> None:
+        """Feed every line of `lines` (a broken reader keeps what was read before it broke)."""
+        feed = self.feed
         try:
-            cleaned = clean_lines(_raw_lines(source))
-            for lineno, clean in enumerate(cleaned, start=self.first_line):
-                raw, rows_before = clean.text, len(self.st.rows)
-                self._line(lineno, raw.rstrip("\r\n"), clean.origin)
+            for lineno, _raw, text, origin, _stamp in lines:
+                feed(lineno, text, origin)
         except Exception as exc:  # a broken reader must not lose what was parsed so far
             self.st.warn(f"input read failed: {exc!r}")
+
+    def feed(self, lineno: int, line: str, origin: str | None) -> None:
+        """One line, launcher prefixes and paste artefacts already taken off."""
+        if (" NCCL INFO " in line or " NCCL WARN " in line) and line[:1] not in ROW_FIRST:
+            self.library_line(lineno, line)
+            return
+        self._line(lineno, line, origin)
+
+    def library_line(self, lineno: int, line: str) -> None:
+        """An NCCL log line (`host:pid:tid [dev] NCCL INFO ...`; most of an INFO log): only
+        what it says of the library is ours, events.py reads the rest."""
+        st = self.runs[-1]
+        if st.first_line is None:
+            self._touch(lineno)
+        st.last_line = lineno
+        lib = st.library
+        if "ersion" in line or (lib.family != "r2ccl" and ("R2CC" in line or "r2cc/" in line)):
+            lib.feed(line)
+
+    def finish(
+        self,
+        lines: LogLines,
+        *,
+        binary_name: str | None = None,
+        file_name: str | None = None,
+    ) -> list[ParsedNcclTests]:
+        """The runs read, settled: rows cut short by a missing last line end dropped, rows whose
+        busbw/algbw no other row shares dropped, an extract of several runs split."""
+        lineno = lines.last
         st = self.st
         cut_row = st.pending is not None and st.pending[0] == lineno
-        if not raw.endswith(("\n", "\r")) and (len(st.rows) > rows_before or cut_row):
+        last_rows = len(st.rows)
+        while last_rows and st.rows[last_rows - 1].line == lineno:
+            last_rows -= 1
+        if not lines.ended and (last_rows < len(st.rows) or cut_row):
             # output cut mid-line: the last number may be cut short too ("10251.5" -> "102")
-            del st.rows[rows_before:]
+            st.drop_rows_from(last_rows)
             st.pending = None
             st.warn(f"line {lineno}: last line has no line end; its result row was dropped")
-        for run in self.runs:
-            if run.last_line is None or run is st:
-                run.last_line = lineno if run is st else run.last_line
-        return [r for r in self.runs if r.first_line is not None] or [self.runs[0]]
+        if st.first_line is not None:
+            st.last_line = lineno
+        runs = [r for r in self.runs if r.first_line is not None] or [self.runs[0]]
+        out: list[ParsedNcclTests] = []
+        for run in runs:
+            _flush_pending(run)
+            parts = _split_by_ratio(run) if self.split else [run]
+            for part in parts:
+                _check_blank_redops(part, binary_name, file_name)
+                _keep_consensus(part)
+                layout = part.layout
+                columns = layout.head if layout is not None and layout.from_header else None
+                _settle_collective(part, binary_name, file_name, columns)
+                out.append(_finish(part))
+        return out
 
     def _new_run(self, lineno: int) -> None:
         if self.st.first_line is None:
@@ -452,9 +741,6 @@ class _Parser:
         self.runs.append(_State())
 
     def _line(self, lineno: int, line: str, origin: str | None) -> None:
-        if (" NCCL INFO " in line or " NCCL WARN " in line) and not line.lstrip()[:1].isdigit():
-            self._touch(lineno)  # a library log line (most of an INFO log): events.py reads it
-            return
         if len(line) > MAX_LINE:
             self.st.warn(f"line {lineno}: overlong line ({len(line)} chars) skipped")
             return
@@ -478,10 +764,12 @@ class _Parser:
         if st.pending is not None and kind != "other":
             _short_row(st)
         if kind in ("comment", "header"):
-            if origin is not None and st.origin is None and kind == "header":
+            if origin is not None and st.origin is None:
                 st.origin = origin
             _parse_comment(st, lineno, stripped)
         elif kind == "row":
+            if origin is not None and st.origin is None:
+                st.origin = origin
             _parse_row(st, lineno, stripped.split())
         else:
             _parse_other(st, lineno, stripped, self.carry if st.ended else None)
@@ -499,15 +787,43 @@ class _Parser:
 
     def _maybe_split(self, lineno: int, stripped: str, kind: str, origin: str | None) -> None:
         st = self.st
+        other = origin is not None and st.origin is not None and origin != st.origin
+        if other and st.rows and kind in ("header", "row", "comment"):
+            # another rank's, host's or (grep) file's lines: another run
+            previous = st.origin
+            self._new_run(lineno)
+            self.st.warn(
+                f"line {lineno}: a new run, its lines prefixed {origin!r} where the run "
+                f"before had {previous!r} (a launcher's rank or host, or grep's file name)"
+            )
+            return
         if kind == "header" and _RUN_START_RE.match(stripped):
-            starts = st.header_done or st.rows or st.ended
-            other = origin is not None and st.origin is not None and origin != st.origin
-            if starts or other:
+            if st.header_done or st.rows or st.ended or other:
                 self._new_run(lineno)
-        elif (kind == "row" and st.ended) or (
-            kind == "comment" and st.rows and _DEVICE_RE.match(stripped)
+        elif kind == "row":
+            if st.ended:
+                self._new_run(lineno)  # rows after a footer (a grep or cat of several runs)
+        elif kind == "comment":
+            if st.rows and _DEVICE_RE.match(stripped):
+                self._new_run(lineno)  # a new device list after rows
+            elif (st.rows or st.ended) and _is_column_line(stripped):
+                self._new_run(lineno)  # another table's column names: the next run's
+        elif st.rows and (
+            (stripped[:4] == "==> " and stripped.endswith(" <=="))
+            or ("_perf" in stripped and _COMMAND_RE.search(stripped) is not None)
         ):
-            self._new_run(lineno)  # rows after a footer, or a new device list after rows
+            # `tail`'s next file, or a command line that runs a test after rows: the context
+            # of the next run
+            self._new_run(lineno)
+
+
+def _is_column_line(line: str) -> bool:
+    """Whether a `#` line names a table's columns (`#  size  count  type ... busbw ...`)."""
+    return (
+        ("size" in line or "bytes" in line)
+        and ("time" in line or "redop" in line)
+        and layout_from_header(line.lstrip("#").split()) is not None
+    )
 
 
 def _line_kind(stripped: str) -> str:
@@ -539,21 +855,16 @@ def _parse_other(st: _State, lineno: int, line: str, carry: list[tuple[str, str]
     if st.pending is not None and _looks_like_continuation(tokens):
         _continue_row(st, lineno, tokens)
         return
-    if (m := _LIBRARY_RE.match(line)) is not None:
-        family = "rccl" if m.group("lib") == "RCCL" else st.fields.get("library_family") or "nccl"
-        st.fields.update(library_family=family, library_version=m.group("version"))
-        return
-    if (m := _RCCL_TESTS_RE.match(line)) is not None:
-        st.fields["library_family"] = "rccl"
-        if m.group(1) and m.group(1) != ":+":
+    if ("ersion" in line or "R2CC" in line or "r2cc/" in line) and st.library.feed(line):
+        m = _RCCL_TESTS_RE.match(line)
+        if m is not None and m.group(1) and m.group(1) != ":+":
             st.fields.setdefault("nccl_tests_version", m.group(1))
         return
     if "_perf" in line and (m := _COMMAND_RE.search(line)) is not None:
         name = collective_from_binary(m.group("test") + "_perf")
         if name:
-            target = carry if carry is not None else None
-            if target is not None:
-                target.append(("command_line", name))
+            if carry is not None:
+                carry.append(("command_line", name))
             else:
                 st.named["command_line"] = name
         return
@@ -562,7 +873,7 @@ def _parse_other(st: _State, lineno: int, line: str, carry: list[tuple[str, str]
         if name in NCCL_TESTS_COLLECTIVES:
             st.named.setdefault("failure_line", name)
         return
-    if st.in_table and tokens and _INT_RE.match(tokens[0]):
+    if st.in_table and not st.ended and tokens and _INT_RE.match(tokens[0]):
         if len(tokens) < 4:
             st.warn(f"line {lineno}: result row cut short (no measurements)")
         else:  # a row's start with a column missing or doubled before its type
@@ -617,12 +928,15 @@ def _parse_comment(st: _State, lineno: int, line: str) -> None:
             st.fields["nccl_headers"] = int(m.group(3)) if m.group(3) else None
             st.fields["nccl_library"] = int(m.group(4)) if m.group(4) else None
             if m.group(1) == "r":
-                st.fields["library_family"] = "rccl"
+                st.library.feed(line)
+            elif m.group(4) and st.library.family is None:
+                st.library.family = "nccl"  # nccl-tests built against an NCCL of that code
     elif _NTHREAD_RE.match(line):
         st.fields["header"] = True
         _parse_args_line(st, line)
     elif (m := _DEVICE_RE.match(line)) is not None:
         st.devices.append(_device(m))
+        st.n_ranks = len({d.rank for d in st.devices})
     elif (m := _STARTING_RE.match(line)) is not None:
         _name_collective(st, collective_from_binary(m.group(1)), "program_line")
     elif (m := _OOB_RE.match(line)) is not None:
@@ -641,6 +955,18 @@ def _parse_comment(st: _State, lineno: int, line: str) -> None:
             st.layout = layout
             st.fields["error_column"] = "error" in layout.group
             st.in_table = True
+    elif st.in_table and not st.ended and line[1:].lstrip()[:1].isdigit():
+        tokens = line[1:].split()
+        layout = st.layout or _DEFAULT_LAYOUT
+        if _looks_like_row(tokens) and len(tokens) >= len(layout.head) + len(layout.group):
+            # A result row an author commented out in a pasted table: still the measurement
+            # the table printed; read, and said
+            st.commented_rows += 1
+            if st.pending is not None:
+                _short_row(st)
+            _parse_row(st, lineno, tokens, final=True)
+    elif "ersion" in line:
+        st.library.feed(line)
 
 
 def _name_collective(st: _State, collective: str | None, source: CollectiveSource) -> None:
@@ -662,7 +988,7 @@ def _device(m: re.Match[str]) -> Device:
         rank=int(m.group(1)),
         group=int(m.group(2)) if m.group(2) is not None else None,
         pid=int(m.group(3)) if m.group(3) is not None else None,
-        host=m.group(4),
+        host=m.group(4) or "",
         device=int(m.group(5)),
         bus_id=m.group(6) or None,
         name=m.group(7).strip() or None,
@@ -686,13 +1012,73 @@ def _fits_head(layout: _Layout, tokens: list[str]) -> str | None:
     for name, tok in zip(layout.head, tokens, strict=False):
         if name in ("size", "count") and not (_INT_RE.match(tok) and not tok.startswith("-")):
             return f"{name} {tok!r} is not a count"
-        if name in ("type", "redop") and (_NAME_RE.match(tok) is None or tok == "N/A"):
+        if name == "type" and (_NAME_RE.match(tok) is None or tok == "N/A"):
+            return f"{name} {tok!r} is not a name"
+        if name == "redop" and tok and (_NAME_RE.match(tok) is None or tok == "N/A"):
             return f"{name} {tok!r} is not a name"
         if name == "root" and (_INT_RE.match(tok) is None or int(tok) < -1):
             return f"root {tok!r} is not a rank or -1"
     if len(tokens) > 2 and tokens[2] in _REDOPS:
         return f"type {tokens[2]!r} is a reduction: a column is missing"
     return None
+
+
+def _blank_redop(layout: _Layout, tokens: list[str]) -> list[str] | None:
+    """The row with its blank redop column given back, or None when its redop is not blank:
+    releases before 2.13.4 printed nothing under `redop` for the collectives that do not
+    reduce, so a number stands where the redop's name should (`0  0  float  1.63 ...`,
+    `8  2  float  -1  ...`). Whether the table may have one is settled when the run ends
+    (`_check_blank_redops`): a row that lost its redop looks the same."""
+    if "redop" not in layout.head:
+        return None
+    i = layout.head.index("redop")
+    if len(tokens) > i and _to_float(tokens[i]) is not None:
+        return [*tokens[:i], "", *tokens[i:]]
+    return None
+
+
+# Collectives that print a redop's name in every release: a blank one is a lost column.
+_NAMED_REDOP = frozenset({"all_reduce", "reduce", "reduce_scatter", "sendrecv"})
+
+
+def _check_blank_redops(st: _State, binary_name: str | None, file_name: str | None) -> None:
+    """Rows read with a blank redop stay only where the table may have one: no row of the
+    run names a redop, and nothing names a collective that reduces. Otherwise they are rows
+    that lost a column (which one cannot be told): not read."""
+    if not st.blank_redop_lines:
+        return
+    named = (
+        st.fields.get("collective")
+        or st.named.get("command_line")
+        or st.named.get("failure_line")
+        or collective_from_binary(binary_name)
+        or collective_from_file_name(file_name)
+    )
+    blank = st.blank_redop_lines
+    # busbw above algbw is a reduction's (2(n-1)/n); the others move at most what they send
+    reduces = any(
+        q is not None and q[0] > 1.01
+        for r, q in zip(st.rows, st.ratios, strict=True)
+        if r.line in blank
+    )
+    if (
+        named not in _NAMED_REDOP
+        and not reduces
+        and not any(r.redop for r in st.rows if r.line not in blank)
+    ):
+        return
+    why = (
+        f"{named} always prints its redop"
+        if named in _NAMED_REDOP
+        else "busbw above algbw is a reduction's"
+        if reduces
+        else "the table's other rows name a redop"
+    )
+    kept = [(r, q) for r, q in zip(st.rows, st.ratios, strict=True) if r.line not in blank]
+    for line in sorted({r.line for r in st.rows if r.line in blank}):
+        _unreadable(st, line or 0, f"its redop column is blank and {why}: a column is missing")
+    st.rows = [r for r, _ in kept]
+    st.ratios = [q for _, q in kept]
 
 
 def _parse_row(st: _State, lineno: int, tokens: list[str], *, final: bool = False) -> None:
@@ -707,6 +1093,9 @@ def _parse_row(st: _State, lineno: int, tokens: list[str], *, final: bool = Fals
             return
     layout = st.layout
     head_n = len(layout.head)
+    unblanked = _blank_redop(layout, tokens)
+    if unblanked is not None:
+        tokens = unblanked
     if len(tokens) < head_n:
         st.warn(f"line {lineno}: result row cut short (no measurements)")
         return
@@ -717,15 +1106,18 @@ def _parse_row(st: _State, lineno: int, tokens: list[str], *, final: bool = Fals
     timestamp = _timestamp(tokens[-2:]) if len(tokens) >= head_n + 2 else None
     rest = tokens[head_n : len(tokens) - 2] if timestamp is not None else tokens[head_n:]
     final = final or timestamp is not None  # `-S` prints the stamp where the row ends
-    if len(rest) > 2 * len(layout.group):
+    measured = layout.placements * len(layout.group)
+    if len(rest) > measured:
         _unreadable(st, lineno, f"{len(tokens)} columns where the header has {layout.width}")
         return
-    if len(rest) < 2 * len(layout.group) and not final:
+    if len(rest) < measured and not final:
         st.pending = (lineno, tokens)  # the rest may follow (pieces), or the output ends here
         return
     if not rest:
         st.warn(f"line {lineno}: result row cut short (no measurements)")
         return
+    if unblanked is not None:
+        st.blank_redop_lines.add(lineno)
     _add_row(st, lineno, tokens[:head_n], rest, timestamp)
 
 
@@ -734,44 +1126,56 @@ def _unreadable(st: _State, lineno: int, why: str) -> None:
     st.warn(f"line {lineno}: result row not read: {why}")
 
 
+def _next_cycle(st: _State, key: tuple[str, str, int], size: int) -> int:
+    """The size sweep (`-N` cycle) a row of this size belongs to: a smaller size than the
+    last starts the next one, so does the same size again (`-b X -e X -N 5`), except size 0:
+    the smallest sizes of a sweep over many ranks all print as 0 B (8, 16, 32 B over 8 ranks
+    hold no whole element), one row after another in one sweep."""
+    last = st.last_size.get(key)
+    st.last_size[key] = size
+    if last is not None and (size < last or (size == last and size > 0)):
+        st.cycle[key] = st.cycle.get(key, 0) + 1
+        st.restarts.append(len(st.rows))
+    return st.cycle.get(key, 0)
+
+
 def _add_row(
     st: _State, lineno: int, head: list[str], rest: list[str], timestamp: datetime | None
 ) -> None:
     layout = st.layout or _DEFAULT_LAYOUT
     named = dict(zip(layout.head, head, strict=True))
-    size, count = int(named["size"]), int(named["count"])
+    size, count = _shared_int(int(named["size"])), _shared_int(int(named["count"]))
     why = _partial_group_differs(layout, size, rest)
     if why is not None:
         _unreadable(st, lineno, why)
         return
     root = int(named.get("root", "-1"))
-    redop = named.get("redop", "")
-    key = (named["type"], redop, root)
-    if size <= st.last_size.get(key, -1):
-        st.cycle[key] = st.cycle.get(key, 0) + 1
-    st.last_size[key] = size
+    redop = _interned(named.get("redop", ""))
+    rtype = _interned(named["type"])
+    key = (rtype, redop, root)
     base = {
         "size_bytes": size,
         "count": count,
-        "type": named["type"],
+        "type": rtype,
         "redop": redop,
         "root": root,
-        "cycle": st.cycle.get(key, 0),
+        "cycle": _next_cycle(st, key, size),
         "line": lineno,
         "timestamp": timestamp,
     }
     width = len(layout.group)
     added = 0
-    for index, placement in enumerate(PLACEMENTS):
+    for index, placement in enumerate(PLACEMENTS[: layout.placements]):
         group = rest[index * width : (index + 1) * width]
         if not group:
             st.warn(f"line {lineno}: {placement} columns missing (the output ends here)")
             break
-        row = _placement_row(st, lineno, layout.group, group, base, placement)
-        if row is None:
+        found = _placement_row(st, lineno, layout, group, base, placement)
+        if found is None:
             st.warn(f"line {lineno}: {placement} columns missing or malformed")
             break
-        st.rows.append(row)
+        st.rows.append(found[0])
+        st.ratios.append(found[1])
         added += 1
     if not added:
         _unreadable(st, lineno, "no placement's columns fit")
@@ -793,72 +1197,225 @@ def _partial_group_differs(layout: _Layout, size: int, rest: list[str]) -> str |
     return f"a column is missing before the cut ({why})" if why else None
 
 
+_PLACEMENT_KEYS = {"time": "time_us", "algbw": "algbw_gbps", "busbw": "busbw_gbps"}
+
+
 def _placement_row(
     st: _State,
     lineno: int,
-    names: tuple[str, ...],
+    layout: _Layout,
     group: list[str],
     base: dict[str, Any],
     placement: Placement,
-) -> ResultRow | None:
-    if len(group) < len(names) or not all(_is_number(t) for t in group):
+) -> tuple[ResultRow, tuple[float, float] | None] | None:
+    """One placement's row and the busbw/algbw range its printed digits allow (None when
+    too few digits tell), or None when its numbers cannot be one measurement."""
+    names = layout.group
+    if len(group) < len(names):
         return None
-    measured = [tok for name, tok in zip(names, group, strict=True) if name in _MEASURES]
-    if "N/A" in measured and set(measured) != {"N/A"}:
-        # nccl-tests prints N/A for all of a placement it did not run, or for #wrong alone
-        st.warn(f"line {lineno}: {placement} has N/A beside numbers in {'/'.join(_MEASURES)}")
-        return None
-    if any("e" in tok.lower() and tok != "N/A" for tok in measured):
-        # times and bandwidths print in fixed point; `0e+00` is an error or #wrong column
-        st.warn(f"line {lineno}: {placement} has an exponent in {'/'.join(_MEASURES)}")
-        return None
+    numbers: list[float | None] = []
+    for tok in group:
+        if tok == "N/A":
+            numbers.append(None)
+            continue
+        try:
+            numbers.append(float(tok))
+        except ValueError:
+            return None
     values: dict[str, Any] = dict(base)
-    for name, tok in zip(names, group, strict=True):
+    values["placement"] = placement
+    any_na = False
+    all_na = True
+    for name, tok, num in zip(names, group, numbers, strict=False):
         if name == "wrong":
             # a count prints as `0`, `12` or, large, `4.1943e+06`; never as `144.00`
-            fixed = "." in tok and "e" not in tok.lower()
-            wrong = _to_int(tok) if tok != "N/A" and not fixed else None
-            if tok != "N/A" and (wrong is None or wrong < 0):
+            if num is None:
+                values["wrong"] = None
+                continue
+            fixed = "." in tok and "e" not in tok and "E" not in tok
+            wrong = _to_int(tok) if not fixed else None
+            if wrong is None or wrong < 0:
                 st.warn(f"line {lineno}: #wrong {tok!r} is not a count")
                 return None
             values["wrong"] = wrong
         elif name == "error":
             continue  # a maximum error, not a count of wrong elements
-        else:
-            key = {"time": "time_us", "algbw": "algbw_gbps", "busbw": "busbw_gbps"}.get(name, name)
-            values[key] = _measure(st, lineno, name, tok) if tok != "N/A" else None
-            if tok != "N/A" and values[key] is None:
+        elif name in _MEASURES:
+            if num is None:
+                any_na = True
+                values[_PLACEMENT_KEYS[name]] = None
+                continue
+            all_na = False
+            if "e" in tok or "E" in tok:
+                # times and bandwidths print in fixed point; `0e+00` is an error or #wrong
+                st.warn(f"line {lineno}: {placement} has an exponent in {'/'.join(_MEASURES)}")
                 return None
-    exact = "root" in (st.layout or _DEFAULT_LAYOUT).head
-    ranks = len({d.rank for d in st.devices})
+            if num != num or num in (float("inf"), float("-inf")) or num < 0:
+                st.warn(
+                    f"line {lineno}: {name} {tok!r} is not a measurement (NaN, infinite or "
+                    "negative)"
+                )
+                return None
+            values[_PLACEMENT_KEYS[name]] = num
+        else:
+            values[name] = num  # per-iteration columns
+    if any_na and not all_na:
+        # nccl-tests prints N/A for all of a placement it did not run, or for #wrong alone
+        st.warn(f"line {lineno}: {placement} has N/A beside numbers in {'/'.join(_MEASURES)}")
+        return None
+    exact = "root" in layout.head
     why = _inconsistent(
-        base["size_bytes"], group[names.index("time")], values, exact=exact, ranks=ranks
+        base["size_bytes"], group[names.index("time")], values, exact=exact, ranks=st.n_ranks
     )
-    if why is None:
-        why = _bus_ratio_differs(st, group, names)
     if why is not None:
         st.warn(f"line {lineno}: {placement} columns do not fit each other ({why}): not read")
         return None
-    return ResultRow(placement=placement, **values)
+    return _new_row(values), _ratio_range(group, names, values)
 
 
-def _bus_ratio_differs(st: _State, group: list[str], names: tuple[str, ...]) -> str | None:
+def _ratio_range(
+    group: list[str], names: tuple[str, ...], values: dict[str, Any]
+) -> tuple[float, float] | None:
     """busbw / algbw is one factor for a whole run (set by collective and rank count): the
-    range the printed digits allow must overlap the run's so far (which it then narrows)."""
-    alg_tok, bus_tok = group[names.index("algbw")], group[names.index("busbw")]
-    alg, bus = _to_float(alg_tok), _to_float(bus_tok)
+    range the printed digits of one placement allow, or None when they allow too much."""
+    alg, bus = values.get("algbw_gbps"), values.get("busbw_gbps")
     if alg is None or bus is None or alg < 0.05:
         return None  # too few digits to tell
-    da, db = _half_ulp(alg_tok), _half_ulp(bus_tok)
-    low, high = max(bus - db, 0.0) / (alg + da), (bus + db) / (alg - da)
-    if st.bus_ratio is None:
-        st.bus_ratio = (low, high)
+    da = _half_ulp(group[names.index("algbw")])
+    db = _half_ulp(group[names.index("busbw")])
+    return max(bus - db, 0.0) / (alg + da), (bus + db) / (alg - da)
+
+
+def _consensus(
+    ranges: list[tuple[float, float] | None],
+) -> tuple[float, float, int] | None:
+    """(low, high, count): the busbw/algbw range most rows' ranges share (at a tie, the one
+    the earliest row is in), or None when no row tells. A sweep over the ranges' ends:
+    O(n log n)."""
+    told = [rng for rng in ranges if rng is not None]
+    if not told:
         return None
-    known_low, known_high = st.bus_ratio
-    if high < known_low or low > known_high:
-        return f"busbw/algbw {bus / alg:.3g} where the run's other rows have {known_low:.3g}"
-    st.bus_ratio = (max(low, known_low), min(high, known_high))
-    return None
+    low, high = max(r[0] for r in told), min(r[1] for r in told)
+    if low <= high:
+        return low, high, len(told)  # they all agree: the common case, O(n)
+    points: list[tuple[float, int, int]] = []
+    for index, rng in enumerate(ranges):
+        if rng is not None:
+            points.append((rng[0], 0, index))
+            points.append((rng[1], 1, index))
+    if not points:
+        return None
+    points.sort()
+    next_end = [0.0] * len(points)  # the value of the first range end at or after each point
+    upcoming = points[-1][0]
+    for i in range(len(points) - 1, -1, -1):
+        if points[i][1]:
+            upcoming = points[i][0]
+        next_end[i] = upcoming
+    inside: set[int] = set()
+    earliest: list[int] = []  # heap of the rows inside (lazily pruned)
+    best: tuple[int, int, float, float] | None = None  # (count, -earliest row, low, high)
+    for i, (value, end, index) in enumerate(points):
+        if end:
+            inside.discard(index)
+            continue
+        inside.add(index)
+        heapq.heappush(earliest, index)
+        while earliest[0] not in inside:
+            heapq.heappop(earliest)
+        score = (len(inside), -earliest[0])
+        if best is None or score > best[:2]:
+            best = (*score, value, next_end[i])
+    assert best is not None
+    return best[2], best[3], best[0]
+
+
+def _keep_consensus(st: _State) -> None:
+    """Drop the placements whose busbw/algbw no majority of the run's rows share: one shifted
+    column, or one number edited by hand, is outvoted by the genuine rows around it (it
+    never narrows the range the others must fit)."""
+    agreed = _consensus(st.ratios)
+    if agreed is None or agreed[2] == len([r for r in st.ratios if r is not None]):
+        return
+    low, high, _ = agreed
+    kept: list[ResultRow] = []
+    kept_ratios: list[tuple[float, float] | None] = []
+    lines_before = {r.line for r in st.rows}
+    for row, rng in zip(st.rows, st.ratios, strict=True):
+        if rng is not None and (rng[1] < low or rng[0] > high):
+            st.warn(
+                f"line {row.line}: {row.placement} columns do not fit the run's other rows "
+                f"(busbw/algbw {rng[0]:.4f}..{rng[1]:.4f} where the others share "
+                f"{low:.4f}..{high:.4f}): not read"
+            )
+            continue
+        kept.append(row)
+        kept_ratios.append(rng)
+    lost = lines_before - {r.line for r in kept}
+    if lost:
+        st.fields["unreadable_rows"] = st.fields.get("unreadable_rows", 0) + len(lost)
+    st.rows, st.ratios = kept, kept_ratios
+
+
+def _split_by_ratio(st: _State) -> list[_State]:
+    """An extract of several runs with no header between them (`grep -h` of the rows of a
+    1-, 2-, 4- and 8-node run): where the sizes start over and the rows after agree on
+    another busbw/algbw factor than those before (another rank count), another run begins.
+    Each part says it is one of an extract; one run (-N cycles, any factor) stays whole."""
+    if not st.restarts or len(st.rows) < 4:
+        return [st]
+    bounds = sorted({0, *st.restarts, len(st.rows)})
+    parts: list[tuple[int, int]] = []
+    start = 0
+    agreed: tuple[float, float] | None = None  # the factor the current run's sweeps share
+    for a, b in itertools.pairwise(bounds):
+        if b <= a:
+            continue
+        rng = _consensus(st.ratios[a:b])
+        if rng is None or rng[2] < 2:
+            continue  # a sweep whose rows do not agree among themselves tells nothing
+        if agreed is not None and (rng[1] < agreed[0] or rng[0] > agreed[1]):
+            parts.append((start, a))
+            start, agreed = a, (rng[0], rng[1])
+        elif agreed is None:
+            agreed = (rng[0], rng[1])
+        else:
+            agreed = (max(agreed[0], rng[0]), min(agreed[1], rng[1]))
+    parts.append((start, len(st.rows)))
+    if len(parts) == 1:
+        return [st]
+    return _cut(st, parts)
+
+
+def _cut(st: _State, parts: list[tuple[int, int]]) -> list[_State]:
+    """The runs of `st` made of its rows cut at `parts` (row index ranges): the first keeps
+    the header facts, the last the footer's, each its own cycles, line range and warning."""
+    out: list[_State] = []
+    footer_keys = ("oob_values", "oob_failed", "avg_busbw_gbps", "footer", "concluded")
+    for n, (a, b) in enumerate(parts):
+        rows = st.rows[a:b]
+        first_cycle = min(r.cycle for r in rows)
+        if first_cycle:
+            rows = [r.model_copy(update={"cycle": r.cycle - first_cycle}) for r in rows]
+        part = _State(layout=st.layout, in_table=st.in_table, named=dict(st.named))
+        part.blank_redop_lines = st.blank_redop_lines
+        part.rows, part.ratios = rows, st.ratios[a:b]
+        part.first_line = st.first_line if n == 0 else rows[0].line
+        part.last_line = st.last_line if n == len(parts) - 1 else (st.rows[b].line or 1) - 1
+        if n == 0:
+            part.fields = {k: v for k, v in st.fields.items() if k not in footer_keys}
+            part.devices, part.library, part.n_ranks = st.devices, st.library, st.n_ranks
+            part.warnings = list(st.warnings)
+        elif n == len(parts) - 1:
+            part.fields = {k: v for k, v in st.fields.items() if k in footer_keys}
+        factor = _consensus(part.ratios)
+        how = f"; busbw/algbw {factor[0]:.4f}..{factor[1]:.4f}" if factor else ""
+        part.warn(
+            f"run {n + 1} of {len(parts)} in an extract with no header between its runs: the "
+            f"sizes start over with another busbw/algbw factor (another rank count){how}"
+        )
+        out.append(part)
+    return out
 
 
 def _half_ulp(tok: str) -> float:
@@ -872,9 +1429,9 @@ def _inconsistent(
 ) -> str | None:
     """Why a placement's numbers cannot be one measurement, or None: nccl-tests prints
     algbw = size / time at most, and busbw = algbw x a factor of 2 at most, and of 1/2 at
-    least from 2 ranks on (by collective and rank count). Tables with a root column (every release since 2.x added it) print algbw =
-    size / time exactly; older all_gather printed it per rank, below. A column shifted into
-    another's place breaks one of these."""
+    least from 2 ranks on (by collective and rank count). Tables with a root column (every
+    release since 2.x added it) print algbw = size / time exactly; older all_gather printed it
+    per rank, below. A column shifted into another's place breaks one of these."""
     time, algbw, busbw = values.get("time_us"), values.get("algbw_gbps"), values.get("busbw_gbps")
     if time is None or algbw is None:
         return None
@@ -1019,10 +1576,7 @@ def _json_device(st: _State, dev: dict[str, Any]) -> None:
 def _json_result(st: _State, res: dict[str, Any]) -> list[PerIteration]:
     size, root = int(res["size"]), int(str(res.get("root", -1)).strip())
     key = (str(res.get("type", "")), str(res.get("redop", "")), root)
-    if size <= st.last_size.get(key, -1):
-        st.cycle[key] = st.cycle.get(key, 0) + 1
-    st.last_size[key] = size
-    cycle = st.cycle.get(key, 0)
+    cycle = _next_cycle(st, key, size)
     out: list[PerIteration] = []
     for placement in PLACEMENTS:
         meas = res.get(placement)

@@ -4,15 +4,22 @@ Public API: `classify(...) -> Outcome`. Rules, first match wins:
 
 1. `build_failed`      -> build_failed (reason from the first compiler errors of `build_log`)
 2. `interrupted`       -> interrupted
-3. nccl-tests `Test timeout` or the harness deadline passed -> timeout
+3. nccl-tests `Test timeout`, a framework's watchdog timeout (PyTorch ProcessGroupNCCL's
+   `Watchdog caught collective operation timeout`) or the harness deadline passed -> timeout
 4. launch errors (mpirun could not start it, missing binary/library) and no results -> launch_failed
 4b. nothing in the input is nccl-tests output and no log event is in it -> not_nccl_tests
-5. a process got a signal (its handler's signal line and backtrace), a rank died by a signal, a network/socket error, `Test NCCL failure`, a non-zero rank exit
-   -> crashed, naming the rank and host that failed first
+5. a process got a signal (its handler's signal line and backtrace), a rank died by a signal,
+   a network/socket error, an NCCL fatal error (`async fatal event on QP`, `communicator
+   encountered a fatal error`, a framework's `ncclRemoteError`/`NCCL error` report),
+   `Test NCCL failure`, a non-zero rank exit -> crashed, naming the rank and host that failed
+   first. Network and fatal errors of a job that went on to its end (exit 0, or no exit code
+   and output that ends complete) and nothing else: survived, see 9
 6. `#wrong` > 0 or `Out of bounds values : N FAILED` -> wrong_results
 7. any other non-zero exit -> crashed
-8. output that stops before the end markers of its nccl-tests version
-   (`ParsedNcclTests.complete`) with no sign of failure -> incomplete (cut short, still running)
+8. output that stops before the end its tool and version print (`nccltests.ends_complete`:
+   `# Collective test concluded` where the version prints it, else the `# Avg bus bandwidth`
+   footer, as rccl-tests and nccl-tests before 2.16.7 end) with no sign of failure ->
+   incomplete (cut short, still running)
 9. otherwise -> ok
 
 `software_fault_check` then turns an `ok` run whose R2CC_DISCONNECTED_HCA named a device, and
@@ -36,9 +43,14 @@ from r2bench.records.models import (
     OutcomeStatus,
     ParsedNcclTests,
 )
+from r2bench.records.nccltests import ends_complete, expects_concluding_line
 
 MAX_EVIDENCE = 8
-_NETWORK_KINDS = (EventKind.NET_IB_COMPLETION_ERROR, EventKind.SOCKET_ERROR)
+_NETWORK_KINDS = (
+    EventKind.NET_IB_COMPLETION_ERROR,
+    EventKind.SOCKET_ERROR,
+    EventKind.NCCL_FATAL_ERROR,
+)
 
 
 def classify(
@@ -135,6 +147,23 @@ def _timeout(
             failed_host=first.host,
             evidence=ctx.evidence(hits) + ctx.last_row_evidence(),
         )
+    watchdog = ctx.of(EventKind.COLLECTIVE_TIMEOUT)
+    if watchdog:
+        first = watchdog[0]
+        what = first.details
+        op = f"{what['op']} " if what.get("op") else ""
+        ran = f", ran {what['ran_ms']} ms" if what.get("ran_ms") else ""
+        limit = f" of its {what['timeout_ms']} ms timeout" if what.get("timeout_ms") else ""
+        rank = ctx.rank_of(first)
+        who = f"rank {rank}" if rank is not None else "a rank"
+        return Outcome(
+            status=OutcomeStatus.TIMEOUT,
+            reason=f"collective watchdog timeout: {who}'s {op}collective stopped progressing"
+            f"{ran}{limit} (after {ctx.n_rows} result rows)",
+            failed_rank=rank,
+            failed_host=first.host,
+            evidence=ctx.evidence(watchdog[:2]) + ctx.last_row_evidence(),
+        )
     if timed_out:
         limit = f" of {launch.deadline_s:g} s" if launch and launch.deadline_s else ""
         return Outcome(
@@ -224,7 +253,10 @@ def _crashed_by_events(
     cuda_fail = [e for e in ctx.of(EventKind.TEST_FAILURE) if e.details.get("what")]
     if not (signaled or network or nccl_fail or exits or cuda_fail):
         return None
-    if exit_code == 0 and not (signaled or nccl_fail or exits or cuda_fail):
+    went_on = exit_code == 0 or (
+        exit_code is None and ctx.parsed is not None and ends_complete(ctx.parsed)
+    )
+    if went_on and not (signaled or nccl_fail or exits or cuda_fail):
         return None  # network errors the job survived: the resilience under test (see _fallback)
     culprit = (signaled or network or nccl_fail or cuda_fail or exits)[0]
     rank, host, who = ctx.rank_of(culprit), culprit.host, ctx.rank_label(culprit)
@@ -232,7 +264,10 @@ def _crashed_by_events(
         sig = culprit.details
         what = f"{who} was killed by signal {sig.get('signal')} ({sig.get('signal_name') or '?'})"
     elif network:
-        what = f"{who} hit a network error first: {culprit.message}"
+        fatal = culprit.kind is EventKind.NCCL_FATAL_ERROR
+        what = (
+            f"{who} hit {'a fatal NCCL' if fatal else 'a network'} error first: {culprit.message}"
+        )
     elif exits:
         what = f"{who} exited with code {culprit.details.get('exit_code', '?')}"
     else:
@@ -288,10 +323,10 @@ def _fallback(
             reason=f"launcher {how} after {ctx.n_rows} result rows",
             evidence=ctx.last_row_evidence(),
         )
-    if ctx.parsed is not None and not ctx.parsed.complete:
+    if ctx.parsed is not None and not ends_complete(ctx.parsed):
         ends = (
             "# Collective test concluded"
-            if ctx.parsed.nccl_tests_version
+            if expects_concluding_line(ctx.parsed)
             else "the '# Avg bus bandwidth' footer"
         )
         # Nothing says it failed: a paste cut short, a log still being written, a hang that
