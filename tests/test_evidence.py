@@ -226,7 +226,7 @@ def test_tables_and_report_carry_the_evidence(tmp_path: Path) -> None:
     stalled = nic3[(nic3["start"] < applied + 0.5) & (nic3["end"] > applied + 2.5)]
     assert len(stalled) == 1
     before = nic3[nic3["end"] < applied - 0.1]
-    assert len(before) > 10 and (before["tx_bytes"] + before["rx_bytes"]).min() > 1e6
+    assert len(before) >= 2 and (before["tx_bytes"] + before["rx_bytes"]).min() > 1e6
     html_path = tmp_path / "report.html"
     build_report(sweep, tables, html_path)
     html = html_path.read_text()

@@ -22,10 +22,12 @@ a figure (R-2CCL's artifact prints the same from `port_rcv_data`).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, Protocol
+from operator import gt
+from typing import Any, NamedTuple, Protocol
 
 from r2bench.config.types import rate_bits_per_s
 from r2bench.records.models import Evidence, Outcome, OutcomeStatus
@@ -102,11 +104,12 @@ class Window(Protocol):
     def cycle(self) -> int: ...
 
 
-@dataclass(frozen=True)
-class IterationWindow:
-    """One measured collective on the controller clock (an iteration, or a result row)."""
+class IterationWindow(NamedTuple):
+    """One measured collective on the controller clock (an iteration, or a result row; a tuple:
+    a dense run has thousands)."""
 
-    index: int
+    number: int
+    """Its place in the run, from 0."""
     start: float
     end: float
     size: int
@@ -117,6 +120,47 @@ class IterationWindow:
         """Whether the collective was running at `t` (estimated windows widened slightly)."""
         slack = 0.0 if self.exact else ESTIMATE_SLACK_S
         return self.start - slack <= t <= self.end + slack
+
+
+@dataclass(frozen=True)
+class Iterations(Sequence[IterationWindow]):
+    """A run's measured collectives in time order, as columns (a dense run has thousands; a
+    window is made only for the few the evidence looks at)."""
+
+    starts: Sequence[float] = ()
+    ends: Sequence[float] = ()
+    sizes: Sequence[int] = ()
+    exact: bool = False
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> IterationWindow:  # type: ignore[override]
+        if i < 0:
+            i += len(self.starts)
+        return IterationWindow(i, self.starts[i], self.ends[i], self.sizes[i], self.exact)
+
+    @classmethod
+    def of(cls, items: Iterable[tuple[float, float, int]], exact: bool = False) -> Iterations:
+        """From (start, end, size) triples."""
+        columns = list(zip(*items, strict=True))
+        if not columns:
+            return cls(exact=exact)
+        starts, ends, sizes = columns
+        return cls.columns(starts, ends, sizes, exact)
+
+    @classmethod
+    def columns(
+        cls,
+        starts: Sequence[float],
+        ends: Sequence[float],
+        sizes: Sequence[int],
+        exact: bool = False,
+    ) -> Iterations:
+        """From columns, put in time order."""
+        if any(map(gt, starts[:-1], starts[1:])):  # rarely: put them in time order
+            starts, ends, sizes = zip(*sorted(zip(starts, ends, sizes, strict=True)), strict=True)
+        return cls(starts, ends, sizes, exact)
 
 
 @dataclass(frozen=True)
@@ -191,8 +235,7 @@ def _one(
     cap_bits: float | None,
     finished: bool,
 ) -> FaultEvidence:
-    in_flight = next((it for it in iterations if it.spans(w.applied)), None)
-    gap = (None, None) if in_flight else _gap(iterations, w.applied)
+    in_flight, gap = _around(iterations, w.applied)
     after_what = "rx" if w.kind in DROPPING_KINDS else "tx" if w.kind in CAP_KINDS else "tx+rx"
     if nic is None or nic.span is None:
         ev = FaultEvidence(
@@ -249,12 +292,25 @@ def _verdict(ev: FaultEvidence, cap_bits: float | None, finished: bool) -> tuple
     return Verdict.BETWEEN, f"the NIC was quiet in the {LIVE_S:g} s before it"
 
 
-def _gap(
-    iterations: Sequence[IterationWindow], t: float
-) -> tuple[IterationWindow | None, IterationWindow | None]:
-    before = [it for it in iterations if it.end < t]
-    after = [it for it in iterations if it.start > t]
-    return (before[-1] if before else None, after[0] if after else None)
+Gap = tuple[IterationWindow | None, IterationWindow | None]
+
+
+def _around(iterations: Sequence[IterationWindow], t: float) -> tuple[IterationWindow | None, Gap]:
+    """The collective running at `t`, else the ones that ended before and started after it
+    (`iterations` in time order: found by bisection)."""
+    if not iterations:
+        return None, (None, None)
+    slack = 0.0 if iterations[0].exact else ESTIMATE_SLACK_S
+    starts = (
+        iterations.starts if isinstance(iterations, Iterations) else [i.start for i in iterations]
+    )
+    k = bisect_right(starts, t + slack)
+    near = range(k - 1, max(-1, k - 8), -1)  # the few that started before t, latest first
+    for j in near:
+        if iterations[j].spans(t):
+            return iterations[j], (None, None)
+    prev = next((iterations[j] for j in near if iterations[j].end < t), None)
+    return None, (prev, iterations[k] if k < len(iterations) else None)
 
 
 def cap_rates(faults: Iterable[Any]) -> dict[int, float]:
@@ -281,17 +337,19 @@ def evidence_line(ev: FaultEvidence, note: str = "") -> str:
     head = f"{ev.target} {ev.window.kind}: {VERDICT_TEXT[ev.verdict]}"
     if ev.iteration is not None:
         about = "" if ev.iteration.exact else "~"
-        head += f" during iteration {about}{ev.iteration.index} ({_size(ev.iteration.size)})"
+        head += f" during iteration {about}{ev.iteration.number} ({_size(ev.iteration.size)})"
     elif any(it is not None and it.exact for it in ev.gap):
         # Exact iteration times: where the fault fell between them.
         prev, nxt = ev.gap
         parts = []
         if prev is not None:
-            parts.append(f"{ev.window.applied - prev.end:.3f} s after iteration {prev.index} ended")
+            parts.append(
+                f"{ev.window.applied - prev.end:.3f} s after iteration {prev.number} ended"
+            )
         if nxt is not None:
-            parts.append(f"{nxt.start - ev.window.applied:.3f} s before iteration {nxt.index}")
+            parts.append(f"{nxt.start - ev.window.applied:.3f} s before iteration {nxt.number}")
         elif ev.verdict is Verdict.HIT and prev is not None:
-            parts.append(f"in iteration {prev.index + 1}, which never completed")
+            parts.append(f"in iteration {prev.number + 1}, which never completed")
         head += f" ({', '.join(parts)})"
     facts = []
     if ev.before_bytes is not None:
@@ -364,10 +422,10 @@ def apply_to_outcome(outcome: Outcome | None, evidence: Sequence[FaultEvidence])
 # --------------------------------------------------------------------------- per-iteration traffic
 
 
-TRAFFIC_BEFORE = 16
-TRAFFIC_AFTER = 48
+TRAFFIC_BEFORE = 3
+TRAFFIC_AFTER = 7
 """Iterations kept in the traffic table: this many before the first fault and from it on (a
-dense run has thousands; the evidence is around the fault)."""
+dense run has thousands; the evidence is around the fault, as R-2CCL's artifact prints 10)."""
 
 
 def iteration_traffic(
@@ -377,17 +435,21 @@ def iteration_traffic(
 ) -> list[IterationTraffic]:
     """Bytes each NIC moved during each measured collective around the first fault (every
     collective without a fault window; None where a NIC was not sampled)."""
-    chosen = list(iterations)
+    picked = range(len(iterations))
     first = min((w.applied for w in windows), default=None)
     if first is not None:
-        at = next((i for i, it in enumerate(chosen) if it.end >= first), len(chosen))
-        chosen = chosen[max(0, at - TRAFFIC_BEFORE) : at + TRAFFIC_AFTER]
+        ends = (
+            iterations.ends if isinstance(iterations, Iterations) else [i.end for i in iterations]
+        )
+        at = bisect_left(ends, first)
+        picked = picked[max(0, at - TRAFFIC_BEFORE) : at + TRAFFIC_AFTER]
+    chosen = [iterations[i] for i in picked]
     out = []
     for (node, nic), s in sorted(series.items()):
         for it in chosen:
             out.append(
                 IterationTraffic(
-                    it.index, it.size, it.start, it.end, node, nic,
+                    it.number, it.size, it.start, it.end, node, nic,
                     s.bytes_between(it.start, it.end, "tx"),
                     s.bytes_between(it.start, it.end, "rx"),
                 )

@@ -14,6 +14,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
+from math import isnan
+from operator import ge, gt, itemgetter
 from pathlib import Path
 from typing import Literal
 
@@ -140,11 +143,9 @@ def series_of(lines: CounterLines, offset: Callable[[str], float]) -> dict[NicKe
     out: dict[NicKey, NicSeries] = {}
     for node, samples in lines.items():
         shift = offset(node)
-        for time_s, nic, source, tx, rx, _state in samples:
-            series = out.setdefault((node, nic), NicSeries(node, nic, source))
-            _append(series, time_s - shift, tx, rx)
-    for series in out.values():
-        _close(series)
+        for nic, group in groupby(samples, key=itemgetter(1)):  # sorted by NIC, then time
+            chunk = list(group)
+            out[(node, nic)] = _series(node, nic, chunk[0][2], chunk, shift)
     return out
 
 
@@ -190,23 +191,36 @@ def _rate(delta: float, dt: float) -> float | None:
     return delta * 8 / dt / 1e9 if delta >= 0 else None
 
 
-def _append(series: NicSeries, t: float, tx: float, rx: float) -> None:
-    if tx != tx or rx != rx:  # NaN: unreadable
-        _close(series)
-        return
-    open_segment = bool(series.segments) and series.segments[-1][1] == -1
-    went_back = open_segment and (tx < series.tx[-1] or rx < series.rx[-1])
-    if went_back or (open_segment and t <= series.times[-1]):
-        _close(series)  # a counter reset or a clock step: never a delta across it
-    series.times.append(t)
-    series.tx.append(tx)
-    series.rx.append(rx)
-    if not series.segments or series.segments[-1][1] != -1:
-        series.segments.append((len(series.times) - 1, -1))
+def _series(
+    node: str, nic: str, source: str, samples: list[CounterLine], shift: float
+) -> NicSeries:
+    """One NIC's series: unreadable samples dropped, a new segment after each of them and at
+    every counter that went backwards or clock that did not advance."""
+    times, _, _, tx, rx, _ = (list(col) for col in zip(*samples, strict=True))
+    times = [t - shift for t in times]
+    clean = not any(map(isnan, tx)) and not any(map(isnan, rx))
+    if clean and not any(map(ge, times[:-1], times[1:])) and not _went_back(tx, rx):
+        return NicSeries(node, nic, source, times, tx, rx, [(0, len(times) - 1)])  # the usual
+    kept = [
+        (t, a, b, i)
+        for i, (t, a, b) in enumerate(zip(times, tx, rx, strict=True))
+        if a == a and b == b
+    ]
+    if not kept:
+        return NicSeries(node, nic, source)
+    times, tx, rx, where = (list(col) for col in zip(*kept, strict=True))
+    starts = [0] + [
+        i
+        for i in range(1, len(times))
+        if where[i] != where[i - 1] + 1  # an unreadable sample between them
+        or tx[i] < tx[i - 1]
+        or rx[i] < rx[i - 1]
+        or times[i] <= times[i - 1]
+    ]
+    ends = [*(b - 1 for b in starts[1:]), len(times) - 1]
+    return NicSeries(node, nic, source, times, tx, rx, list(zip(starts, ends, strict=True)))
 
 
-def _close(series: NicSeries) -> None:
-    """End the open segment at the last sample (a segment of one sample covers an instant)."""
-    if series.segments and series.segments[-1][1] == -1:
-        start = series.segments[-1][0]
-        series.segments[-1] = (start, len(series.times) - 1)
+def _went_back(tx: list[float], rx: list[float]) -> bool:
+    """Whether either counter ever decreased (a reset)."""
+    return any(map(gt, tx[:-1], tx[1:])) or any(map(gt, rx[:-1], rx[1:]))

@@ -336,7 +336,7 @@ class RunRows:
             ev = evidence.get((w.fault, w.cycle))
             facts: tuple[Any, ...] = (None,) * 7
             if ev is not None:
-                it = ev.iteration.index if ev.iteration else None
+                it = ev.iteration.number if ev.iteration else None
                 facts = (
                     ev.verdict.value, ev.before_bytes, ev.live_bytes, ev.after_bytes,
                     ev.after_what, it, ev.line,

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,8 @@ from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.evidence import (
     FaultEvidence,
+    Iterations,
     IterationTraffic,
-    IterationWindow,
     apply_to_outcome,
     cap_rates,
     fault_evidence,
@@ -386,15 +387,11 @@ def evidence_outcome(
     return apply_to_outcome(outcome, evidence) or outcome
 
 
-def verified_iterations(verification: Verification | None, offset: float) -> list[IterationWindow]:
+def verified_iterations(verification: Verification | None, offset: float) -> Iterations:
     """The workload's own iteration times on the controller clock (`offset`: the launch
     node's), in time order; empty without a verifying workload."""
     records = verification.samples if verification is not None else ()
-    ordered = sorted(records, key=lambda r: r.start)
-    return [
-        IterationWindow(i, r.start - offset, r.end - offset, r.size, exact=True)
-        for i, r in enumerate(ordered)
-    ]
+    return Iterations.of(((r.start - offset, r.end - offset, r.size) for r in records), exact=True)
 
 
 def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:
@@ -402,15 +399,16 @@ def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:
     return series_of(run.counter_lines, run.clock.offset)
 
 
-def iteration_windows(run: ParsedRun) -> list[IterationWindow]:
+def iteration_windows(run: ParsedRun) -> Iterations:
     """The run's measured collectives in time order, on the controller clock: the
     verification workload's own iteration times where it printed them, else the completed
     measurements (`measurement_samples`)."""
     exact = verified_iterations(run.verification, run.clock.launch_offset)
     if exact:
         return exact
-    ordered_samples = sorted(measurement_samples(run)[0], key=lambda s: s.start)
-    return [IterationWindow(i, s.start, s.end, s.size) for i, s in enumerate(ordered_samples)]
+    samples = measurement_samples(run)[0]
+    starts, ends, sizes = (list(map(attrgetter(a), samples)) for a in ("start", "end", "size"))
+    return Iterations.columns(starts, ends, sizes)
 
 
 def empty_run(record: st.RunRecord) -> ParsedRun:
