@@ -41,7 +41,9 @@ def test_surviving_run_has_every_metric_or_a_reason() -> None:
     assert cols["recover_s"] >= cols["detect_s"]
     # nccl-tests' -c (which the emulator's text mimics) checks no collective the fault hit.
     assert cols["lossless"] is None
-    assert "not checked" in cols["lossless_reason"] and "timed iterations" in cols["lossless_reason"]
+    assert (
+        "not checked" in cols["lossless_reason"] and "timed iterations" in cols["lossless_reason"]
+    )
     assert cols["fault_node"] == "node1" and cols["fault_nic"] == "nic1"
     for name in rc.METRICS:
         assert cols[name] is not None or cols[f"{name}_reason"]
