@@ -151,7 +151,7 @@ def _login(element: ET.Element, node: str) -> Login:
     if not hostname or not username:
         raise ManifestError(f"node {node}: a <login> without hostname or username")
     port_text = element.get("port", "22")
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
         raise ManifestError(f"node {node}: login port {port_text!r} is not a port number")
     return Login(hostname, int(port_text), username)
 

@@ -224,6 +224,11 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     for path in files:
         try:
             runs = parse_file(path)
+        except RecursionError:
+            deep = "nested too deeply to read (a JSON twin of thousands of levels)"
+            errors.print(Text(printable(f"r2bench parse: cannot read {path}: {deep}")), style="red")
+            status = ExitCode.USAGE
+            continue
         except (OSError, InputRefused) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             errors.print(Text(printable(f"r2bench parse: cannot read {path}: {why}")), style="red")

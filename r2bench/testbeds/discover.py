@@ -96,9 +96,9 @@ def parse_discovery(text: str) -> Discovered:
     found = Discovered()
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0] == "gpu" and parts[1].isdigit():
+        if len(parts) == 2 and parts[0] == "gpu" and _ascii_digits(parts[1]):
             found.gpu_archs.append(parts[1])
-        elif len(parts) == 5 and parts[0] == "rdma" and parts[2].isdigit():
+        elif len(parts) == 5 and parts[0] == "rdma" and _ascii_digits(parts[2]):
             netdev = None if parts[4] == "-" else parts[4]
             found.rdma.append(RdmaPort(parts[1], int(parts[2]), parts[3], netdev))
         elif len(parts) == 4 and parts[0] == "net":
@@ -205,3 +205,9 @@ def header_of(text: str) -> str:
             break
         lines.append(line)
     return "".join(lines)
+
+
+def _ascii_digits(text: str) -> bool:
+    """Whether `text` is a plain decimal number (`str.isdigit` also takes `²`, which `int`
+    refuses)."""
+    return text.isascii() and text.isdigit()

@@ -95,7 +95,7 @@ def default_state_dir(name: str) -> Path:
 
 def rate_bits(rate: str) -> int:
     """Bits per second of a tc rate such as `400mbit`, `1gbit` or `50mbps` (decimal units)."""
-    match = _RATE_RE.match(rate)
+    match = _RATE_RE.fullmatch(rate)  # `$` would let a trailing newline through
     if match is None:
         raise PlanError(f"invalid rate {rate!r}: use a tc rate such as 400mbit or 1gbit")
     value, prefix, unit = match.groups()
