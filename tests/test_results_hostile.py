@@ -210,7 +210,13 @@ def test_results_corpus_is_large_enough() -> None:
     assert len(RESULT_CASES) >= 25
 
 
-@pytest.mark.parametrize("case", RESULT_CASES, ids=lambda p: p.stem)
+TWIN_CASES = {"result-deep-nesting"}
+"""A -J twin r2bench refuses: the run keeps its text output's results (issue 31)."""
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in RESULT_CASES if c.stem not in TWIN_CASES], ids=lambda p: p.stem
+)
 def test_malformed_record_skips_its_run_and_the_sweep_reports(
     good: Path, tmp_path: Path, case: Path
 ) -> None:
@@ -224,9 +230,23 @@ def test_malformed_record_skips_its_run_and_the_sweep_reports(
     assert runs.count('"ok"') == 2, runs
 
 
-@pytest.mark.parametrize(
-    "case", ["spec-repeat-text", "provenance-offset-text", "result-deep-nesting"]
-)
+@pytest.mark.parametrize("case", sorted(TWIN_CASES))
+def test_a_refused_twin_never_costs_the_run_its_text_rows(
+    good: Path, tmp_path: Path, case: str
+) -> None:
+    sweep, target, expect = _broken_sweep(good, tmp_path, RESULT_CASES[0].with_stem(case))
+    code, out = _cli("report", str(sweep))
+    assert code == 0 and "Traceback" not in out, out
+    runs = (sweep / "tables" / "runs.csv").read_text()
+    assert runs.count('"ok"') == 3, runs  # the run with the refused twin included
+    from r2bench.records.run import parse_run
+
+    parsed = parse_run(st.load_run(target.parent)).parsed
+    assert parsed.rows, "the text output's rows were dropped"
+    assert any(expect in w and "the text output's results are used" in w for w in parsed.warnings)
+
+
+@pytest.mark.parametrize("case", ["spec-repeat-text", "provenance-offset-text"])
 def test_compare_and_figures_go_on_past_a_malformed_record(
     good: Path, tmp_path: Path, case: str
 ) -> None:

@@ -20,7 +20,11 @@ from operator import ge, gt, itemgetter
 from pathlib import Path
 from typing import Literal
 
+from r2bench.safeio import InputRefused, read_text_bounded
+
 COUNTERS_FILE = "counters.tsv"
+COUNTERS_LIMIT = 256 << 20
+"""Largest counters file read (a day of 8 NICs every 50 ms is about 70 MB)."""
 _FIELDS = 6  # time, nic, source, tx_bytes, rx_bytes, state
 
 CounterLine = tuple[float, str, str, float, float, str]
@@ -124,9 +128,9 @@ CounterLines = dict[str, list[CounterLine]]
 def read_counter_file(path: Path) -> list[CounterLine]:
     """One sampler file's lines, sorted by NIC, then time; empty when unreadable."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
+        text = read_text_bounded(path, COUNTERS_LIMIT, path.name)
+    except (OSError, InputRefused):
+        return []  # unreadable, or larger than any sampler writes: no samples
     lines = [s for s in map(parse_counter_line, text.splitlines()) if s is not None]
     lines.sort(key=lambda s: (s[1], s[0]))
     return lines

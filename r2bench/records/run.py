@@ -50,6 +50,8 @@ LAST_IN_SECOND = 0.999  # a row stamped ts ended before ts + 1
 LINE_STAMP_RESOLUTION = 0.001  # a row stamped when its line was written ended just before
 ARRIVAL_RESOLUTION_S = 1e-3  # a line stamped on arrival: pipe and mpirun forwarding, ~1 ms
 STDERR_TIMES = "stderr.times"
+TIMES_LIMIT = 256 << 20
+"""Largest arrival-times file read (about 13 million lines); a larger one is not used."""
 RESULT_VALUES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 # `via NET/Socket/0`, `via P2P/CUMEM`, `via SHM/direct/direct`: NCCL INFO channel set-up lines.
 _VIA_RE = re.compile(rb"\] via ([A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*)?)")
@@ -135,9 +137,10 @@ def read_times(record: st.RunRecord, name: str) -> list[float] | None:
     if path is None:
         return None
     try:
-        return [float(x) for x in path.read_text().split()]
-    except (OSError, ValueError):
-        return None
+        text = read_text_bounded(path, TIMES_LIMIT, name)
+        return [float(x) for x in text.split()]
+    except (OSError, ValueError, InputRefused):
+        return None  # no arrival times: the rows' own stamps are used
 
 
 # --------------------------------------------------------------------------- fault windows
@@ -212,7 +215,14 @@ def parse_outputs(
 ) -> ParsedNcclTests:
     """nccl-tests results of a run from its text output and/or -J JSON (either may be None)."""
     text = _parse_text_file(text_path, collective) if text_path else None
-    js = _parse_json_file(json_path) if json_path else None
+    try:
+        js = _parse_json_file(json_path) if json_path else None
+    except st.RecordError as exc:
+        if text is None:
+            raise
+        # a -J twin r2bench refuses costs the run nothing its text holds
+        text.warnings.append(f"{exc}; the text output's results are used")
+        js = None
     if text is not None and js is not None:
         return combine(text, js)
     return text or js or ParsedNcclTests()
