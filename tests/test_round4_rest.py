@@ -32,3 +32,25 @@ def test_discovery_takes_ascii_numbers_only(digits: str) -> None:
 def test_a_virtual_rate_with_a_trailing_line_is_refused(rate: str) -> None:
     with pytest.raises(PlanError):
         rate_bits(rate)
+
+
+def test_an_oversized_json_twin_is_never_read_nor_copied(tmp_path: Path) -> None:
+    """A 1 GiB -J twin used to cost 2.1 GB at import and be copied into the sweep; its text
+    output is imported alone (the twin's size is checked before it is parsed)."""
+    import shutil
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    text = Path(__file__).parent / "data" / "nccl-tests" / "all_reduce_perf.p2p.c1.txt"
+    shutil.copy(text, logs / "run.txt")
+    with (logs / "run.json").open("wb") as twin:
+        twin.truncate(1 << 30)  # sparse: a size, no bytes on disk
+    results = tmp_path / "results"
+    proc = subprocess.run(
+        [*CLI, "import", str(logs), "--results", str(results)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 imported" in proc.stdout
+    (run,) = [p for p in results.glob("*/*") if (p / "COMPLETE").exists()]
+    assert not (run / "result.json").exists()

@@ -48,6 +48,7 @@ from r2bench.records.r2ccl_artifact import (
     read_artifact,
 )
 from r2bench.records.run import parse_outputs
+from r2bench.safeio import JSON_RECORD_LIMIT
 
 TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
 JSON_SUFFIXES = (".json",)
@@ -146,6 +147,14 @@ def _pick_named(named: str, text_rel: Path, by_name: dict[str, list[str]]) -> st
         return None
     by_name[Path(named).name].remove(pool[0])
     return pool[0]
+
+
+def _too_large(path: Path) -> bool:
+    """Whether a -J twin is larger than any r2bench reads (checked before parsing it)."""
+    try:
+        return path.stat().st_size > JSON_RECORD_LIMIT
+    except OSError:
+        return False
 
 
 def _json_doc(path: Path | None) -> dict[str, Any]:
@@ -313,6 +322,11 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
     """Import one log set, one run folder per run in it; returns (run id, "imported" |
     "already imported" | skip reason) per run. The text is streamed (read twice: once to
     parse, once to copy each run's lines), never held whole."""
+    if logs.json is not None and _too_large(logs.json):
+        why = f"{logs.json}: larger than {JSON_RECORD_LIMIT >> 20} MiB, not read"
+        if logs.text is None:
+            return [("", why)]
+        logs = LogSet(logs.stem, logs.text, None)  # the text alone: its rows are the run
     source = f"{logs.stem}@{_content_hash(logs.sources)}"
     if logs.text is None:
         parsed = parse_outputs(None, logs.json)
