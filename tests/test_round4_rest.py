@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,17 @@ def test_an_oversized_json_twin_is_never_read_nor_copied(tmp_path: Path) -> None
     assert "1 imported" in proc.stdout
     (run,) = [p for p in results.glob("*/*") if (p / "COMPLETE").exists()]
     assert not (run / "result.json").exists()
+
+
+def test_parse_of_stdin_streams_it(tmp_path: Path) -> None:
+    """`parse -` reads stdin in chunks (spooled to a file), as it reads a file: the same result."""
+    text = Path(__file__).parent / "data" / "nccl-tests" / "all_reduce_perf.p2p.c1.txt"
+    from_file = subprocess.run(
+        [*CLI, "parse", "--json", str(text)], capture_output=True, timeout=60
+    )
+    from_stdin = subprocess.run(
+        [*CLI, "parse", "--json", "-"], input=text.read_bytes(), capture_output=True, timeout=60
+    )
+    assert from_stdin.returncode == from_file.returncode == 0, from_stdin.stderr
+    rows = [json.loads(line)["rows"] for line in (from_file.stdout, from_stdin.stdout)]
+    assert rows[0] == rows[1] and rows[0]

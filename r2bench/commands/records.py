@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,12 @@ def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]
     in bounded memory. Raises OSError, or InputRefused for a device,
     fifo or folder, or a JSON file over its size cap."""
     if str(path) == "-":
-        data = sys.stdin.buffer.read()
-        return _parse_runs("stdin", data, lambda: [data])
+        # spooled to a file in chunks: stdin is parsed like any file, never held whole
+        with tempfile.TemporaryDirectory(prefix="r2b-parse-") as tmp:
+            spooled = Path(tmp) / "stdin"
+            with spooled.open("wb") as out:
+                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+            return parse_file(spooled)
     check_regular(path, "log")
     with path.open("rb") as handle:
         head = handle.read(_SNIFF_BYTES)
