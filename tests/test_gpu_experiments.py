@@ -11,13 +11,33 @@ from r2bench.plan.build import load_inputs, make_plan
 
 ROOT = Path(__file__).parents[1]
 TESTBED = ROOT / "experiments" / "testbeds" / "gpu-local.yaml"
-# link-fault.yaml brings its own namespace testbed (virtual_testbed); the others run on one host.
+# Experiments with a `virtual_testbed:` bring their own namespace testbed (link-fault.yaml's);
+# the others run on one host.
 LINK_FAULT = ROOT / "experiments" / "gpu" / "link-fault.yaml"
-VERIFY = ROOT / "experiments" / "gpu" / "verify.yaml"  # link-fault.yaml's testbed too
-NAMESPACE_EXPERIMENTS = (LINK_FAULT, VERIFY)
-EXPERIMENTS = sorted(
-    p for p in (ROOT / "experiments" / "gpu").glob("*.yaml") if p not in NAMESPACE_EXPERIMENTS
-)
+GPU_EXPERIMENTS = sorted((ROOT / "experiments" / "gpu").glob("*.yaml"))
+NAMESPACE_EXPERIMENTS = [p for p in GPU_EXPERIMENTS if "\nvirtual_testbed:" in p.read_text()]
+EXPERIMENTS = [p for p in GPU_EXPERIMENTS if p not in NAMESPACE_EXPERIMENTS]
+
+
+def _embedded_plan(experiment: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The plan of an experiment on the namespace testbed a sweep would bring up for it."""
+    from r2bench.config.experiment import Experiment
+    from r2bench.config.load import load_yaml
+    from r2bench.config.validate import validate_model
+    from r2bench.sweep.embedded import embedded_description
+
+    wanted = validate_model(Experiment, load_yaml(experiment)).virtual_testbed
+    return make_plan(load_inputs(experiment, embedded_description(tmp_path, wanted)))
+
+
+@pytest.mark.parametrize("experiment", NAMESPACE_EXPERIMENTS, ids=lambda p: p.stem)
+def test_namespace_experiment_plans_one_rank_per_node(experiment: Path, tmp_path: Path) -> None:
+    plan = _embedded_plan(experiment, tmp_path)
+    assert plan.runs
+    for run in plan.runs:
+        contexts = run.launch.command.split(" : ")
+        assert len(contexts) == 2 and all(" -g 1 " in c for c in contexts)
+        assert all("-x NCCL_NVLS_ENABLE=0" in c for c in contexts)
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
@@ -43,13 +63,7 @@ def test_fault_free_sweep_covers_modes_paths_and_collectives() -> None:
 
 
 def test_link_fault_runs_one_rank_per_namespace_node_on_the_shared_gpu(tmp_path: Path) -> None:
-    from r2bench.config.experiment import Experiment
-    from r2bench.config.load import load_yaml
-    from r2bench.config.validate import validate_model
-    from r2bench.sweep.embedded import embedded_description
-
-    wanted = validate_model(Experiment, load_yaml(LINK_FAULT)).virtual_testbed
-    plan = make_plan(load_inputs(LINK_FAULT, embedded_description(tmp_path, wanted)))
+    plan = _embedded_plan(LINK_FAULT, tmp_path)
     assert len(plan.runs) == 72
     for run in plan.runs:
         line = run.launch.command
