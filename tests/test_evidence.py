@@ -333,3 +333,15 @@ def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
     )
     assert outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
     assert "applied after the last collective" in outcome.reason
+
+
+def test_the_collective_a_cut_left_hanging_is_in_the_traffic_table() -> None:
+    """R-2CCL hung in the iteration the cut landed in: the table shows it, cut short, with the
+    faulted NIC's share up to the cut and the other NICs' going on."""
+    run = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m2-nic2-down-3s")))
+    cut = [t for t in run.traffic if not t.completed]
+    assert cut and {t.iteration for t in cut} == {26}  # after the 26 completed ones (0-25)
+    nic2 = next(t for t in cut if (t.node, t.nic) == ("node1", "nic2"))
+    assert nic2.tx_bytes is not None and nic2.rx_bytes is not None
+    completed = [t for t in run.traffic if t.completed and (t.node, t.nic) == ("node1", "nic2")]
+    assert completed and all(t.iteration < 26 for t in completed)

@@ -201,6 +201,8 @@ class IterationTraffic:
     nic: str
     tx_bytes: float | None
     rx_bytes: float | None
+    completed: bool = True
+    """False for the collective a fault cut short: from the last completion to the run's end."""
 
 
 # --------------------------------------------------------------------------- the evidence
@@ -432,9 +434,12 @@ def iteration_traffic(
     series: dict[NicKey, NicSeries],
     iterations: Sequence[IterationWindow],
     windows: Iterable[Window] = (),
+    run_end: float | None = None,
 ) -> list[IterationTraffic]:
     """Bytes each NIC moved during each measured collective around the first fault (every
-    collective without a fault window; None where a NIC was not sampled)."""
+    collective without a fault window; None where a NIC was not sampled). A fault after the
+    last completion (the run hung in the collective it cut) adds that collective, from the last
+    completion to `run_end`, as not completed: where the faulted NIC falls to zero."""
     picked = range(len(iterations))
     first = min((w.applied for w in windows), default=None)
     if first is not None:
@@ -443,15 +448,22 @@ def iteration_traffic(
         )
         at = bisect_left(ends, first)
         picked = picked[max(0, at - TRAFFIC_BEFORE) : at + TRAFFIC_AFTER]
-    chosen = [iterations[i] for i in picked]
+    chosen = [(iterations[i], True) for i in picked]
+    last_end = iterations[-1].end if iterations else None
+    if first is not None and run_end is not None and last_end is not None and last_end < first:
+        cut = IterationWindow(len(iterations), last_end, run_end, 0, iterations[-1].exact)
+        chosen.append((cut, False))
     out = []
     for (node, nic), s in sorted(series.items()):
-        for it in chosen:
+        for it, done in chosen:
+            # the cut-short collective: counted up to the last sample (the sampler stops with it)
+            end = min(it.end, s.times[-1]) if not done and s.times else it.end
             out.append(
                 IterationTraffic(
                     it.number, it.size, it.start, it.end, node, nic,
-                    s.bytes_between(it.start, it.end, "tx"),
-                    s.bytes_between(it.start, it.end, "rx"),
+                    s.bytes_between(it.start, end, "tx"),
+                    s.bytes_between(it.start, end, "rx"),
+                    done,
                 )
             )  # fmt: skip
     out.sort(key=lambda t: (t.iteration, t.node, t.nic))

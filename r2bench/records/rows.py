@@ -66,9 +66,10 @@ fault (`records.evidence`): the verdict, the target NIC's bytes before, just bef
 after it, the iteration in flight and the evidence line (empty for process faults)."""
 TRAFFIC_COLUMNS = (
     *("run_id", "iteration", "size_bytes", "start", "end", "node", "nic"),
-    *("tx_bytes", "rx_bytes"),
+    *("tx_bytes", "rx_bytes", "completed"),
 )
-"""Of runs with a NIC fault: bytes each NIC moved in each measured collective."""
+"""Of runs with a NIC fault: bytes each NIC moved in each measured collective (`completed`
+false for the one a fault cut short, up to the run's end)."""
 PROVENANCE_COLUMNS = ("run_id", "field", "value")
 """One row per provenance.json field of a run (`env:NAME` for its job environment)."""
 RAS_VERDICT = "ras_verdict"
@@ -247,7 +248,7 @@ class RunRows:
         for t in run.traffic:
             self.traffic.add(
                 rec.run_id, t.iteration, t.size, t.start, t.end, t.node, t.nic, t.tx_bytes,
-                t.rx_bytes,
+                t.rx_bytes, t.completed,
             )  # fmt: skip
         self._add_provenance(rec)
         metrics = recovery.compute(run)

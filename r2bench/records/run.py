@@ -367,7 +367,9 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
             cap_rates(record.spec.get("faults") or []),
             finished=run.verification is not None and run.verification.complete,
         )
-        run.traffic = iteration_traffic(series, iterations, run.windows)
+        run.traffic = iteration_traffic(
+            series, iterations, run.windows, end.ended_at if end else None
+        )
         run.outcome = apply_to_outcome(run.outcome, run.evidence)
     return run
 

@@ -260,6 +260,7 @@ def _typed_traffic(frame: pd.DataFrame) -> pd.DataFrame:
         frame[name] = frame[name].astype("int64")
     for name in ("start", "end", "tx_bytes", "rx_bytes"):
         frame[name] = frame[name].astype("float64")
+    frame["completed"] = frame["completed"].astype(bool)
     return frame
 
 

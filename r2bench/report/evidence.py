@@ -84,7 +84,15 @@ def traffic_window(tables: Tables, run_id: str) -> tuple[pd.DataFrame, tuple[str
     chosen = traffic[(traffic["iteration"] >= lo) & (traffic["iteration"] <= hi)].copy()
     chosen["nic_name"] = chosen["node"].astype(str) + "/" + chosen["nic"].astype(str)
     chosen["MB"] = (chosen["tx_bytes"] + chosen["rx_bytes"]) / 1e6
-    wide = chosen.pivot_table(index="iteration", columns="nic_name", values="MB", aggfunc="sum")
+    cut = ~chosen["completed"].astype(bool)
+    chosen["label"] = (
+        chosen["iteration"]
+        .astype(str)
+        .where(~cut, chosen["iteration"].astype(str) + " (cut short)")
+    )
+    wide = chosen.pivot_table(
+        index="label", columns="nic_name", values="MB", aggfunc="sum", sort=False
+    )
     return wide, target
 
 
@@ -98,7 +106,7 @@ def traffic_table_html(tables: Tables, run_id: str) -> str:
         f"<th>{esc(c)}{' (faulted)' if c == marked else ''}</th>" for c in wide.columns
     )
     body = "".join(
-        f"<tr><td>{int(i)}</td>"
+        f"<tr><td>{esc(i)}</td>"
         + "".join(f"<td>{'-' if v != v else f'{v:.1f}'}</td>" for v in row)
         + "</tr>"
         for i, row in zip(wide.index, wide.to_numpy(), strict=True)
@@ -120,7 +128,7 @@ def traffic_figure(tables: Tables, run_id: str, index: int) -> Figure | None:
             "type": "scatter",
             "mode": "lines+markers",
             "name": esc(f"{col}{' (faulted)' if col == marked else ''}"),
-            "x": [int(i) for i in wide.index],
+            "x": [str(i) for i in wide.index],
             "y": [None if v != v else round(float(v), 3) for v in wide[col]],
             "line": {"width": 3 if col == marked else 1.5},
         }
@@ -130,7 +138,7 @@ def traffic_figure(tables: Tables, run_id: str, index: int) -> Figure | None:
         "title": {"text": esc(f"MB per NIC per iteration: {run_id}")},
         "template": "plotly_white",
         "height": 380,
-        "xaxis": {"title": {"text": "iteration"}, "dtick": 1},
+        "xaxis": {"title": {"text": "iteration"}, "type": "category"},
         "yaxis": {"title": {"text": "MB moved (tx+rx)"}, "rangemode": "tozero"},
     }
     spec = {"data": traces, "layout": layout}
