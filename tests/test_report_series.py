@@ -97,21 +97,24 @@ def test_no_valid_baseline_is_said_not_drawn(mixed: tuple[Path, Tables, str]) ->
     assert html.escape(NO_BASELINE) in page
 
 
+BASE_RUN = {
+    "outcome": "ok",
+    "collective": "all_reduce",
+    "library": "nccl",
+    "library_basis": "NCCL version 2.28.9 printed",
+    "library_version": "2.28.9",
+    "scenario": "none",
+    "ranks": 2,
+    "gpus_per_rank": 1,
+    "n_nodes": 2,
+    "transport": "NET/IB",
+    "nccl_tests_version": "2.19.6",
+}
+"""The runs-table columns a series is keyed on, as one ordinary run has them."""
+
+
 def _runs(*rows: dict[str, object]) -> pd.DataFrame:
-    base = {
-        "outcome": "ok",
-        "collective": "all_reduce",
-        "library": "nccl",
-        "library_basis": "NCCL version 2.28.9 printed",
-        "library_version": "2.28.9",
-        "scenario": "none",
-        "ranks": 2,
-        "gpus_per_rank": 1,
-        "n_nodes": 2,
-        "transport": "NET/IB",
-        "nccl_tests_version": "2.19.6",
-    }
-    return pd.DataFrame([{**base, "run_id": f"r{i}", **row} for i, row in enumerate(rows)])
+    return pd.DataFrame([{**BASE_RUN, "run_id": f"r{i}", **row} for i, row in enumerate(rows)])
 
 
 def test_baseline_shares_transport_and_scale_never_itself() -> None:

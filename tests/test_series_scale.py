@@ -8,6 +8,7 @@ import time
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_report_series import BASE_RUN
 
 from r2bench.config.r2ccl import is_r2cc_variable
 from r2bench.report.series import (
@@ -18,23 +19,10 @@ from r2bench.report.series import (
     series_info,
 )
 
-BASE = {
-    "outcome": "ok",
-    "collective": "all_reduce",
-    "library": "nccl",
-    "library_basis": "NCCL version 2.28.9 printed",
-    "library_version": "2.28.9",
-    "scenario": "none",
-    "ranks": 2,
-    "gpus_per_rank": 1,
-    "n_nodes": 2,
-    "transport": "NET/IB",
-    "nccl_tests_version": "2.19.6",
-}
 
 
 def _runs(rows: list[dict[str, object]]) -> pd.DataFrame:
-    return pd.DataFrame([{**BASE, "run_id": f"r{i}", **row} for i, row in enumerate(rows)])
+    return pd.DataFrame([{**BASE_RUN, "run_id": f"r{i}", **row} for i, row in enumerate(rows)])
 
 
 def _rule(info: SeriesInfo) -> dict[str, str]:
@@ -113,7 +101,7 @@ def _report_parts(runs: int, each: bool) -> float:
 
     rows = [
         {
-            **BASE,
+            **BASE_RUN,
             "run_id": f"r{i}",
             "scenario": f"job{i}" if each else "job",
             "n_faults": 1,

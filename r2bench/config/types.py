@@ -110,8 +110,9 @@ a tbf rate is far above; a value this large is a typo)."""
 
 
 def rate_bits_per_s(text: str) -> float | None:
-    """Bits per second of a tc rate (`10mbit`, `1gbit`, `125mbps`), or None when not one."""
-    match = _RATE_RE.fullmatch(text.strip().lower())
+    """Bits per second of a tc rate (`10mbit`, `1gbit`, `125mbps`: as tc and the injectors
+    take it, lower case, nothing around it), or None when not one."""
+    match = _RATE_RE.fullmatch(text)
     if match is None:
         return None
     bits = float(match.group(1)) * _RATE_SCALE[match.group(2)]

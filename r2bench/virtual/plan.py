@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from r2bench.config.types import rate_bits_per_s
 from r2bench.errors import InputError
 
 POOL = ipaddress.IPv4Network("198.18.0.0/15")
@@ -51,8 +52,6 @@ MIN_BURST_BYTES = 64 * 1024
 BURST_SECONDS = 0.004
 """tbf burst: what the rate sends in 4 ms, at least 64 KiB (one GSO packet fits)."""
 
-_RATE_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([kmgt]?)(bit|bps)$")
-_RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 _OBJECT_SUFFIX = r"(node[0-9]+|mgmt|rail[0-9]+|probe)"
@@ -95,11 +94,9 @@ def default_state_dir(name: str) -> Path:
 
 def rate_bits(rate: str) -> int:
     """Bits per second of a tc rate such as `400mbit`, `1gbit` or `50mbps` (decimal units)."""
-    match = _RATE_RE.fullmatch(rate)  # `$` would let a trailing newline through
-    if match is None:
+    bits = rate_bits_per_s(rate)
+    if bits is None:
         raise PlanError(f"invalid rate {rate!r}: use a tc rate such as 400mbit or 1gbit")
-    value, prefix, unit = match.groups()
-    bits = float(value) * _RATE_UNITS[prefix] * (8 if unit == "bps" else 1)
     if bits < 1e5:
         raise PlanError(f"rate {rate!r} is below 100kbit")
     return int(bits)
