@@ -20,7 +20,6 @@ from r2bench.report.series import (
 )
 
 
-
 def _runs(rows: list[dict[str, object]]) -> pd.DataFrame:
     return pd.DataFrame([{**BASE_RUN, "run_id": f"r{i}", **row} for i, row in enumerate(rows)])
 
