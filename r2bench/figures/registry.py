@@ -172,7 +172,8 @@ def fault_kinds(events: pd.DataFrame) -> dict[str, set[str]]:
 def sweep_of(tables: Tables) -> Sweep:
     """Every run with its series (report.series grouping) and fault facts."""
     info = rs.series_info(tables.runs)
-    extra = tables.runs[["run_id", "n_faults", "repeat", "library_recipe"]]
+    wanted = ["run_id", "n_faults", "repeat", "library_recipe", "evidence_verdict"]
+    extra = tables.runs[[c for c in wanted if c in tables.runs]]
     runs = info.runs.merge(extra, on="run_id", how="left")
     runs["n_faults"] = runs["n_faults"].fillna(0)
     runs["context"] = [" | ".join(rs.context_key(r, info.keys)) for _, r in runs.iterrows()]
@@ -188,8 +189,13 @@ def sweep_of(tables: Tables) -> Sweep:
         for rid, n in zip(runs["run_id"], runs["n_faults"], strict=True)
     ]
     runs["emulated"] = runs["library_recipe"].isin(EMULATOR_RECIPES)
+    # A NIC failure counts only where its evidence shows it hit traffic (records/evidence.py).
+    verdicts = runs["evidence_verdict"] if "evidence_verdict" in runs else pd.Series("", runs.index)
+    runs["hit_traffic"] = [_hit_traffic(v) for v in verdicts]
     # The runs a claim about R2CCL under a NIC failure is checked on.
-    runs["claimed"] = runs["nic_fault"] & runs["mode"].map(_r2) & ~runs["emulated"]
+    runs["claimed"] = (
+        runs["nic_fault"] & runs["hit_traffic"] & runs["mode"].map(_r2) & ~runs["emulated"]
+    )
     return Sweep(tables, info, runs)
 
 
@@ -200,11 +206,28 @@ def _faulted_runs(sw: Sweep) -> pd.DataFrame:
     return faulted
 
 
+HIT_VERDICTS = frozenset({"hit", "between_collectives"})
+"""Failure-evidence verdicts of a fault that met live traffic (records/evidence.py)."""
+
+
+def _hit_traffic(verdicts: object) -> bool:
+    """Whether every NIC fault of a run hit traffic (its `evidence_verdict`, comma-joined)."""
+    text = verdicts if isinstance(verdicts, str) else ""
+    return bool(text) and all(v in HIT_VERDICTS for v in text.split(","))
+
+
 def _untested_notes(sw: Sweep) -> list[str]:
     """Why faulted runs of modes >= 1 do not count for a claim about R2CCL under a NIC
-    failure: every fault is a process's, or the library is the CPU emulator."""
+    failure: every fault is a process's, the library is the CPU emulator, or the evidence does
+    not show the fault hit traffic."""
     faulted = sw.faulted()
     notes = []
+    unproven = faulted[faulted["nic_fault"] & ~faulted["hit_traffic"] & ~faulted["emulated"]]
+    if not unproven.empty:
+        notes.append(
+            f"{len(unproven)} faulted runs have no evidence that their fault hit traffic "
+            "(verdict unknown, no counters, or the fault touched nothing): not counted"
+        )
     if not faulted.empty and not bool(faulted["nic_fault"].any()):
         kinds = sorted({k for ks in fault_kinds(sw.tables.events).values() for k in ks})
         notes.append(
