@@ -308,8 +308,7 @@ MAIN = Revision(
     key="main",
     # The 5000 ms timer default is the README's: src/transport/net.cc at a5e6b81 still declares
     # NCCL_PARAM(R2CCFailoverTimeoutMs, ..., -1); upstream's own harness always sets 5000.
-    described_by="upstream's README and examples/cloudlab_r7525 after f45cbcb "
-    "(read 2026-11-25)",
+    described_by="upstream's README and examples/cloudlab_r7525 after f45cbcb (read 2026-11-25)",
     commits=_MAIN_COMMITS,
     variables=_variables(
         Variable(
