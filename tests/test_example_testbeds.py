@@ -1,0 +1,87 @@
+"""The example InfiniBand testbed names what a real 8-GPU H100 host has.
+
+The host is the DGX H100 of tests/data/hardware/dgx-h100-ibdev2netdev.txt, laid out as sysfs by
+`fake_sysfs.dgx_h100()`: eight IB HCAs whose device numbers skip the three Ethernet ports
+(mlx5_1, mlx5_2, mlx5_7) and whose IPoIB interfaces are named after the PCI bus (ibp24s0).
+Discovery on that host must leave the example as it is (every NIC found, same link layer, same
+interface), and every experiment written for the example must still plan on what discovery
+wrote: a fault aimed at a device that is Ethernet there would be refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fake_sysfs
+import pytest
+from test_discover import run_script
+
+from r2bench.config.load import load_testbed
+from r2bench.config.testbed import NicKind, Testbed
+from r2bench.plan.build import load_inputs, make_plan
+from r2bench.testbeds.discover import merge_testbed, parse_discovery
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "experiments" / "testbeds" / "dgx-h100-2node.yaml"
+HARDWARE = ROOT / "tests" / "data" / "hardware" / "dgx-h100-ibdev2netdev.txt"
+# Every experiment whose comment says it runs as is on the example.
+ON_THE_EXAMPLE = [
+    *sorted((ROOT / "experiments" / "paper").glob("*.yaml")),
+    ROOT / "experiments" / "ci" / "real-2node.yaml",
+]
+
+
+def _captured_devices() -> dict[str, str]:
+    """device -> interface, from the real `ibdev2netdev` output."""
+    pairs = {}
+    for line in HARDWARE.read_text().splitlines():
+        if line.startswith("mlx5_"):
+            device, _, _, interface, _ = line.split()
+            pairs[device] = interface
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def discovered(tmp_path_factory: pytest.TempPathFactory) -> Testbed:
+    """The example after `doctor --discover` on two real DGX H100 hosts."""
+    found = parse_discovery(
+        run_script(fake_sysfs.build(tmp_path_factory.mktemp("dgx"), fake_sysfs.dgx_h100()))
+    )
+    testbed = load_testbed(EXAMPLE)
+    return merge_testbed(testbed, {node.name: found for node in testbed.nodes})
+
+
+def test_every_ib_nic_is_an_infiniband_device_of_the_real_host() -> None:
+    captured = _captured_devices()
+    for node in load_testbed(EXAMPLE).nodes:
+        ib = [nic for nic in node.data_nics if nic.kind is NicKind.IB]
+        assert len(ib) == 8, node.name
+        for nic in ib:
+            assert nic.rdma_device in captured, nic.rdma_device
+            assert captured[nic.rdma_device].startswith("ibp"), (nic.name, "is Ethernet there")
+            assert nic.netdev in (None, captured[nic.rdma_device]), nic.name
+
+
+def test_discovery_on_the_real_host_leaves_the_example_as_it_is(discovered: Testbed) -> None:
+    example = load_testbed(EXAMPLE)
+    for written, found in zip(example.nodes, discovered.nodes, strict=True):
+        assert [(n.name, n.kind, n.rdma_device, n.netdev) for n in found.nics] == [
+            (n.name, n.kind, n.rdma_device, n.netdev) for n in written.nics
+        ]
+
+
+@pytest.mark.parametrize("experiment", ON_THE_EXAMPLE, ids=lambda p: p.name)
+def test_experiments_plan_on_the_discovered_example(
+    experiment: Path, discovered: Testbed, tmp_path: Path
+) -> None:
+    testbed = tmp_path / "discovered.yaml"
+    testbed.write_text(discovered.model_dump_json(exclude_none=True))
+    plan = make_plan(load_inputs(experiment, testbed))
+    assert plan.runs
+    example = load_testbed(EXAMPLE)
+    for run in plan.runs:
+        for fault in run.spec.faults:
+            node = example.node(fault.node)
+            assert node is not None
+            nic = node.nic(fault.nic)
+            assert nic is not None and not nic.management, (experiment.name, fault.nic)
