@@ -166,7 +166,7 @@ def test_ib_port_without_ipoib_has_no_netdev(tmp_path: Path) -> None:
     lines = rdma_lines(sysfs)
     assert ("mlx5_0", 1, "InfiniBand", None) in lines
     assert ("mlx5_7", 1, "Ethernet", "enp170s0np0") in lines
-    testbed = load_testbed(ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml")
+    testbed = load_testbed(ROOT / "experiments" / "testbeds" / "dgx-h100-2node.yaml")
     merged = merge_testbed(testbed, {"node0": parse_discovery(run_script(sysfs))})
     mlx5_0 = merged.nodes[0].nic("mlx5_0")
     assert mlx5_0 is not None and mlx5_0.kind is NicKind.IB and mlx5_0.netdev is None

@@ -10,7 +10,7 @@ from r2bench.cli import app
 from r2bench.plan.build import load_inputs, make_plan
 
 ROOT = Path(__file__).parents[1]
-CLOUDLAB = ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+CLOUDLAB = ROOT / "experiments" / "testbeds" / "dgx-h100-2node.yaml"
 VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
 BASE = "name: t\ncollectives: [all_reduce]\nsizes: {begin: 8, end: 1M}\n"
 
@@ -158,7 +158,7 @@ def test_a_failover_timer_longer_than_the_run_is_named(tmp_path: Path) -> None:
     over. At main the default is 5000 ms, which fits."""
     fault = (
         "scenarios:\n  - name: cut\n    faults:\n      - {kind: ib_port_down, node: node0, "
-        "nic: mlx5_1, trigger: {after_s: 5}}\ndeadline_s: 20\n"
+        "nic: mlx5_3, trigger: {after_s: 5}}\ndeadline_s: 20\n"
     )
     (note,) = _notes(tmp_path, "libraries:\n  r2ccl: {recipe: r2ccl}\n" + fault)
     assert "libraries.r2ccl: warning: library 'r2ccl' (r2ccl at f45cbcb) waits 32 s" in note

@@ -116,7 +116,7 @@ def test_missing_sweep_folder_exit_2(tmp_path: Path) -> None:
 def test_paper_experiment_plans_on_the_8x8_testbed(definition: object) -> None:
     root = Path(__file__).resolve().parent.parent
     experiment = root / "experiments" / "paper" / definition.experiment  # type: ignore[attr-defined]
-    testbed = root / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+    testbed = root / "experiments" / "testbeds" / "dgx-h100-2node.yaml"
     result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(testbed), "--json"])
     assert result.exit_code == 0, result.stderr
 

@@ -16,7 +16,7 @@ from r2bench.plan.model import Plan
 
 ROOT = Path(__file__).parents[1]
 PAPER = ROOT / "experiments" / "paper" / "one-nic-down.yaml"
-CLOUDLAB = ROOT / "experiments" / "testbeds" / "cloudlab-2node.yaml"
+CLOUDLAB = ROOT / "experiments" / "testbeds" / "dgx-h100-2node.yaml"
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
 VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
 R7525 = ROOT / "experiments" / "r7525"
@@ -47,11 +47,11 @@ def test_paper_plan_has_mode1_fault_run_with_inject_and_revert() -> None:
     )
     assert (
         "ib_port.sh inject" in run.faults[0].inject.command
-        and "--ca mlx5_1" in run.faults[0].inject.command
+        and "--ca mlx5_3" in run.faults[0].inject.command
     )
     assert "ib_port.sh revert" in run.faults[0].revert.command
     assert run.faults[0].node == "node1" and run.faults[0].heal_after_s == 65
-    assert "-x R2CC_MODE=1" in result.output and "--ca mlx5_1" in result.output
+    assert "-x R2CC_MODE=1" in result.output and "--ca mlx5_3" in result.output
 
 
 def test_paper_plan_counts_modes_scenarios_repeats() -> None:
@@ -79,7 +79,7 @@ def test_mpirun_line_carries_library_path_and_bootstrap_interface() -> None:
         "LD_LIBRARY_PATH=/local/r2bench/src/r2ccl-f45cbcb/build/lib:/usr/local/cuda-12.4/lib64"
         in argv
     )
-    assert argv[argv.index("btl_tcp_if_include") + 1] == "eno1"
+    assert argv[argv.index("btl_tcp_if_include") + 1] == "enp170s0np0"
     assert argv[argv.index("-np") + 1] == "16" and argv[argv.index("--map-by") + 1] == "ppr:8:node"
     assert argv[-2:] == [
         "-J",
@@ -107,7 +107,7 @@ def test_sweep_matrix_zip_and_exclude(tmp_path: Path) -> None:
         tmp_path,
         "scenarios:\n"
         "  - name: down\n"
-        "    faults: [{kind: ib_port_down, node: node1, nic: mlx5_2, trigger: {after_s: 1}}]\n"
+        "    faults: [{kind: ib_port_down, node: node1, nic: mlx5_4, trigger: {after_s: 1}}]\n"
         "sweep:\n"
         "  matrix:\n    R2CC_MODE: [0, 1, 2, 3]\n"
         "  zip:\n    - {NCCL_IB_TIMEOUT: [18, 20], NCCL_R2CC_FAILOVER_TIMEOUT_MS: [1000, 5000]}\n"
@@ -248,7 +248,7 @@ def test_runs_table_shows_every_value_at_any_width(width: int) -> None:
         flap.spec.run_id,
         "nccl-ft",
         "NCCL_IB_RESILIENCY_PORT_FAILOVER",
-        "ib_port_down node1/mlx5_1 @5s for 3s x5 every 10s",
+        "ib_port_down node1/mlx5_3 @5s for 3s x5 every 10s",
     ):
         assert value in text, value
 
