@@ -5,7 +5,8 @@ and the HTML report with the r2bench this interpreter imports, and writes into O
 
 - every table as its CSV file, byte for byte;
 - the report with what legitimately differs between two builds masked: plot positions
-  (the numbers inside each embedded figure's JSON), element ids and the build time;
+  (the numbers inside each embedded figure's JSON), element ids, the build time and the
+  temporary folder it was built in;
 - `compare` of the sweep against itself (`--all`, markdown and exit code), and, with
   `--compare REF:POLICY:SWEEP`, of a reference against a sweep under its policy.
 
@@ -39,8 +40,10 @@ def _r2bench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _mask_report(html: str) -> str:
-    """The report with plot numbers, ids and build times replaced by placeholders."""
+def _mask_report(html: str, scratch: Path) -> str:
+    """The report with plot numbers, ids, build times and the copy's folder replaced by
+    placeholders."""
+    html = html.replace(str(scratch), "<scratch>")
     html = _PLOT_JSON.sub(lambda m: m.group(1) + _NUMBER.sub("#", m.group(2)) + m.group(3), html)
     html = _IDS.sub("<id>", html)
     return _BUILT_AT.sub("<time>", html)
@@ -77,7 +80,7 @@ def snapshot(sweep: Path, out: Path, scratch: Path) -> None:
         shutil.copyfile(table, target / "tables" / table.name)
     report = copy / "report.html"
     if report.exists():
-        (target / "report.masked.html").write_text(_mask_report(report.read_text()))
+        (target / "report.masked.html").write_text(_mask_report(report.read_text(), scratch))
     _compare(target, "compare-self", str(copy), str(copy))
 
 
