@@ -53,7 +53,8 @@ from r2bench.records.models import (
     ParsedNcclTests,
     PerIteration,
 )
-from r2bench.records.nccltests import iter_lines, parse_text
+from r2bench.records.nccltests.lines import iter_lines
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.outcome import classify
 from r2bench.safeio import InputRefused
 
