@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from r2bench.config.errors import field_problems
 from r2bench.errors import InputError
 from r2bench.plan.runspec import RunSpec
 from r2bench.records.models import Event, Outcome
@@ -397,12 +398,10 @@ def load_json_record(path: Path) -> Any:
 
 def validation_problems(path: Path, error: ValidationError) -> str:
     """A pydantic error as `<path>: <field.path>: <message> (got <value>)`, one per field."""
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        got = repr(item.get("input"))[:60]
-        parts.append(f"{path}: {where}: {item['msg']} (got {got})")
-    return "; ".join(parts)
+    return "; ".join(
+        f"{path}: {problem.describe('(top level)')} (got {repr(problem.given)[:60]})"
+        for problem in field_problems(error)
+    )
 
 
 class _Lenient(BaseModel):
