@@ -113,13 +113,6 @@ class FaultEvent(BaseModel):
         default=None, description="node clock minus controller clock, measured before the run"
     )
 
-    @property
-    def applied_controller_time(self) -> float | None:
-        """When the change was made, on the controller's clock."""
-        if self.applied_at is None or self.clock_offset_s is None:
-            return None
-        return self.applied_at - self.clock_offset_s
-
 
 class RunEnd(BaseModel):
     """What `outcome.json` holds: the classified outcome plus how the launch ended."""
