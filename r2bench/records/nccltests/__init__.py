@@ -1,7 +1,7 @@
 """Readers of nccl-tests output, one module per thing read.
 
 - `text`: the text printed on stdout, as one run (`parse_text`) or every run it holds
-  (`iter_runs`, `split_runs`, `parse_text_runs`); `RunParser` is its streaming pass.
+  (`iter_runs`, `parse_text_runs`); `RunParser` is its streaming pass.
 - `jsonfile`: the `-J` JSON file (`parse_json`).
 - `runs`: a text output cut into runs no header separates, and a text/JSON pair combined.
 - `salvage`: what broken output still holds (rows that lost a column, a JSON file cut short).

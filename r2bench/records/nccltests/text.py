@@ -1,6 +1,6 @@
 """nccl-tests' text output (stdout, also interleaved with NCCL logs, cut short or behind
 launcher prefixes), read in one streaming pass as one run (`parse_text`) or as every run it
-holds (`iter_runs`, `split_runs`, `parse_text_runs`).
+holds (`iter_runs`, `parse_text_runs`).
 
 `RunParser` is the pass itself, for a caller that reads a log once for several things
 (`events.read_log`); `ends_complete` says whether an output ends as a complete run of its
@@ -64,8 +64,13 @@ def parse_text(
 def iter_runs(
     source: str | bytes | Iterable[str] | Iterable[bytes], *, file_name: str | None = None
 ) -> list[ParsedNcclTests]:
-    """Every run of a text output, in one streaming pass (see `split_runs` for where runs are
-    cut); each knows its `first_line` and `last_line`."""
+    """Every run of a text output, in one streaming pass; each knows its `first_line` and
+    `last_line`. Runs are cut at each new nccl-tests header, at rows after a run's footer (a
+    grep or `cat` of several outputs), at a new device list after rows, at a command line that
+    runs a test after rows, at a `==> file <==` line, at a change of the rank, host or file a
+    launcher or grep prefix names, and where the sizes start over with another busbw/algbw
+    factor (another rank count: an extract of several runs with no header between them). Text
+    before the first header stays with the first run."""
     parser = RunParser(split=True)
     lines = LogLines(source)
     parser.parse(lines)
@@ -94,26 +99,11 @@ def expects_concluding_line(parsed: ParsedNcclTests) -> bool:
     return parsed.nccl_headers is not None or parsed.collective_from == "program_line"
 
 
-def split_runs(source: str | bytes | Iterable[str] | Iterable[bytes]) -> list[tuple[int, str]]:
-    """Cut a text output into runs (first line number, text): at each new nccl-tests header,
-    at rows after a run's footer (a grep or `cat` of several outputs), at a new device list
-    after rows, at a command line that runs a test after rows, at a `==> file <==` line, at a
-    change of the rank, host or file a launcher or grep prefix names, and where the sizes
-    start over with another busbw/algbw factor (another rank count: an extract of several
-    runs with no header between them). Text before the first header stays with the first run.
-    Holds the text in memory: for files of any size, use `iter_runs` (line ranges) instead."""
-    lines = list(raw_lines(source))
-    out = []
-    for run in iter_runs(lines):
-        first, last = run.first_line or 1, run.last_line or len(lines)
-        out.append((first, "".join(lines[first - 1 : last])))
-    return out or [(1, "")]
-
-
 def parse_text_runs(
     source: str | bytes | Iterable[str] | Iterable[bytes], *, file_name: str | None = None
 ) -> list[tuple[int, str, ParsedNcclTests]]:
-    """Each run of a text output: (first line number, its text, what it says)."""
+    """Each run of a text output: (first line number, its text, what it says). Holds the text
+    in memory: for files of any size, use `iter_runs` (line ranges) instead."""
     lines = list(raw_lines(source))
     out = []
     for run in iter_runs(lines, file_name=file_name):
@@ -124,7 +114,7 @@ def parse_text_runs(
 
 class RunParser:
     """One streaming pass over a text output: `feed` each cleaned line, then `finish`. With
-    `split`, a new run begins wherever the text shows one (see `split_runs`)."""
+    `split`, a new run begins wherever the text shows one (see `iter_runs`)."""
 
     def __init__(self, *, split: bool) -> None:
         self.split = split
