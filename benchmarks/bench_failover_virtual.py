@@ -37,7 +37,7 @@ from r2bench.config.load import load_testbed
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
 from r2bench.records.events import parse_events
-from r2bench.records.nccltests import parse_text
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.outcome import classify
 from r2bench.setup.builder import Builder, SetupOptions
 from r2bench.virtual.lifecycle import up

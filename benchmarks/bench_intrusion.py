@@ -27,7 +27,7 @@ from r2bench.nodes.base import StreamLine
 from r2bench.nodes.local import LocalNode
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
-from r2bench.records.nccltests import parse_text
+from r2bench.records.nccltests.text import parse_text
 
 MIB = 1 << 20
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from r2bench.records.nccltests import parse_text
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.verify import Verification, read_verification
 
 BUDGET = 0.05

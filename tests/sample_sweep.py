@@ -23,7 +23,7 @@ from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.models import LaunchInfo
-from r2bench.records.nccltests import parse_text
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import BuildInfo, Provenance
 from r2bench.workloads.nccl_format import Measure, Row, column_header, footer_lines

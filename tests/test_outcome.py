@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from r2bench.config.recipes import load_recipes
 from r2bench.records.events import parse_events
 from r2bench.records.models import LaunchInfo, Outcome, OutcomeStatus
-from r2bench.records.nccltests import parse_text
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.outcome import classify
 
 DATA = Path(__file__).parent / "data"

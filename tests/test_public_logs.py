@@ -15,7 +15,7 @@ import pytest
 
 from r2bench.records.events import parse_events
 from r2bench.records.models import ParsedNcclTests
-from r2bench.records.nccltests import parse_text_runs
+from r2bench.records.nccltests.text import parse_text_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 

@@ -13,7 +13,7 @@ import pytest
 
 from r2bench.records.events import parse_events
 from r2bench.records.models import Outcome, OutcomeStatus
-from r2bench.records.nccltests import parse_text
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.outcome import classify
 
 DATA = Path(__file__).parent / "data" / "r2ccl"

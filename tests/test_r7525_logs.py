@@ -12,6 +12,7 @@ import pytest
 from r2bench.commands.records import parse_command, parse_file
 from r2bench.records.importer import import_dir
 from r2bench.records.models import OutcomeStatus
+from r2bench.records.nccltests.text import ends_complete
 from r2bench.records.r2ccl_artifact import (
     MIB,
     HotRepairRun,
@@ -59,7 +60,7 @@ def test_03_three_runs_with_their_modes_and_the_table_never_a_row() -> None:
         )
         assert len(run.parsed.rows) == 6  # 3 sizes x 2 placements: no row from the table
         assert run.parsed.unreadable_rows == 0 and not run.parsed.warnings
-        assert run.parsed.ranks == 6 and run.parsed.complete
+        assert run.parsed.ranks == 6 and ends_complete(run.parsed)
     assert [busbw_4g(r) for r in got.harness_runs] == [(3.53, 3.53), (2.35, 2.35), (2.56, 2.56)]
     assert [(r.first_line, r.last_line) for r in got.harness_runs] == [(1, 29), (30, 58), (59, 88)]
     [table] = got.tables

@@ -22,6 +22,7 @@ from r2bench.config.errors import ConfigError
 from r2bench.nodes import LocalNode
 from r2bench.plan.model import FaultStep, NodeCommand, PlannedRun
 from r2bench.records.models import OutcomeStatus
+from r2bench.records.run import fault_windows
 from r2bench.sweep.agent import NodeAgent, parse_fault_line
 from r2bench.sweep.display import summary_table
 from r2bench.sweep.faults import FaultDriver, FaultError
@@ -218,10 +219,13 @@ def test_driver_fires_on_time_reverts_verifies_and_records(
         ("verify", 1),
     ]
     injects = [e for e in driver.history if e.action == "inject"]
-    for event, planned in zip(injects, (launched + 0.3, launched + 1.1), strict=True):
+    assert all(e.applied_at is not None and e.clock_offset_s is not None for e in injects)
+    # when each change was made, on the controller's clock, as the records read it
+    windows = fault_windows(driver.history, None)
+    planned_at = (launched + 0.3, launched + 1.1)
+    for event, window, planned in zip(injects, windows, planned_at, strict=True):
         assert event.planned_at == pytest.approx(planned)
-        assert event.applied_controller_time is not None
-        assert abs(event.applied_controller_time - planned) < 0.2
+        assert abs(window.applied - planned) < 0.2
     assert all(e.ok for e in driver.history)
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from r2bench.config.load import load_testbed
 from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
+from r2bench.records.run import fault_windows
 from r2bench.records.store import COMPLETE, FaultEvent, RunEnd, RunStore
 from r2bench.virtual.lifecycle import UpResult
 from r2bench.virtual.plan import netns_name
@@ -164,8 +165,10 @@ def test_sweep_end_to_end_then_resume_skips_everything(bed: Bed, tmp_path: Path)
             ]
             assert [e.action for e in events] == ["inject", "revert", "verify"]
             inject = events[0]
-            assert inject.planned_at is not None and inject.applied_controller_time is not None
-            assert abs(inject.applied_controller_time - inject.planned_at) < 0.05
+            assert inject.planned_at is not None and inject.applied_at is not None
+            assert inject.clock_offset_s is not None
+            [window] = fault_windows(events, None)  # applied, on the controller's clock
+            assert abs(window.applied - inject.planned_at) < 0.05
     assert (results / "e2e" / "report.html").stat().st_size > 10_000
     assert "outcomes" in out and "report:" in out
     assert leftovers(bed) == []

@@ -11,7 +11,9 @@ from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.records import tables as tb
 from r2bench.records.importer import import_dir
-from r2bench.records.nccltests import combine, parse_json, parse_text
+from r2bench.records.nccltests.jsonfile import parse_json
+from r2bench.records.nccltests.runs import combine
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.store import RunStore
 
 

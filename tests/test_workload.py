@@ -458,7 +458,7 @@ def test_every_timed_iteration_has_its_iter_line_and_the_summary_says_all_checke
 @pytest.mark.parametrize("how", ["env", "flag"])
 def test_self_test_corruption_is_wrong_results_naming_the_iteration(how: str) -> None:
     from r2bench.records.models import OutcomeStatus
-    from r2bench.records.nccltests import parse_text
+    from r2bench.records.nccltests.text import parse_text
     from r2bench.records.outcome import classify
     from r2bench.records.verify import parse_verification, with_verification
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from r2bench.config.errors import field_problems
 from r2bench.config.testbed import (
     Launcher,
     LauncherKind,
@@ -313,11 +314,8 @@ def manifest_testbed(text: str, name: str | None = None, user: str | None = None
     try:
         return _testbed(manifest, name, user)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ManifestError(
-            f"the manifest gives an invalid testbed: {where}: {first['msg']}"
-        ) from None
+        first = field_problems(exc)[0]
+        raise ManifestError(f"the manifest gives an invalid testbed: {first.describe()}") from None
 
 
 def _testbed(manifest: Manifest, name: str | None, user: str | None) -> Testbed:

@@ -23,7 +23,7 @@ from r2bench.errors import ExitCode
 from r2bench.records.events import read_log
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
-from r2bench.records.nccltests import parse_json
+from r2bench.records.nccltests.jsonfile import parse_json
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.store import RunStore, sweep_folder

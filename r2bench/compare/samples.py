@@ -111,12 +111,6 @@ def make_key(values: Mapping[str, Any], names: Iterable[str]) -> Key:
     return tuple((n, norm(values.get(n))) for n in names)
 
 
-def key_text(key: Key | Mapping[str, Any]) -> str:
-    """`collective=all_reduce library=r2ccl ...` (stable, for names and seeds)."""
-    items = key.items() if isinstance(key, Mapping) else key
-    return " ".join(f"{k}={v}" for k, v in items)
-
-
 @dataclass
 class Cell:
     """A cell's samples of each metric, one array per run, and which runs they came from."""

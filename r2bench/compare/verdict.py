@@ -12,7 +12,6 @@ import numpy as np
 from r2bench.compare.policy import HIGHER_IS_BETTER, METRICS, RECOVERY_METRICS, Policy, XFail
 from r2bench.compare.reference import Reference, reference_keyed
 from r2bench.compare.samples import (
-    CELL_FIELDS,
     Cell,
     Key,
     Series,
@@ -335,8 +334,3 @@ def compare_reference(ref: Reference, cand: SweepData, policy: Policy) -> Compar
     xfails = [*ref.xfail, *policy.xfail]
     out.rows = [_xfail(r, _expected(xfails, r.fields)) for r in rows]
     return out
-
-
-def cell_fields() -> tuple[str, ...]:
-    """The per-cell key fields after the series columns."""
-    return CELL_FIELDS

@@ -5,8 +5,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from r2bench.errors import InputError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 FieldPath = tuple[str | int, ...]
 
@@ -26,6 +30,33 @@ def did_you_mean(value: str, known: Iterable[str], otherwise: str = "") -> str:
     """A hint for a misspelt name: the closest known one, else `otherwise`."""
     close = difflib.get_close_matches(value, list(known), n=1)
     return f"did you mean '{close[0]}'?" if close else otherwise
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One value a pydantic model refused: where (the field path, dotted; empty for the model
+    as a whole), pydantic's message, and the value given."""
+
+    where: str
+    message: str
+    given: Any
+
+    def describe(self, top_level: str = "") -> str:
+        """`<field.path>: <message>`, `top_level` standing for an empty path."""
+        return f"{self.where or top_level}: {self.message}"
+
+
+def field_problems(error: ValidationError) -> list[FieldProblem]:
+    """The problems of a pydantic validation error, in pydantic's order: the one way r2bench
+    turns one into messages outside the located config errors (`config/validate.py`)."""
+    return [
+        FieldProblem(
+            where=".".join(str(part) for part in item["loc"]),
+            message=item["msg"],
+            given=item.get("input"),
+        )
+        for item in error.errors()
+    ]
 
 
 @dataclass(frozen=True)

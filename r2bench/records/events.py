@@ -9,10 +9,10 @@ Public API:
 - `read_log(source, file_name=None, ...)`: the runs (`nccltests`) and the events of a log in
   one streaming pass: the way to read a large log (`r2bench parse`).
 
-Lines are read as `nccltests.LogLines` gives them: launcher prefixes (Open MPI tags, torchrun's
-`[rank0]:`, srun labels, grep's file names) and paste artefacts (code fences, `>` quotes,
-autolinks such as `[p2p.cc:783](https://p2p.cc:783/)`) taken off; an event's `text` is the
-line as written.
+Lines are read as `nccltests.lines.LogLines` gives them: launcher prefixes (Open MPI tags,
+torchrun's `[rank0]:`, srun labels, grep's file names) and paste artefacts (code fences, `>`
+quotes, autolinks such as `[p2p.cc:783](https://p2p.cc:783/)`) taken off; an event's `text` is
+the line as written.
 
 NCCL INFO lines with no particular meaning are skipped unless `include_info` is set (a long
 `NCCL_DEBUG=INFO` log has millions of them). NCCL prints timestamps in the node's local time
@@ -43,7 +43,8 @@ from typing import Any
 from r2bench.launch.base import CRASH_DETAILS, CrashKind, CrashMessage
 from r2bench.launch.registry import crash_messages
 from r2bench.records.models import Event, EventKind, ParsedNcclTests
-from r2bench.records.nccltests import MAX_LINE, ROW_FIRST, LogLines, RunParser
+from r2bench.records.nccltests.lines import MAX_LINE, LogLines
+from r2bench.records.nccltests.text import ROW_FIRST, RunParser
 
 MAX_TEXT = 500
 
@@ -300,7 +301,7 @@ def read_log(
     per_kind: int = MAX_EVENTS_PER_KIND,
     tz: tzinfo = timezone.utc,
 ) -> tuple[list[ParsedNcclTests], list[Event]]:
-    """The runs of a text log (as `nccltests.iter_runs` finds them) and its events (as
+    """The runs of a text log (as `nccltests.text.iter_runs` finds them) and its events (as
     `read_events` keeps them), in one streaming pass: each line is read, decoded and cleaned
     once, so a log of gigabytes costs one pass in bounded memory whatever its mix of lines."""
     parser = RunParser(split=True)

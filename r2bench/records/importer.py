@@ -28,12 +28,10 @@ from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
 from r2bench.records.events import read_events
 from r2bench.records.models import Event, EventKind, Outcome, ParsedNcclTests
-from r2bench.records.nccltests import (
-    collective_from_file_name,
-    combine,
-    iter_runs,
-    parse_json,
-)
+from r2bench.records.nccltests.collective import collective_from_file_name
+from r2bench.records.nccltests.jsonfile import parse_json
+from r2bench.records.nccltests.runs import combine
+from r2bench.records.nccltests.text import iter_runs
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import Provenance, nccl_version_text, redact_env
 from r2bench.records.r2ccl_artifact import (

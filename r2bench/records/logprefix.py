@@ -18,8 +18,6 @@ grep put them on (most lines carry one, and some carry nccl-tests text after it)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
 
 DETECT_LINES = 40
 """Lines looked at to decide whether `0: ` / `host: ` / `file:` prefixes are a launcher's."""
@@ -56,16 +54,6 @@ _AUTOLINK_RE = re.compile(r"\[([^\[\]\s]{1,300})\]\((?:https?|mailto|ftp):[^)\s]
 _ESCAPE_RE = re.compile(r"\\([#_*\[\]<>`~|-])")
 
 
-class CleanLine(NamedTuple):
-    """A line without its launcher prefix; `origin` is the rank, host or file the prefix named,
-    `stamp` the time stamp a log collector or `NCCL_DEBUG_TIMESTAMP_FORMAT` put before it
-    (without its brackets)."""
-
-    text: str
-    origin: str | None = None
-    stamp: str | None = None
-
-
 def restore_comment(text: str) -> str:
     """A header line that lost its `#` in a paste gets it back; other lines are unchanged."""
     if text[:1] != "#" and _BARE_HEADER_RE.match(text):
@@ -90,11 +78,6 @@ def strip_markup(line: str) -> str:
     return line
 
 
-def has_markup(line: str) -> bool:
-    """Whether `strip_markup` may change the line (a cheap test for the common case)."""
-    return line[:1] in _MARKUP_FIRST or "](" in line or "\\" in line or line.endswith("```")
-
-
 class LineCleaner:
     """Strips launcher prefixes and paste artefacts from a stream of lines (see the module
     docstring)."""
@@ -102,13 +85,12 @@ class LineCleaner:
     def __init__(self) -> None:
         self._mode: str | None = None  # "label" | "file" | "host" | "" (none) once decided
 
-    def clean(self, line: str) -> CleanLine:
-        """One line, prefix stripped (call `decide` first for the ambiguous forms)."""
-        return CleanLine(*self.split(line))
-
     def split(self, line: str) -> tuple[str, str | None, str | None]:
-        """(text, origin, stamp) of one line: `clean` as a plain tuple (the hot path of a
-        log of millions of lines, where most lines carry no prefix and no markup)."""
+        """(text, origin, stamp) of one line (call `decide` first for the ambiguous forms):
+        the line without its launcher prefix, the rank, host or file the prefix named, and
+        the time stamp a log collector or `NCCL_DEBUG_TIMESTAMP_FORMAT` put before it (without
+        its brackets). A plain tuple: the hot path of a log of millions of lines, where most
+        lines carry no prefix and no markup."""
         first = line[:1]
         if first in _MARKUP_FIRST or "](" in line or "\\" in line or line.endswith("```"):
             line = strip_markup(line)
@@ -156,19 +138,3 @@ class LineCleaner:
             if len(hits) >= _DETECT_SHARE * len(lines) and ours:
                 self._mode = mode
                 return
-
-
-def clean_lines(lines: Iterable[str]) -> Iterator[CleanLine]:
-    """Stream lines without their launcher prefixes (a few lines are held to decide the form)."""
-    cleaner = LineCleaner()
-    held: list[str] = []
-    it = iter(lines)
-    for line in it:
-        held.append(line)
-        if len(held) >= DETECT_LINES:
-            break
-    cleaner.decide(held)
-    for line in held:
-        yield cleaner.clean(line)
-    for line in it:
-        yield cleaner.clean(line)

@@ -136,18 +136,6 @@ class ParsedNcclTests(_Frozen):
         )
 
     @property
-    def complete(self) -> bool:
-        """Whether the output ends as a complete run ends, by the markers of its version.
-
-        Releases that print `# nccl-tests version` (2.17.4 and later) all end with
-        `# Collective test concluded`; older ones (no version line) end with the
-        `# Avg bus bandwidth` footer, and 2.16.7 to 2.17.3 with both (see docs/records.md).
-        """
-        if self.concluded:
-            return True
-        return self.nccl_tests_version is None and self.footer
-
-    @property
     def cycles(self) -> int:
         """Number of size sweeps seen (the -N repetitions)."""
         return max((r.cycle for r in self.rows), default=-1) + 1

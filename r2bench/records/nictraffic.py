@@ -11,7 +11,7 @@ unreadable splits the series: no delta is ever taken across it. The failure evid
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -79,10 +79,6 @@ class NicSeries:
         """First and last sample time, or None without samples."""
         return (self.times[0], self.times[-1]) if self.times else None
 
-    def covers(self, t0: float, t1: float) -> bool:
-        """Whether [t0, t1] lies within one valid segment of samples."""
-        return self._segment_of(t0, t1) is not None
-
     def bytes_between(self, t0: float, t1: float, direction: Direction = "both") -> float | None:
         """Bytes moved in [t0, t1] (tx, rx or both; linear between samples); None where the
         samples do not cover the interval within one valid segment."""
@@ -112,10 +108,6 @@ class NicSeries:
         if t_b <= t_a:
             return v_b
         return v_a + (v_b - v_a) * (t - t_a) / (t_b - t_a)
-
-    def samples_in(self, t0: float, t1: float) -> int:
-        """How many samples lie in [t0, t1]."""
-        return bisect_right(self.times, t1) - bisect_left(self.times, t0)
 
 
 NicKey = tuple[str, str]

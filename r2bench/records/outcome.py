@@ -16,7 +16,7 @@ Public API: `classify(...) -> Outcome`. Rules, first match wins:
    and output that ends complete) and nothing else: survived, see 9
 6. `#wrong` > 0 or `Out of bounds values : N FAILED` -> wrong_results
 7. any other non-zero exit -> crashed
-8. output that stops before the end its tool and version print (`nccltests.ends_complete`:
+8. output that stops before the end its tool and version print (`nccltests.text.ends_complete`:
    `# Collective test concluded` where the version prints it, else the `# Avg bus bandwidth`
    footer, as rccl-tests and nccl-tests before 2.16.7 end) with no sign of failure ->
    incomplete (cut short, still running)
@@ -43,7 +43,7 @@ from r2bench.records.models import (
     OutcomeStatus,
     ParsedNcclTests,
 )
-from r2bench.records.nccltests import ends_complete, expects_concluding_line
+from r2bench.records.nccltests.text import ends_complete, expects_concluding_line
 
 MAX_EVIDENCE = 8
 _NETWORK_KINDS = (

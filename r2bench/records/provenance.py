@@ -228,8 +228,3 @@ class LibraryEvidence:
         if version is not None and self.version is None:
             self.version = version
         return True
-
-    @property
-    def settled(self) -> bool:
-        """Nothing later can change the family (R-2CCL) nor the version."""
-        return self.family == "r2ccl" and self.version is not None

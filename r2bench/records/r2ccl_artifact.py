@@ -53,7 +53,8 @@ from r2bench.records.models import (
     ParsedNcclTests,
     PerIteration,
 )
-from r2bench.records.nccltests import iter_lines, parse_text
+from r2bench.records.nccltests.lines import iter_lines
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.outcome import classify
 from r2bench.safeio import InputRefused
 
@@ -66,8 +67,6 @@ MODE_VARIABLE = "R2CC_MODE"
 FAILED_NODE_VARIABLE = "R2CC_FAILED_NODE"
 FAILED_HCA_VARIABLE = "R2CC_FAILED_HCA"
 FAILED_COUNT_VARIABLE = "R2CC_FAILED_NIC_COUNT"
-HCA_VARIABLE = "NCCL_IB_HCA"
-HEALTHY_SCENARIO = "none"
 RESULT_EXIT_STATUS = {
     0: OutcomeStatus.OK,
     2: OutcomeStatus.WRONG_RESULTS,

@@ -35,7 +35,7 @@ from r2bench.records.metrics import (
     undefined,
 )
 from r2bench.records.models import EventKind, OutcomeStatus
-from r2bench.records.nccltests import iter_lines
+from r2bench.records.nccltests.lines import iter_lines
 from r2bench.records.run import (
     ARRIVAL_RESOLUTION_S,
     STDERR_TIMES,

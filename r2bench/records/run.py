@@ -32,7 +32,9 @@ from r2bench.records.evidence import (
     iteration_traffic,
 )
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests, ResultRow
-from r2bench.records.nccltests import combine, parse_json, parse_text
+from r2bench.records.nccltests.jsonfile import parse_json
+from r2bench.records.nccltests.runs import combine
+from r2bench.records.nccltests.text import parse_text
 from r2bench.records.nictraffic import (
     CounterLines,
     NicKey,

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from r2bench.config.errors import field_problems
 from r2bench.errors import InputError
 from r2bench.plan.runspec import RunSpec
 from r2bench.records.models import Event, Outcome
@@ -111,13 +112,6 @@ class FaultEvent(BaseModel):
     clock_offset_s: float | None = Field(
         default=None, description="node clock minus controller clock, measured before the run"
     )
-
-    @property
-    def applied_controller_time(self) -> float | None:
-        """When the change was made, on the controller's clock."""
-        if self.applied_at is None or self.clock_offset_s is None:
-            return None
-        return self.applied_at - self.clock_offset_s
 
 
 class RunEnd(BaseModel):
@@ -397,12 +391,10 @@ def load_json_record(path: Path) -> Any:
 
 def validation_problems(path: Path, error: ValidationError) -> str:
     """A pydantic error as `<path>: <field.path>: <message> (got <value>)`, one per field."""
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        got = repr(item.get("input"))[:60]
-        parts.append(f"{path}: {where}: {item['msg']} (got {got})")
-    return "; ".join(parts)
+    return "; ".join(
+        f"{path}: {problem.describe('(top level)')} (got {repr(problem.given)[:60]})"
+        for problem in field_problems(error)
+    )
 
 
 class _Lenient(BaseModel):

@@ -102,12 +102,6 @@ def with_mode(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def series_name(collective: str, library: str, mode: str, scenario: str) -> str:
-    """Legend label of one (collective, library, mode, scenario) (escaped)."""
-    lib = f"{library} mode {mode}" if mode != "" else library
-    return esc(f"{collective} · {lib} · {scenario}")
-
-
 def binary_size(n: float) -> str:
     """A tick label in binary units: 8, 512, 1K, 64K, 1M, 2G."""
     value, k = _scaled(n)

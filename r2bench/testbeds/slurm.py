@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from r2bench.config.errors import field_problems
 from r2bench.config.testbed import Launcher, LauncherKind, Node, Testbed
 from r2bench.errors import InputError
 
@@ -250,8 +251,5 @@ def slurm_testbed(env: Mapping[str, str], name: str | None = None) -> Testbed:
             launcher=Launcher(kind=LauncherKind.SRUN),
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise SlurmError(
-            f"the allocation gives an invalid testbed: {where}: {first['msg']}"
-        ) from None
+        first = field_problems(exc)[0]
+        raise SlurmError(f"the allocation gives an invalid testbed: {first.describe()}") from None
