@@ -591,7 +591,9 @@ def sweep(
         ),
     ] = None,
 ) -> None:
-    from r2bench.commands.sweep import SweepOptions, sweep_cli
+    from r2bench.commands.sweep import dry_run as show_plan
+    from r2bench.commands.sweep import sweep_command
+    from r2bench.sweep.orchestrate import SweepOptions
 
     console = _stderr()
     if rerun not in (None, "failed"):
@@ -612,8 +614,7 @@ def sweep(
     # handler is in place and after it is gone, Ctrl-C is ignored, so the process never dies of
     # a KeyboardInterrupt half-way through its clean-up or its exit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    code = sweep_cli(options, dry_run, console)
-    raise typer.Exit(code)
+    raise typer.Exit(show_plan(options) if dry_run else sweep_command(options, console))
 
 
 TestbedRequired = TestbedOpt
@@ -626,10 +627,9 @@ def heal(testbed: TestbedRequired) -> None:
 
     Example: [bold]r2bench heal -t experiments/testbeds/cloudlab-2node.yaml[/]
     """
-    from r2bench.commands.sweep import heal_cli
+    from r2bench.sweep.manual import heal_command
 
-    code = heal_cli(testbed, Console())
-    raise typer.Exit(code)
+    raise typer.Exit(heal_command(testbed, Console()))
 
 
 def _fault_command(action: str) -> Callable[..., None]:
@@ -663,14 +663,12 @@ def _fault_command(action: str) -> Callable[..., None]:
             ),
         ] = 300.0,
     ) -> None:
-        from r2bench.commands.sweep import fault_cli
-        from r2bench.sweep.manual import ManualFault
+        from r2bench.sweep.manual import ManualFault, fault_command
 
         console = _stderr()
         params = dict(p.split("=", 1) for p in param or [] if "=" in p)
         fault = ManualFault(kind, node, nic, params, lease_s)
-        code = fault_cli(testbed, fault, action, console)
-        raise typer.Exit(code)
+        raise typer.Exit(fault_command(testbed, fault, action, console))
 
     verb = "Inject" if action == "inject" else "Revert"
     command.__doc__ = (
