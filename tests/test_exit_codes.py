@@ -6,14 +6,12 @@ from every command that talks to nodes. Bad paths and files (exit 2) are in test
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_cli_errors import _run as _r2bench
 
 from r2bench.compare.samples import CompareInputError
 from r2bench.errors import ExitCode, InputError
@@ -87,20 +85,6 @@ def _lost_testbed(tmp: Path) -> Path:
         f"paths:\n  work_dir: {tmp}/work\n"
     )
     return path
-
-
-def _r2bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    code = 'import sys; sys.argv[0] = "r2bench"; from r2bench.cli import main; main()'
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("failure", FAILURES, ids=lambda f: " ".join(f.args[:2]))
