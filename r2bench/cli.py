@@ -492,13 +492,9 @@ def compare(
 
     Example: [bold]r2bench compare results/baselines/ci-virtual.yaml results/ci/ci-virtual[/]
     """
-    from r2bench.extras import MissingExtra, require_report_extra
+    from r2bench.extras import require_report_extra
 
-    try:
-        require_report_extra("compare")
-    except MissingExtra as exc:
-        _stderr().print(f"cannot compare: {exc}")
-        raise typer.Exit(ExitCode.USAGE) from None
+    require_report_extra("compare")
     from r2bench.commands.compare import compare_command
     from r2bench.compare.verdict import Gate
 
