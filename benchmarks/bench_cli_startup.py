@@ -57,6 +57,7 @@ def time_command(label: str, code: str, args: list[str], repeats: int, checked: 
         started, cpu_before = time.perf_counter(), _children_cpu_s()
         subprocess.run(
             [sys.executable, "-c", code, *args],
+            cwd=ROOT,  # `python -c` imports from its folder first: the tree measured is ROOT's
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

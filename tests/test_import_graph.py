@@ -198,6 +198,7 @@ def _modules_loaded_by(*args: str) -> tuple[int, list[str]]:
     env = dict(os.environ, PYTHONPATH=str(PACKAGE.parent), COLUMNS="100")
     proc = subprocess.run(
         [sys.executable, "-c", _LOADED_AFTER, *args],
+        cwd=PACKAGE.parent,  # `python -c` imports from its folder first
         capture_output=True,
         text=True,
         env=env,
