@@ -1,14 +1,20 @@
-"""The r2bench command line (thin: each command delegates to a module)."""
+"""The r2bench command line (thin: each command delegates to a module).
+
+Start-up is kept light, so `r2bench --version` and `--help` answer at once: each command imports
+what it needs inside its body, and the `testbed` and `cloudlab` groups (the virtual testbed,
+ssh, CloudLab) are imported only when one of them is called (`LAZY_GROUPS`).
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,8 +24,8 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 import r2bench
-from r2bench.commands.failures import debug_requested, print_config_error, report_error
-from r2bench.config.errors import ConfigError
+from r2bench.commands.failures import debug_requested, report_error
+from r2bench.commands.figures import figures_command
 from r2bench.errors import ExitCode
 from r2bench.textsafe import prepare_streams, printable
 
@@ -30,13 +36,65 @@ WORKFLOW_ORDER = (
 )
 
 
+@dataclass(frozen=True)
+class LazyGroup:
+    """A command group declared in `module` as the typer app `attribute`, imported only when
+    the group is called; `help` is its line in `r2bench --help`."""
+
+    module: str
+    attribute: str
+    help: str
+
+    def load(self, name: str, rich_markup_mode: Any) -> TyperGroup:
+        """The group as command `name`, built as `app.add_typer` would build it."""
+        sub_app = getattr(importlib.import_module(self.module), self.attribute)
+        holder = typer.Typer(rich_markup_mode=rich_markup_mode)
+        holder.add_typer(sub_app, name=name, help=self.help)
+        group = typer.main.get_command(holder)
+        assert isinstance(group, TyperGroup)
+        return _quiet_flag_metavars(group.commands[name])
+
+
+LAZY_GROUPS = {
+    "testbed": LazyGroup(
+        "r2bench.commands.testbed",
+        "testbed_app",
+        "Create, inspect and remove testbeds (virtual: network namespaces).",
+    ),
+    "cloudlab": LazyGroup(
+        "r2bench.commands.testbed", "cloudlab_app", "CloudLab: a testbed file from a manifest."
+    ),
+}
+
+
 class WorkflowGroup(TyperGroup):
-    """Lists commands in workflow order, not alphabetically or by registration."""
+    """Lists commands in workflow order, not alphabetically or by registration, and imports
+    the groups of `LAZY_GROUPS` only when one is called (its help line needs no import)."""
+
+    _listing_help = False
 
     def list_commands(self, ctx: Any) -> list[str]:
-        names = super().list_commands(ctx)
+        names = [*super().list_commands(ctx), *(n for n in LAZY_GROUPS if n not in self.commands)]
         rank = {name: i for i, name in enumerate(WORKFLOW_ORDER)}
         return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        lazy = LAZY_GROUPS.get(cmd_name)
+        if command is not None or lazy is None:
+            return command
+        if self._listing_help:  # only its name and help line are shown
+            return TyperGroup(name=cmd_name, help=lazy.help)
+        command = lazy.load(cmd_name, self.rich_markup_mode)
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing_help = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing_help = False
 
 
 app = typer.Typer(
@@ -85,16 +143,6 @@ def _main_options(
     if verbose:
         level = logging.DEBUG if verbose > 1 else logging.INFO
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-
-
-@contextmanager
-def config_errors(console: Console) -> Iterator[None]:
-    """Print ConfigError issues (file:line:col: field: message) and exit 2, never a traceback."""
-    try:
-        yield
-    except ConfigError as error:
-        print_config_error(error, console)
-        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def _stderr() -> Console:
@@ -153,8 +201,7 @@ def plan(
     from r2bench.plan.build import load_inputs, make_plan
     from r2bench.plan.render import plan_json, print_plan
 
-    with config_errors(_stderr()):
-        result = make_plan(load_inputs(experiment, testbed))
+    result = make_plan(load_inputs(experiment, testbed))
     if script is not None:
         from r2bench.commands.plan_script import write_scripts
 
@@ -232,16 +279,15 @@ def setup(
     """
     from r2bench.commands.setup import setup_command
 
-    with config_errors(_stderr()):
-        code = setup_command(
-            experiment,
-            testbed,
-            force,
-            jobs,
-            recipes=recipes,
-            log_dir=log_dir,
-            build_timeout_s=timeout,
-        )
+    code = setup_command(
+        experiment,
+        testbed,
+        force,
+        jobs,
+        recipes=recipes,
+        log_dir=log_dir,
+        build_timeout_s=timeout,
+    )
     raise typer.Exit(code)
 
 
@@ -275,11 +321,9 @@ def doctor(
     if discover:
         from r2bench.commands.testbed import discover_command
 
-        with config_errors(_stderr()):
-            raise typer.Exit(discover_command(testbed, dry_run))
+        raise typer.Exit(discover_command(testbed, dry_run))
 
-    with config_errors(_stderr()):
-        code = doctor_command(testbed, as_json)
+    code = doctor_command(testbed, as_json)
     raise typer.Exit(code)
 
 
@@ -448,13 +492,9 @@ def compare(
 
     Example: [bold]r2bench compare results/baselines/ci-virtual.yaml results/ci/ci-virtual[/]
     """
-    from r2bench.extras import MissingExtra, require_report_extra
+    from r2bench.extras import require_report_extra
 
-    try:
-        require_report_extra("compare")
-    except MissingExtra as exc:
-        _stderr().print(f"cannot compare: {exc}")
-        raise typer.Exit(ExitCode.USAGE) from None
+    require_report_extra("compare")
     from r2bench.commands.compare import compare_command
     from r2bench.compare.verdict import Gate
 
@@ -483,21 +523,7 @@ def version() -> None:
     typer.echo(f"r2bench {r2bench.__version__}")
 
 
-def _mount_subcommands() -> None:
-    """testbed (up, down, status, from-slurm), cloudlab and figures, from r2bench.commands."""
-    from r2bench.commands.figures import figures_command
-    from r2bench.commands.testbed import cloudlab_app, testbed_app
-
-    app.add_typer(
-        testbed_app,
-        name="testbed",
-        help="Create, inspect and remove testbeds (virtual: network namespaces).",
-    )
-    app.add_typer(cloudlab_app, name="cloudlab", help="CloudLab: a testbed file from a manifest.")
-    app.command("figures")(figures_command)
-
-
-_mount_subcommands()
+app.command("figures")(figures_command)
 
 
 SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.
@@ -561,7 +587,9 @@ def sweep(
         ),
     ] = None,
 ) -> None:
-    from r2bench.commands.sweep import SweepOptions, sweep_cli
+    from r2bench.commands.sweep import dry_run as show_plan
+    from r2bench.commands.sweep import sweep_command
+    from r2bench.sweep.orchestrate import SweepOptions
 
     console = _stderr()
     if rerun not in (None, "failed"):
@@ -582,9 +610,7 @@ def sweep(
     # handler is in place and after it is gone, Ctrl-C is ignored, so the process never dies of
     # a KeyboardInterrupt half-way through its clean-up or its exit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with config_errors(console):
-        code = sweep_cli(options, dry_run, console)
-    raise typer.Exit(code)
+    raise typer.Exit(show_plan(options) if dry_run else sweep_command(options, console))
 
 
 TestbedRequired = TestbedOpt
@@ -597,11 +623,9 @@ def heal(testbed: TestbedRequired) -> None:
 
     Example: [bold]r2bench heal -t experiments/testbeds/cloudlab-2node.yaml[/]
     """
-    from r2bench.commands.sweep import heal_cli
+    from r2bench.sweep.manual import heal_command
 
-    with config_errors(_stderr()):
-        code = heal_cli(testbed, Console())
-    raise typer.Exit(code)
+    raise typer.Exit(heal_command(testbed, Console()))
 
 
 def _fault_command(action: str) -> Callable[..., None]:
@@ -635,15 +659,12 @@ def _fault_command(action: str) -> Callable[..., None]:
             ),
         ] = 300.0,
     ) -> None:
-        from r2bench.commands.sweep import fault_cli
-        from r2bench.sweep.manual import ManualFault
+        from r2bench.sweep.manual import ManualFault, fault_command
 
         console = _stderr()
         params = dict(p.split("=", 1) for p in param or [] if "=" in p)
         fault = ManualFault(kind, node, nic, params, lease_s)
-        with config_errors(console):
-            code = fault_cli(testbed, fault, action, console)
-        raise typer.Exit(code)
+        raise typer.Exit(fault_command(testbed, fault, action, console))
 
     verb = "Inject" if action == "inject" else "Revert"
     command.__doc__ = (

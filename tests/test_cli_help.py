@@ -17,7 +17,7 @@ def _commands() -> list[list[str]]:
     top = cli()
     out = []
     for name in top.list_commands(None):
-        sub = top.commands[name]
+        sub = top.get_command(None, name)  # a group is imported when it is asked for
         if hasattr(sub, "commands"):
             out += [[name, inner] for inner in sub.commands]
         else:
@@ -46,7 +46,7 @@ def test_flags_show_no_type_and_values_have_readable_names() -> None:
     for command in _commands():
         node = cli()
         for part in command:
-            node = node.commands[part]
+            node = node.get_command(None, part)
         for param in node.params:
             if getattr(param, "is_flag", False) or getattr(param, "count", False):
                 assert param.metavar == "", (command, param.name)

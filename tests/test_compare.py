@@ -21,7 +21,7 @@ from r2bench.commands.compare import compare_command
 from r2bench.compare.policy import Policy, Statistic, load_policy
 from r2bench.compare.provenance import compare_provenance, sweep_facts
 from r2bench.compare.reference import load_reference, reference_from_sweep, reference_yaml
-from r2bench.compare.samples import SweepData
+from r2bench.compare.samples import CompareInputError, SweepData
 from r2bench.compare.samples import load_sweep as _load_sweep
 from r2bench.compare.stats import Verdict, bootstrap, rng_for
 from r2bench.compare.verdict import Gate, compare_reference, compare_sweeps
@@ -160,13 +160,15 @@ def test_command_exit_codes_and_files(sweeps: dict[str, Path], tmp_path: Path) -
     assert suite is not None and int(suite.get("failures") or 0) >= 1
     lenient = Gate(allow_undecided=True)
     assert compare_command(sweeps["base"], sweeps["same"], console=_quiet(), gate=lenient) == 0
-    assert compare_command(tmp_path / "nope", sweeps["same"], console=_quiet()) == 2
+    with pytest.raises(CompareInputError, match=r"cannot compare: .*nope: not a sweep folder"):
+        compare_command(tmp_path / "nope", sweeps["same"], console=_quiet())
     ref = tmp_path / "ref.yaml"
     assert compare_command(sweeps["base"], None, write_reference=ref, console=_quiet()) == 0
     assert compare_command(ref, sweeps["same"], console=_quiet(), gate=lenient) == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text("cells: []\n")
-    assert compare_command(bad, sweeps["same"], console=_quiet()) == 2
+    with pytest.raises(CompareInputError, match="cannot compare: "):
+        compare_command(bad, sweeps["same"], console=_quiet())
 
 
 def test_nothing_matched_is_exit_2(sweeps: dict[str, Path], tmp_path: Path) -> None:
@@ -240,8 +242,10 @@ def test_another_testbed_is_refused_naming_the_field_both_values_and_the_flag(
     sweeps: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     other = _on_other_testbed(sweeps["same"], tmp_path)
-    assert compare_command(sweeps["base"], other, console=_quiet()) == 2
-    err = capsys.readouterr().err
+    with pytest.raises(CompareInputError) as refused:
+        compare_command(sweeps["base"], other, console=_quiet())
+    err = str(refused.value)
+    assert err.startswith("cannot compare: provenance differs: ")
     assert "testbed" in err and "'sample'" in err and "'elsewhere'" in err
     assert "--allow-provenance-mismatch" in err
     lenient = Gate(allow_undecided=True)
@@ -253,15 +257,15 @@ def test_another_testbed_is_refused_naming_the_field_both_values_and_the_flag(
 
 
 def test_a_reference_keeps_the_provenance_it_was_written_from(
-    sweeps: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sweeps: dict[str, Path], tmp_path: Path
 ) -> None:
     ref = tmp_path / "ref.yaml"
     assert compare_command(sweeps["base"], None, write_reference=ref, console=_quiet()) == 0
     written = yaml.safe_load(ref.read_text())["provenance"]
     assert written["testbed"] == "sample" and written["library_version[nccl]"] == "2.28.3"
     other = _on_other_testbed(sweeps["same"], tmp_path)
-    assert compare_command(ref, other, console=_quiet()) == 2
-    assert "'elsewhere'" in capsys.readouterr().err
+    with pytest.raises(CompareInputError, match="'elsewhere'"):
+        compare_command(ref, other, console=_quiet())
 
 
 def test_unknown_provenance_is_a_warning_not_a_refusal(

@@ -36,7 +36,7 @@ SCRIPT = textwrap.dedent(
     report = import_dir(logs, tmp, "noextra")
     assert report.imported
     out = io.StringIO()
-    sweep._tables_and_report(RunStore.at(tmp / "noextra"), Console(file=out, width=300))
+    sweep.TablesAndReport().write(RunStore.at(tmp / "noextra"), Console(file=out, width=300))
     text = out.getvalue()
     assert "tables or report not written" in text and "pip install pandas pyarrow plotly" in text, text
     assert not (tmp / "noextra" / "report.html").exists()

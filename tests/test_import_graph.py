@@ -9,8 +9,14 @@ that is a module, else `pkg`.
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "r2bench"
 
@@ -169,3 +175,50 @@ def test_no_package_imports_the_command_layer() -> None:
         if _within(target, COMMAND_LAYER)
     )
     assert not bad, "\n".join(bad)
+
+
+HEAVY_AT_START = ("fabric", "paramiko", "pandas", "pyarrow", "plotly", "r2bench.virtual")
+"""What `r2bench --version` and `--help` must not load: ssh, the report extra, the virtual
+testbed (each command imports what it needs when it is called)."""
+
+_LOADED_AFTER = """
+import json, sys
+sys.argv = ["r2bench", *sys.argv[1:]]
+from r2bench.cli import main
+try:
+    main()
+except SystemExit as end:
+    code = end.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules_loaded_by(*args: str) -> tuple[int, list[str]]:
+    """Run `r2bench ARGS` in a fresh interpreter; its exit code and every module it loaded."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE.parent), COLUMNS="100")
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED_AFTER, *args],
+        cwd=PACKAGE.parent,  # `python -c` imports from its folder first
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(proc.stdout.splitlines()[-1])
+    return result["code"], result["modules"]
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_load_no_heavy_module(flag: str) -> None:
+    code, modules = _modules_loaded_by(flag)
+    assert code in (0, None)
+    heavy = sorted(m for m in modules if _within(m, HEAVY_AT_START))
+    assert not heavy, f"r2bench {flag} loads {heavy}"
+
+
+def test_a_command_group_is_loaded_when_it_is_called() -> None:
+    """The check above can fail: `testbed --help` does load the virtual testbed and ssh."""
+    code, modules = _modules_loaded_by("testbed", "--help")
+    assert code in (0, None)
+    assert "r2bench.virtual.lifecycle" in modules and "paramiko" in modules

@@ -159,8 +159,9 @@ def test_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key in [k for k in list(__import__("os").environ) if k.startswith("SLURM_")]:
         monkeypatch.delenv(key)
     runner = CliRunner()
-    result = runner.invoke(app, ["testbed", "from-slurm"])
-    assert result.exit_code == 2 and "SLURM_JOB_NODELIST is not set" in result.stderr
+    result = runner.invoke(app, ["testbed", "from-slurm"])  # main reports it: exit 2
+    assert isinstance(result.exception, SlurmError) and result.exception.exit_code == 2
+    assert "SLURM_JOB_NODELIST is not set" in str(result.exception)
     for key, value in {**ENV, "SLURM_JOB_NODELIST": "gpu[01-03,07]", "SLURM_JOB_NUM_NODES": "4",
                        "SLURM_TASKS_PER_NODE": "8(x4)"}.items():  # fmt: skip
         monkeypatch.setenv(key, value)

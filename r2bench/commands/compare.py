@@ -1,9 +1,12 @@
 """`r2bench compare BASELINE CANDIDATE`: exit 0 no regression, 1 regression, 2 could not compare
 (bad input, nothing matched, or a baseline of another testbed, nccl-tests or library version:
-`compare.provenance`)."""
+`compare.provenance`). Input that cannot be compared is raised as a CompareInputError, which
+`r2bench.cli.main` reports (exit 2)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -45,10 +48,10 @@ def compare_command(
     """Compare, print, write the requested files; returns the exit code. `gate` says what may
     pass unjudged (by default nothing: incomplete, missing and undecided cells fail); a
     baseline whose testbed, nccl-tests or library version differs from the candidate's is
-    refused (exit 2) unless `allow_provenance_mismatch`."""
+    refused (CompareInputError) unless `allow_provenance_mismatch`."""
     out = console or Console()
     err = Console(stderr=True)
-    try:
+    with _cannot_compare():
         policy = load_policy(policy_file)
         if write_reference is not None:
             if is_reference_file(baseline):
@@ -67,15 +70,22 @@ def compare_command(
         _warn(err, cand.tables.warnings)
         result = _compare(baseline, cand, policy, allow_provenance_mismatch, err)
         result.gate = gate or Gate()
-    except (CompareInputError, ValueError) as exc:
-        err.print(Text.assemble(("cannot compare: ", "red"), printable(exc)), soft_wrap=True)
-        return ExitCode.USAGE
     print_table(result, out, everything=show_all)
     if markdown_file is not None:
         atomic_write(markdown_file, markdown(result))
     if junit_file is not None:
         atomic_write(junit_file, junit(result))
     return result.exit_code
+
+
+@contextmanager
+def _cannot_compare() -> Iterator[None]:
+    """A ValueError of the readers (a policy, a reference, a sweep, a provenance mismatch) is
+    input that cannot be compared: raised again as a CompareInputError saying so."""
+    try:
+        yield
+    except ValueError as exc:
+        raise CompareInputError(f"cannot compare: {exc}") from exc
 
 
 def _warn(err: Console, lines: list[str]) -> None:

@@ -7,7 +7,15 @@
 - Anything else is a bug in r2bench: the traceback, a line asking for a report (with the
   version), exit 70 (`ExitCode.BUG`).
 
-With `--debug`, expected errors show their traceback too.
+With `--debug`, expected errors show their traceback too. An invalid config file is its
+located issues (file:line:col: field: message), one a line, and the count: its traceback would
+add nothing, so no line offers it.
+
+Exit codes are decided here only: a command either returns its code (the thing it checked
+failed, or it passed) or raises; it never turns an exception into an exit code itself.
+
+Nothing heavy is imported here (`r2bench.config` loads pydantic): `r2bench --version` passes
+through this module.
 """
 
 from __future__ import annotations
@@ -15,13 +23,16 @@ from __future__ import annotations
 import errno
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 import r2bench
-from r2bench.config.errors import ConfigError
 from r2bench.errors import ExitCode, R2benchError
 from r2bench.textsafe import printable
+
+if TYPE_CHECKING:
+    from r2bench.config.errors import ConfigError
 
 ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name)
@@ -86,6 +97,8 @@ def report_error(error: Exception, debug: bool, console: Console) -> ExitCode:
             highlight=False,
         )
         return ExitCode.BUG
+    from r2bench.config.errors import ConfigError  # an error was raised: the cost is paid
+
     if debug:
         traceback.print_exception(type(error), error, error.__traceback__)
     if isinstance(error, ConfigError) and error.issues:
@@ -93,6 +106,6 @@ def report_error(error: Exception, debug: bool, console: Console) -> ExitCode:
     else:
         message = printable(error_text(error))
         console.print(f"r2bench: error: {message}", style="red", markup=False, highlight=False)
-    if not debug:
-        console.print("(run again with --debug for the traceback)", style="dim")
+        if not debug:
+            console.print("(run again with --debug for the traceback)", style="dim")
     return error.exit_code if isinstance(error, R2benchError) else ExitCode.USAGE

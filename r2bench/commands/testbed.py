@@ -24,11 +24,11 @@ from rich.table import Table
 
 from r2bench.cloudlab.manifest import ManifestError, manifest_testbed
 from r2bench.config.load import load_testbed
-from r2bench.errors import ExitCode
+from r2bench.errors import ExitCode, InputError
 from r2bench.nodes import NodePool
-from r2bench.safeio import MANIFEST_LIMIT, InputRefused, read_bytes_bounded, read_stream_bounded
+from r2bench.safeio import MANIFEST_LIMIT, read_bytes_bounded, read_stream_bounded
 from r2bench.testbeds.discover import discover, header_of
-from r2bench.testbeds.slurm import SlurmError, slurm_testbed
+from r2bench.testbeds.slurm import slurm_testbed
 from r2bench.testbeds.yamlio import (
     comment_header,
     testbed_text,
@@ -264,11 +264,7 @@ def from_slurm_command(
     Example: [bold]r2bench testbed from-slurm -o testbed.yaml[/]
     """
     err = Console(stderr=True)
-    try:
-        testbed = slurm_testbed(os.environ, name=name)
-    except SlurmError as exc:
-        err.print(f"from-slurm: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(ExitCode.USAGE) from None
+    testbed = slurm_testbed(os.environ, name=name)  # SlurmError (exit 2) outside an allocation
     job = os.environ.get("SLURM_JOB_ID", "?")
     header = comment_header(SLURM_HEADER, job=job, out=out or "TESTBED.yaml")
     write_testbed(testbed, out, header)
@@ -331,23 +327,14 @@ def testbed_command(
     err = Console(stderr=True)
     label = "stdin" if manifest == "-" else manifest
     try:
-        text = read_manifest(manifest)
-        testbed = manifest_testbed(text, name=name, user=user)
+        text = read_manifest(manifest)  # InputRefused names the file itself
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        err.print(
-            printable(f"{label}: cannot read the manifest: {reason}"),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(ExitCode.USAGE) from None
-    except InputRefused as exc:  # names the file already
-        err.print(printable(exc), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(ExitCode.USAGE) from None
+        raise InputError(f"{label}: cannot read the manifest: {reason}") from exc
+    try:
+        testbed = manifest_testbed(text, name=name, user=user)
     except ManifestError as exc:
-        err.print(printable(f"{label}: {exc}"), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(ExitCode.USAGE) from None
+        raise ManifestError(f"{label}: {exc}") from exc
     header = comment_header(CLOUDLAB_HEADER, source=label, out=out or "TESTBED.yaml")
     write_testbed(testbed, out, header)
     if out is not None:

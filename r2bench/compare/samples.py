@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from r2bench.compare.policy import METRICS, RECOVERY_METRICS
+from r2bench.errors import InputError
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, build_tables
 
@@ -31,8 +32,9 @@ _OPTIONAL_SERIES = ("ranks",)
 Key = tuple[tuple[str, Any], ...]
 
 
-class CompareInputError(ValueError):
-    """An input that cannot be compared (no sweep there, no runs, a bad reference)."""
+class CompareInputError(InputError, ValueError):
+    """An input that cannot be compared (no sweep there, no runs, a bad reference): exit 2,
+    as `compare` documents."""
 
 
 @dataclass

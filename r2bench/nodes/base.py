@@ -22,7 +22,7 @@ from typing import Literal, TypedDict
 
 from typing_extensions import Self
 
-from r2bench.errors import EnvironmentFailure
+from r2bench.errors import EnvironmentFailure, ExitCode
 
 Command = str | Sequence[str]
 """An argv list (quoted element by element) or a shell line (used as written)."""
@@ -82,7 +82,12 @@ LineHandler = Callable[[StreamLine], None]
 
 
 class NodeError(EnvironmentFailure):
-    """A command or transfer failed on a node; the message names the node and the command."""
+    """A command or transfer failed on a node; the message names the node and the command.
+
+    Exit 1, as every command documents a node that is lost or cannot be asked (sweep, setup,
+    heal, inject, revert, doctor --discover)."""
+
+    exit_code = ExitCode.FAILED
 
     def __init__(self, node: str, command: str, message: str, result: CommandResult | None = None):
         super().__init__(f"{node}: {message} [command: {command}]")

@@ -10,6 +10,7 @@ frames.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from array import array
@@ -161,7 +162,7 @@ def _fill(columns: dict[str, list[Any]], kept: Any) -> None:
 
 def _checked_run_row(row: Any) -> dict[str, Any]:
     """A kept runs-table row: the keys of `_run_row`, plain values, `env` a flat mapping."""
-    if not isinstance(row, dict) or set(row) != set(RUN_ROW_KEYS) | {"env"}:
+    if not isinstance(row, dict) or set(row) != set(run_row_keys()) | {"env"}:
         raise ValueError("not a runs-table row")
     env = row["env"]
     if not isinstance(env, dict) or not all(type(v) in _SCALARS for v in env.values()):
@@ -457,10 +458,17 @@ def _duration(end: st.RunEnd | None) -> float | None:
     return end.ended_at - end.started_at
 
 
-def _run_row_keys() -> list[str]:
+@functools.cache
+def run_row_keys() -> tuple[str, ...]:
+    """The columns of a runs row (besides the run's env mapping): those of an empty run's row,
+    worked out on first use rather than when this module is imported."""
     empty = empty_run(st.RunRecord("", Path(), False, {}, {}, None, []))
-    return list(_run_row(Path(), empty, recovery.compute(empty).columns()))
+    row = _run_row(Path(), empty, recovery.compute(empty).columns())
+    return tuple(k for k in row if k != "env")
 
 
-RUN_ROW_KEYS = tuple(k for k in _run_row_keys() if k != "env")
-"""The columns of a runs row (besides the run's env mapping)."""
+def __getattr__(name: str) -> Any:
+    """`RUN_ROW_KEYS` is `run_row_keys()`, read when first asked for."""
+    if name == "RUN_ROW_KEYS":
+        return run_row_keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -362,8 +362,9 @@ def _links_out(run_dir: Path) -> list[str]:
     ]
 
 
-class RecordError(ValueError):
-    """A part of a run record that cannot be used; the message names the file and field."""
+class RecordError(InputError, ValueError):
+    """A part of a run record that cannot be used; the message names the file and field.
+    Exit 2 (bad input), as `report`, `compare` and `figures` document."""
 
 
 def _no_constant(name: str) -> float:

@@ -1,0 +1,298 @@
+"""A whole sweep, end to end: plan, doctor and setup (cached), every run still to do, the final
+heal, then the tables and report; the sweep behind `r2bench sweep`.
+
+On resume, what an interrupted earlier sweep of the same plan left on the nodes is undone
+first (`_recover`); a failed doctor check or build stops before the first run (`_ready`);
+the runs go one after another until the end or an interrupt (`_run_all`); whatever happens,
+every node is healed last (`_final_heal`). A run is carried out by `sweep.run.RunExecutor`.
+
+The tables and the report need the `report` extra, which a sweep must not: the caller passes
+what writes them (`SweepOutputs`), and this package never imports them.
+
+`run_sweep` returns the exit code: 0 every run was carried out (whatever its outcome), 1 some
+run could not be (doctor or setup failed, a node was lost, a fault was not reverted), 130
+interrupted. Bad input, the results folder in use and no root for the embedded testbed are
+errors of their kind (`r2bench.errors`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from rich.console import Console
+
+from r2bench.config.experiment import Experiment
+from r2bench.config.source import load_yaml
+from r2bench.config.testbed import Testbed
+from r2bench.config.validate import validate_model
+from r2bench.doctor.checks import Status
+from r2bench.doctor.render import print_report
+from r2bench.doctor.run import diagnose
+from r2bench.errors import ExitCode
+from r2bench.nodes import NodeError, NodePool
+from r2bench.plan.build import Inputs, load_inputs, make_plan
+from r2bench.plan.model import Plan, PlannedRun
+from r2bench.records.models import OutcomeStatus
+from r2bench.records.store import COMPLETE, RunStore
+from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
+from r2bench.setup.report import Status as BuildStatus
+from r2bench.sweep.agent import NodeAgent
+from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
+from r2bench.sweep.embedded import EmbeddedTestbed, embedded_testbed
+from r2bench.sweep.interrupts import Interrupts
+from r2bench.sweep.lock import SweepLock
+from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
+from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
+
+HEAL_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """The command line of one sweep."""
+
+    experiment: Path
+    testbed: Path | None = None
+    results: Path = Path("results")
+    rerun_failed: bool = False
+    quiet: bool = False
+    keep_testbed: bool = False
+    skip_setup: bool = False
+    skip_doctor: bool = False
+    recipes: Path | None = None
+    rerun_line: str = "r2bench sweep"
+    """The command that resumes this sweep, kept in each run's record."""
+
+    @property
+    def recipe_dirs(self) -> list[Path] | None:
+        """The recipe folders to load (None: the built-in plugin/)."""
+        return [self.recipes] if self.recipes else None
+
+
+class SweepOutputs(Protocol):
+    """What the sweep makes of its run folders at the end (the tables and the report)."""
+
+    def preload(self) -> threading.Thread:
+        """Start loading the code that `write` needs; joined before the first run."""
+
+    def write(self, store: RunStore, console: Console) -> None:
+        """Write the outputs of the sweep's run folders; a failure is a warning, not an error."""
+
+
+def run_sweep(options: SweepOptions, outputs: SweepOutputs, console: Console) -> int:
+    """Run every planned run of an experiment on a testbed (see the module docstring)."""
+    with Interrupts(console).installed() as interrupted:
+        return _on_testbed(options, console, interrupted, outputs)
+
+
+def _on_testbed(
+    options: SweepOptions, console: Console, interrupted: threading.Event, outputs: SweepOutputs
+) -> int:
+    """The sweep on the given testbed, or on the embedded one brought up for it."""
+    embedded: EmbeddedTestbed | None = None
+    testbed_file = options.testbed
+    if testbed_file is None:
+        # A bad experiment file is reported before any namespace is made for it.
+        experiment = validate_model(Experiment, load_yaml(options.experiment))
+        embedded = embedded_testbed(experiment.virtual_testbed)
+        testbed_file = embedded.testbed_file
+        how = "brought up" if embedded.created else "already up, used as it is"
+        console.print(f"testbed: embedded virtual testbed {embedded.name} ({how}): {testbed_file}")
+    try:
+        inputs = load_inputs(options.experiment, testbed_file, options.recipe_dirs)
+        plan = make_plan(inputs)
+        return _sweep(options, inputs, plan, console, interrupted, outputs)
+    finally:
+        if embedded is not None and embedded.created and not options.keep_testbed:
+            embedded.take_down()
+            console.print(f"testbed {embedded.name} taken down (--keep-testbed keeps it)")
+
+
+def _sweep(
+    options: SweepOptions,
+    inputs: Inputs,
+    plan: Plan,
+    console: Console,
+    interrupted: threading.Event,
+    outputs: SweepOutputs,
+) -> int:
+    store = RunStore(options.results, plan.experiment)
+    with SweepLock(store.sweep_dir):
+        todo = _runs_to_do(plan, store, options.rerun_failed)
+        console.print(
+            f"sweep {plan.experiment}: {len(plan.runs)} runs, {len(todo)} to do "
+            f"-> {store.sweep_dir}"
+        )
+        preload = outputs.preload()
+        with NodePool.from_testbed(inputs.testbed) as pool:
+            agents = start_agents(pool, inputs.testbed)
+            try:
+                _recover(pool, agents, inputs.testbed, todo, console)
+                work = bool(todo) and not interrupted.is_set()
+                if not _ready(inputs, pool, console, options, work):
+                    return ExitCode.FAILED
+                preload.join()
+                code, results = _run_all(
+                    options,
+                    plan,
+                    inputs.testbed,
+                    pool,
+                    agents,
+                    store,
+                    todo,
+                    console,
+                    interrupted,
+                )
+            finally:
+                healed = _final_heal(agents, inputs.testbed, console)
+                for agent in agents.values():
+                    agent.close()
+        outputs.write(store, console)
+        console.print(summary_table(plan.runs, _all_results(plan, store, results)))
+        failed = failed_table(results)
+        if failed is not None:
+            console.print(failed)
+        console.print(f"report: {store.sweep_dir / 'report.html'}")
+        if not healed and code == ExitCode.OK:
+            code = ExitCode.FAILED
+        return code
+
+
+def _recover(
+    pool: NodePool,
+    agents: dict[str, NodeAgent],
+    testbed: Testbed,
+    todo: list[PlannedRun],
+    console: Console,
+) -> None:
+    """Undo what an interrupted earlier sweep of this plan left on the nodes (a SIGKILLed
+    controller): the processes of its runs, and the faults it recorded, reverted now rather
+    than when their leases end. Nothing of anyone else's is touched."""
+    own = {run.spec.run_id for run in todo}
+    steps = {f.tag: f for run in todo for f in run.faults}
+    for name, agent in agents.items():
+        for run_id in sorted(set(agent.run_processes().values()) & own):
+            console.print(f"{name}: ending the processes of interrupted run {run_id}")
+            agent.kill_run(run_id)
+        listing = pool[name].run(
+            own_records_script(testbed.paths.work_dir), timeout=30, check=False
+        )
+        for tag in sorted({Path(line).name for line in listing.stdout.split()} & steps.keys()):
+            console.print(f"{name}: reverting fault {tag} of an interrupted run")
+            agent.run(shlex.split(steps[tag].revert.command), timeout=HEAL_TIMEOUT_S)
+
+
+def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[PlannedRun]:
+    todo = []
+    for run in plan.runs:
+        run_id = run.spec.run_id
+        if not store.is_complete(run_id):
+            todo.append(run)
+        elif rerun_failed and _status(store, run_id) is not OutcomeStatus.OK:
+            (store.run_dir(run_id) / COMPLETE).unlink()  # kept, moved aside by the rerun
+            todo.append(run)
+    return todo
+
+
+def _status(store: RunStore, run_id: str) -> OutcomeStatus | None:
+    end = store.load(run_id).end
+    return end.outcome.status if end else None
+
+
+def _ready(
+    inputs: Inputs, pool: NodePool, console: Console, options: SweepOptions, work: bool
+) -> bool:
+    """Doctor (stop on any failed check, naming it and its fix), then setup (cached)."""
+    if not work:
+        return True
+    if not options.skip_doctor:
+        results = diagnose(inputs.testbed, pool)
+        if any(r.status is Status.FAIL for r in results):
+            print_report(inputs.testbed, results, console)
+            console.print("[red]doctor: a node is not ready; nothing was run[/]")
+            return False
+    if options.skip_setup:
+        return True
+    setup_options = SetupOptions(
+        # Build logs beside the sweep's results (`--results`), as `r2bench setup` puts them
+        # under its default results/.
+        force=False,
+        jobs=None,
+        log_dir=options.results / "setup",
+        build_timeout_s=BUILD_TIMEOUT_S,
+    )
+    built = Builder(inputs, setup_options, console).run(pool)
+    if any(r.status is BuildStatus.FAILED for r in built):
+        console.print("[red]setup failed; nothing was run[/]")
+        return False
+    return True
+
+
+def _run_all(
+    options: SweepOptions,
+    plan: Plan,
+    testbed: Testbed,
+    pool: NodePool,
+    agents: dict[str, NodeAgent],
+    store: RunStore,
+    todo: list[PlannedRun],
+    console: Console,
+    interrupted: threading.Event,
+) -> tuple[int, dict[str, RunResult]]:
+    """Every run still to do, in order, until the end or an interrupt."""
+    results: dict[str, RunResult] = {}
+    with SweepDisplay(console, len(plan.runs), options.quiet) as display:
+        executor = RunExecutor(
+            plan,
+            testbed,
+            pool,
+            agents,
+            store,
+            options.rerun_line,
+            on_stage=display.stage,
+            interrupted=interrupted,
+        )
+        display.skipped(len(plan.runs) - len(todo))
+        for run in todo:
+            if interrupted.is_set():
+                break
+            try:
+                result = executor.execute(run)
+            except (SweepStop, NodeError) as exc:
+                console.print(f"[red]sweep stopped: {exc}[/]")
+                return ExitCode.FAILED, results
+            results[run.spec.run_id] = result
+            display.finished(result)
+    return (ExitCode.INTERRUPTED if interrupted.is_set() else ExitCode.OK), results
+
+
+def _final_heal(agents: dict[str, NodeAgent], testbed: Testbed, console: Console) -> bool:
+    """Revert anything still recorded on any node (the sweep's last word, like Jepsen's)."""
+    heal = ["bash", f"{injectors_dir(testbed)}/heal.sh"]
+    clean = True
+    for name, agent in agents.items():
+        try:
+            code = agent.run(heal, timeout=HEAL_TIMEOUT_S)
+        except NodeError as exc:
+            code = -1
+            console.print(f"[red]final heal on {name} failed: {exc.message}[/]")
+        clean = clean and code == 0
+    return clean
+
+
+def _all_results(plan: Plan, store: RunStore, fresh: dict[str, RunResult]) -> dict[str, RunResult]:
+    """This sweep's results plus those of runs completed by earlier sweeps."""
+    merged = dict(fresh)
+    for run in plan.runs:
+        run_id = run.spec.run_id
+        if run_id in merged or not store.is_complete(run_id):
+            continue
+        end = store.load(run_id).end
+        if end is not None:
+            seconds = (end.ended_at or 0.0) - (end.started_at or 0.0)
+            merged[run_id] = RunResult(run_id, end.outcome.status, end.outcome.reason, seconds)
+    return merged
