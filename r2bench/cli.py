@@ -621,7 +621,7 @@ def heal(testbed: TestbedRequired) -> None:
     """Revert every r2bench fault still recorded on every node of the testbed, and say what
     was found and reverted per node. Exit 0 when every node is clean, 1 otherwise.
 
-    Example: [bold]r2bench heal -t experiments/testbeds/cloudlab-2node.yaml[/]
+    Example: [bold]r2bench heal -t experiments/testbeds/dgx-h100-2node.yaml[/]
     """
     from r2bench.sweep.manual import heal_command
 
