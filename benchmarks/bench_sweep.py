@@ -7,9 +7,12 @@ fault on node1's nic1) through `sweep_command`, exactly as the CLI does, into a 
 results folder. Overhead = the sweep's wall time / the sum of the jobs' own run times (launch to
 exit, from each run's outcome.json); the controller's CPU time is that of this process (the
 sweep runs in it). Without --testbed it brings up (and takes down) its own virtual testbed,
-outside the timed part. The last line is
+outside the timed part. The last lines are
 
     sweep overhead=<ratio> controller_cpu_s_per_run=<s>
+    target overhead <= 1.10: met|NOT met
+
+Exit code: 0 when the target is met, 1 when it is not or the sweep failed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from rich.console import Console
 from r2bench.commands.sweep import SweepOptions, sweep_command
 from r2bench.virtual.lifecycle import throwaway_testbed
 
+OVERHEAD_TARGET = 1.10
+"""At most this sweep wall time over the sum of the jobs' own run times (docs/sweep.md)."""
 EXPERIMENT = """name: bench-sweep
 libraries: {{emulated: {{recipe: emulated-lib}}}}
 benchmark: {{recipe: emulated}}
@@ -72,8 +77,11 @@ def main() -> int:
     per_run = (wall - sum(jobs)) / len(jobs)
     print(f"runs={len(jobs)} wall_s={wall:.1f} jobs_s={sum(jobs):.1f} cpu_s={cpu:.2f}")
     print(f"harness time per run (doctor, setup, report included): {per_run:.3f} s")
-    print(f"sweep overhead={wall / sum(jobs):.3f} controller_cpu_s_per_run={cpu / len(jobs):.3f}")
-    return 0
+    overhead = wall / sum(jobs)
+    print(f"sweep overhead={overhead:.3f} controller_cpu_s_per_run={cpu / len(jobs):.3f}")
+    met = overhead <= OVERHEAD_TARGET
+    print(f"target overhead <= {OVERHEAD_TARGET:.2f}: {'met' if met else 'NOT met'}")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -12,8 +12,12 @@ program first where a GPU is there:
 the median check time (each iteration's check on its slowest rank, GPU time) and their ratio;
 with a checked and an unchecked output of one size, also the iteration time with and without
 the check. With `--nccl-tests`, an all_reduce_perf output of the same library, sizes and
-GPUs: each size's mean busbw of both and their ratio (issue 27: within 3 %). Not a test: the ratio depends on the fabric (an NVLink iteration is short, one
-over 4 Gbit/s sockets long).
+GPUs: each size's mean busbw of both and their ratio (issue 27: within 3 %).
+
+Exit code: 0 when both targets are met (a target with nothing to judge, such as the budget with
+only unchecked outputs, is not missed), 1 when one is missed or no output could be read. The
+check's share depends on the fabric (an NVLink iteration is short, one over 4 Gbit/s sockets
+long): a miss measures that fabric, it does not mean the workload broke.
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from pathlib import Path
 from r2bench.records.nccltests.text import parse_text
 from r2bench.records.verify import Verification, read_verification
 
-BUDGET = 0.05
+# The targets (issue 27): the check at most 5 % of a fault-free iteration; busbw within 3 % of
+# nccl-tests' at every size.
+CHECK_BUDGET = 0.05
+BUSBW_TOLERANCE = 0.03
 
 
 def summarize(path: Path, check: Verification) -> dict[str, float | int | bool | str]:
@@ -59,14 +66,22 @@ def mean_busbw(path: Path) -> dict[int, float]:
     return {size: statistics.mean(values) for size, values in sorted(sizes.items())}
 
 
-def compare_busbw(mine: Path, theirs: Path) -> None:
-    """Print r2b_verify's busbw against nccl-tests' per size."""
+def compare_busbw(mine: Path, theirs: Path) -> bool:
+    """Print r2b_verify's busbw against nccl-tests' per size; whether every size is within
+    BUSBW_TOLERANCE."""
     ours, base = mean_busbw(mine), mean_busbw(theirs)
     print(f"busbw (GB/s), {mine.name} vs {theirs.name}:")
+    met = True
     for size in sorted(set(ours) & set(base)):
-        print(
-            f"{size:>12} B  {ours[size]:8.2f}  {base[size]:8.2f}  {ours[size] / base[size] * 100:6.1f} %"
-        )
+        ratio = ours[size] / base[size]
+        within = abs(ratio - 1) <= BUSBW_TOLERANCE
+        met = met and within
+        mark = "ok" if within else f"OUTSIDE {BUSBW_TOLERANCE:.0%}"
+        print(f"{size:>12} B  {ours[size]:8.2f}  {base[size]:8.2f}  {ratio * 100:6.1f} %  {mark}")
+    print(
+        f"target: busbw within {BUSBW_TOLERANCE:.0%} at every size: {'met' if met else 'NOT met'}"
+    )
+    return met
 
 
 def run_program(binary: str, ranks: int, size: str, folder: Path) -> list[Path]:
@@ -85,7 +100,8 @@ def run_program(binary: str, ranks: int, size: str, folder: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the cost of the check for each output; exit 1 when none could be read."""
+    """Print the cost of the check for each output; exit 1 when a target is missed or no
+    output could be read."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outputs", nargs="*", type=Path, help="r2b_verify stdout files")
     parser.add_argument("--binary", help="run this r2b_verify first (needs GPUs and mpirun)")
@@ -113,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = float(r["ratio"])
         if ratio == ratio:
             check, share = f"{float(r['check_s']) * 1e6:>10.1f}us", f"{ratio * 100:>16.2f}%"
-            share += "  ok" if ratio <= BUDGET else "  OVER 5 %"
+            share += "  ok" if ratio <= CHECK_BUDGET else f"  OVER {CHECK_BUDGET:.0%}"
         else:
             check, share = f"{'-':>12}", f"{'-':>17}"
         print(
@@ -132,9 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"adds {float(a['check_s']) * 1e6:.1f} us per iteration = "
                     f"{float(a['check_s']) / t_off * 100:.2f} % of a fault-free iteration"
                 )
+    shares = [float(r["ratio"]) for r in on if float(r["ratio"]) == float(r["ratio"])]
+    met = all(share <= CHECK_BUDGET for share in shares)
+    verdict = ("met" if met else "NOT met") if shares else "not judged (no checked output)"
+    print(f"target: the check <= {CHECK_BUDGET:.0%} of an iteration: {verdict}")
     if args.nccl_tests:
-        compare_busbw(Path(str(on[0]["file"]) if on else str(rows[0]["file"])), args.nccl_tests)
-    return 0
+        mine = Path(str(on[0]["file"]) if on else str(rows[0]["file"]))
+        met = compare_busbw(mine, args.nccl_tests) and met
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

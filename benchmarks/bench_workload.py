@@ -2,6 +2,8 @@
 
 Usage: ``python benchmarks/bench_workload.py [ranks] [size]``; prints the result row. The
 numbers measure the r2bench emulator over TCP loopback, not NCCL.
+
+Target: none (figures only); the exit code is the job's (mpirun's).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def main(argv: list[str]) -> int:
     cmd += ["-b", size, "-e", size, "-n", "10", "-w", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
     print("\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith("#  Rank")))
+    print("target: none (figures only)")
     return proc.returncode
 
 

@@ -44,6 +44,7 @@ run_owners() {  # pid=run of every process carrying R2B_RUN
 kill_run() {  # kill_run ID RUN
     local id=$1 run=$2 pids left i
     pids=$(run_pids "$run")
+    # $pids and $left are lists of whole-number pids: unquoted, each pid is one argument.
     # shellcheck disable=SC2086
     [[ -z $pids ]] || kill -TERM $pids 2>/dev/null
     for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -53,6 +54,8 @@ kill_run() {  # kill_run ID RUN
     done
     # shellcheck disable=SC2086
     [[ -z $left ]] || { kill -KILL $left 2>/dev/null; sleep 0.2; left=$(run_pids "$run"); }
+    # One positional parameter per pid left: $# counts them.
+    # shellcheck disable=SC2086
     set -- $left
     say "r2b-done $id $#"
 }

@@ -5,7 +5,7 @@
 # and options that revert it. Prints how many faults it reverted; exit 1 if any revert failed.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=node.sh
+# shellcheck source-path=SCRIPTDIR
 source "$HERE/node.sh"
 FAULT_DIR=${R2B_FAULT_DIR:-$(r2b_default_fault_dir "$HERE")}
 NODE_DIR=$(r2b_node_active_dir "$FAULT_DIR/active")

@@ -5,6 +5,7 @@
 # (seconds, OpenSM sweeps every 10 s), so revert polls sysfs for up to 60 s and fails loudly if
 # the port does not come back ("Disable may be irreversible").
 KIND=ib_port_down
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SYSFS=${R2B_SYSFS_ROOT:-/sys}
 

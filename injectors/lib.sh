@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared shape of every r2bench injector (sourced, not run).
 #
 #   <kind>.sh inject --tag TAG [--lease-s SECONDS] [--armed] <kind options>
@@ -24,7 +25,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=node.sh
+# shellcheck source-path=SCRIPTDIR
 source "$HERE/node.sh"
 FAULT_DIR=${R2B_FAULT_DIR:-$(r2b_default_fault_dir "$HERE")}
 ACTIVE_DIR=$FAULT_DIR/active
@@ -36,7 +37,6 @@ ARMED=""
 APPLIED_AT=""
 PROTECT_IFS=""  # --protect-if a,b: interfaces this node must never fault (from the testbed)
 declare -A OPT=()
-ARGS=()
 
 now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
 
@@ -65,7 +65,6 @@ parse_args() {
     [[ $# -ge 1 ]] || die "usage: $(basename "$0") inject|revert|status --tag TAG [options]"
     ACTION=$1
     shift
-    ARGS=("$@")
     while [[ $# -gt 0 ]]; do
         case $1 in
             --tag) TAG=${2:-}; shift 2 ;;
@@ -102,6 +101,8 @@ arm_lease() {
     local revert_args=(revert --tag "$TAG") key
     for key in "${!OPT[@]}"; do revert_args+=("--$key" "${OPT[$key]}"); done
     # setsid + closed descriptors: the timer outlives this shell, ssh and the controller.
+    # The inner script is literal: its $1 and $@ are the timer's own arguments, not ours.
+    # shellcheck disable=SC2016
     setsid bash -c 'sleep "$1"; shift; exec "$@"' r2b-lease "$LEASE_S" \
         bash "$HERE/$(basename "$0")" "${revert_args[@]}" </dev/null >>"$FAULT_DIR/lease.log" 2>&1 &
     echo "lease_pid=$!" >>"$(record_path)"

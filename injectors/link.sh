@@ -3,6 +3,7 @@
 # Options: --dev IFNAME. Refuses an interface that is already down (not ours to bring up), and
 # an IPoIB interface (the InfiniBand port under it would stay ACTIVE: use ib_port_down).
 KIND=link_down
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SYSFS=${R2B_SYSFS:-/sys}  # as the sampler, discovery and preflight name it

@@ -2,6 +2,7 @@
 # route_drop: drop packets leaving (and forwarded out of) --dev, optionally only those to
 # --peer, in an nft table named after the tag; revert deletes exactly that table.
 KIND=route_drop
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 table() {  # one table per tag, injective: _ -> __, . -> _d, - -> _h

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Node-side safety shared by every injector and heal.sh (sourced, not run):
 #   * node identity and per-node fault records: a record lives under
 #     FAULT_DIR/active/<node id>/<tag> and names its node; a node reads, reverts and heals only

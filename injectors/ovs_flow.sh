@@ -6,6 +6,7 @@
 # address. The flow's cookie is derived from the tag; revert deletes flows of that cookie only
 # (a del-flows without a match would remove the NORMAL flow and cut the host off for good).
 KIND=flow_drop
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OFCTL=(ovs-ofctl -O OpenFlow13)
@@ -19,8 +20,8 @@ kind_validate() {
         die "--udp-port needs --peer (without a peer the flow drops all of the port's traffic)"
     fi
     [[ ${OPT[udp-port]:-4791} =~ ^[0-9]+$ ]] || die "--udp-port must be a number"
-    [[ ${OPT[priority]:-65000} =~ ^[0-9]+$ ]] && ((${OPT[priority]:-65000} <= 65535)) \
-        || die "--priority must be 0-65535"
+    [[ ${OPT[priority]:-65000} =~ ^[0-9]+$ ]] || die "--priority must be 0-65535"
+    ((${OPT[priority]:-65000} <= 65535)) || die "--priority must be 0-65535"
 }
 match() {  # the flow's match: everything, or RoCEv2 to one peer
     if [[ -n ${OPT[peer]:-} ]]; then

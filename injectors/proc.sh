@@ -6,6 +6,7 @@
 # such as one local process, is rank 0). A stopped rank is continued on revert (and when the
 # lease ends); a killed one has nothing to revert.
 KIND=process_fault  # process_stop or process_kill once --signal is read
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 kind_validate() {
@@ -48,6 +49,7 @@ kind_precheck() { :; }
 kind_inject() {
     PIDS=$(rank_pids | tr '\n' ' ')
     [[ -n ${PIDS// /} ]] || { echo "no process of rank ${OPT[rank]} of run ${OPT[run]} on this node" >&2; return 1; }
+    # $PIDS is a list of whole-number pids: unquoted, each pid is one argument.
     # shellcheck disable=SC2086
     kill "-${OPT[signal]}" $PIDS && mark_applied || return 1
     echo "pids=${PIDS% }" >>"$(record_path)"

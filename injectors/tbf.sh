@@ -5,6 +5,7 @@
 # so the stricter rate wins and the testbed's cap stays. Revert removes the qdisc only if it is
 # still the one this tag installed (same handle).
 KIND=bandwidth_cap
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 handle() { printf '%x' $(( $(cksum <<<"$TAG" | cut -d' ' -f1) % 60000 + 1000 )); }
@@ -34,6 +35,8 @@ kind_inject() {
 kind_revert() {
     local at
     at=$(ours_at)
+    # $at is `root` or `parent f2b0:1`: unquoted, it is the one or two words tc expects.
+    # shellcheck disable=SC2086
     [[ -z $at ]] || tc qdisc del dev "${OPT[dev]}" $at handle "$(handle):"
 }
 kind_status() { if ours; then echo active; else echo inactive; fi; }

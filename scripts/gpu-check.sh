@@ -102,6 +102,23 @@ step_env() {
   log "stock NCCL from $nccl: $(grep -h -m3 -E 'define NCCL_(MAJOR|MINOR|PATCH)' "$nccl/include/nccl.h" | awk '{printf "%s ", $3}')"
 }
 
+# first_present PATH...: the first PATH that exists, a dangling link included (a package's
+# absolute symlink into / is still the tool's path inside the unpacked tree).
+first_present() {
+  local candidate
+  for candidate in "$@"; do
+    if [ -e "$candidate" ] || [ -L "$candidate" ]; then echo "$candidate"; return; fi
+  done
+}
+
+# first_nic: the host's first network interface other than lo, in name order.
+first_nic() {
+  local dev
+  for dev in /sys/class/net/*; do
+    [ -e "$dev" ] && [ "${dev##*/}" != lo ] && { echo "${dev##*/}"; return; }
+  done
+}
+
 # tools: what the namespace testbed needs and the image may lack, from Debian packages unpacked
 # into $W/tools/root (never into /), each run through a wrapper that sets LD_LIBRARY_PATH for that
 # tool alone: the libraries must never reach the workload.
@@ -111,7 +128,7 @@ step_tools() {
   for deb in "$prep"/debs/*.deb; do dpkg -x "$deb" "$root"; done
   for tool in ip tc bridge sshd ssh ssh-keygen hostname; do
     command -v "$tool" >/dev/null && continue
-    path=$(ls "$root"/usr/sbin/"$tool" "$root"/usr/bin/"$tool" "$root"/sbin/"$tool" "$root"/bin/"$tool" 2>/dev/null | head -1)
+    path=$(first_present "$root"/bin/"$tool" "$root"/sbin/"$tool" "$root"/usr/bin/"$tool" "$root"/usr/sbin/"$tool")
     [ -n "$path" ] || { log "tools: $tool is not in $prep/debs"; continue; }
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu:%s/usr/lib/x86_64-linux-gnu exec %s "$@"\n' \
       "$root" "$root" "$path" >"$bin/$tool"
@@ -201,7 +218,7 @@ step_faults() {
 step_hca() {
   log "== R2CC_DISCONNECTED_HCA over two socket devices"
   local ifs name dir cmd
-  ifs="$(ls /sys/class/net | grep -v '^lo$' | head -1),lo"
+  ifs="$(first_nic),lo"
   log "socket interfaces: $ifs"
   while IFS=$'\t' read -r name dir cmd; do
     run_job "$name" "$dir" 45 "${cmd//NCCL_SOCKET_IFNAME=eth0,lo/NCCL_SOCKET_IFNAME=$ifs}"
@@ -218,7 +235,7 @@ step_intrusion() {
 
 step_sweep() {
   local exp ifs t0 file
-  ifs="$(ls /sys/class/net | grep -v '^lo$' | head -1),lo"
+  ifs="$(first_nic),lo"
   for exp in ${R2B_SWEEPS:-overhead overhead-stock faults faults-stock disconnected-hca}; do
     if [ "$SECONDS" -gt "${R2B_BUDGET_S:-86400}" ]; then log "skipped sweep $exp: past R2B_BUDGET_S"; continue; fi
     file=$W/sweep-$exp.yaml

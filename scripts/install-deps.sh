@@ -5,6 +5,7 @@
 #   openmpi-bin, libopenmpi-dev  real mpirun; headers so `pip install mpi4py` can build
 #   chromium               headless browser that checks the HTML reports render offline
 #   procps, kmod, iputils-ping, ncat-free tools used by the tests (pgrep, lsmod, ping)
+#   for CI: shellcheck     .ci/run lints the injectors and scripts with it
 set -euo pipefail
 if [[ $(id -u) -ne 0 ]]; then
     echo "install-deps.sh: run as root (apt-get needs it)" >&2
@@ -14,5 +15,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     openssh-server openssh-client iproute2 nftables openmpi-bin libopenmpi-dev \
-    build-essential chromium procps kmod iputils-ping git rsync >/dev/null
+    build-essential chromium procps kmod iputils-ping git rsync shellcheck >/dev/null
 echo "install-deps.sh: system packages installed"

@@ -74,13 +74,17 @@ def bootstrap(
     n = sizes[runs][..., None]
     picks = (rng.random((resamples, runs.shape[1], width)) * n).astype(np.int64)
     values = pooled[offsets[runs][..., None] + np.minimum(picks, n - 1)]
+    statistics: np.ndarray  # numpy types its reductions as Any
     if (sizes == width).all():
         flat = values.reshape(resamples, -1)
-        return np.median(flat, axis=1) if statistic is Statistic.MEDIAN else flat.mean(axis=1)
+        statistics = np.median(flat, axis=1) if statistic is Statistic.MEDIAN else flat.mean(axis=1)
+        return statistics
     values = np.where(np.arange(width) < n, values, np.nan).reshape(resamples, -1)
     if statistic is Statistic.MEDIAN:
-        return np.nanmedian(values, axis=1)
-    return np.nanmean(values, axis=1)
+        statistics = np.nanmedian(values, axis=1)
+    else:
+        statistics = np.nanmean(values, axis=1)
+    return statistics
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ class SshNode(Node):
     def is_root(self) -> bool:
         """Whether the login user is root (known from the settings, without connecting)."""
         with self._lock:
-            return self._connection_object().user == "root"
+            user: str = self._connection_object().user  # fabric is untyped
+            return user == "root"
 
     def connect(self) -> None:
         """Open the connection now (otherwise it opens on first use)."""

@@ -73,7 +73,8 @@ def esc(value: Any) -> str:
 
 def figure_json(spec: dict[str, Any]) -> str:
     """A figure spec as JSON safe inside <script> (plotly's encoder escapes <, > and /)."""
-    return to_json_plotly(spec)
+    text: str = to_json_plotly(spec)  # plotly is untyped
+    return text
 
 
 @dataclass

@@ -536,7 +536,8 @@ class OobNet:
             sock.close()
 
 
-Allgather = Callable[[object], list]
+Allgather = Callable[[object], list[Any]]
+"""Every rank's value, in rank order (mpi4py's `comm.allgather`: values of any type)."""
 
 
 def split_bytes(nbytes: int, weights: list[float], align: int = 4) -> list[tuple[int, int]]:
