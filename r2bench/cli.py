@@ -50,9 +50,12 @@ class LazyGroup:
         sub_app = getattr(importlib.import_module(self.module), self.attribute)
         holder = typer.Typer(rich_markup_mode=rich_markup_mode)
         holder.add_typer(sub_app, name=name, help=self.help)
-        group = typer.main.get_command(holder)
+        holder_group = typer.main.get_command(holder)
+        assert isinstance(holder_group, TyperGroup)
+        group = holder_group.commands[name]
         assert isinstance(group, TyperGroup)
-        return _quiet_flag_metavars(group.commands[name])
+        _quiet_flag_metavars(group)
+        return group
 
 
 LAZY_GROUPS = {
