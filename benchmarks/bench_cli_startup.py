@@ -25,7 +25,7 @@ from pathlib import Path
 
 TARGET_S = 0.2
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY_POINT = 'import sys; sys.argv[0] = "r2bench"; from r2bench.cli import main; main()'
+ENTRY_POINT = 'import sys; sys.argv[0] = "r2bench"; from r2bench.entry import main; main()'
 
 
 @dataclass(frozen=True)

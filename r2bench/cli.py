@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-import r2bench
+from r2bench import version_line
 from r2bench.commands.failures import debug_requested, report_error
 from r2bench.commands.figures import figures_command
 from r2bench.errors import ExitCode
@@ -115,7 +115,7 @@ app = typer.Typer(
 
 def _show_version(value: bool) -> None:
     if value:
-        typer.echo(f"r2bench {r2bench.__version__}")
+        typer.echo(version_line())
         raise typer.Exit()
 
 
@@ -523,7 +523,7 @@ def version() -> None:
 
     Example: [bold]r2bench version[/]
     """
-    typer.echo(f"r2bench {r2bench.__version__}")
+    typer.echo(version_line())
 
 
 app.command("figures")(figures_command)

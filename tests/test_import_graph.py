@@ -20,7 +20,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "r2bench"
 
-COMMAND_LAYER = ("r2bench.cli", "r2bench.commands")
+COMMAND_LAYER = ("r2bench.entry", "r2bench.cli", "r2bench.commands")
 """The command-line layer: it may import any package; no package below it imports it."""
 
 REPORT_EXTRA = ("pandas", "pyarrow", "r2bench.records.tables")
@@ -184,7 +184,8 @@ testbed (each command imports what it needs when it is called)."""
 _LOADED_AFTER = """
 import json, sys
 sys.argv = ["r2bench", *sys.argv[1:]]
-from r2bench.cli import main
+from r2bench.entry import main  # what the `r2bench` console script runs
+code = None
 try:
     main()
 except SystemExit as end:
@@ -215,6 +216,12 @@ def test_version_and_help_load_no_heavy_module(flag: str) -> None:
     assert code in (0, None)
     heavy = sorted(m for m in modules if _within(m, HEAVY_AT_START))
     assert not heavy, f"r2bench {flag} loads {heavy}"
+
+
+def test_version_is_answered_before_the_command_tree_is_imported() -> None:
+    code, modules = _modules_loaded_by("--version")
+    assert code in (0, None)
+    assert not [m for m in modules if _within(m, ("typer", "rich", "click", "r2bench.cli"))]
 
 
 def test_a_command_group_is_loaded_when_it_is_called() -> None:
