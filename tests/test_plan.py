@@ -6,11 +6,13 @@ import io
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from r2bench.cli import app
+from r2bench.config import source
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import Plan
 
@@ -267,3 +269,20 @@ def test_vanilla_is_nccl_2_23_4_with_r2ccls_cuda13_patch(tmp_path: Path) -> None
         p.file for p in recipes["r2ccl"].patches
     ]
     assert {r.spec.library.recipe for r in plan.runs} == {"r2ccl", "vanilla"}
+
+
+def test_a_sweep_on_the_embedded_testbed_reads_its_experiment_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The experiment picks the embedded testbed and is then planned: one read, one check."""
+    read: list[Path] = []
+    real = source.read_bytes_bounded
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> bytes:
+        read.append(Path(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(source, "read_bytes_bounded", counting)
+    result = CliRunner().invoke(app, ["sweep", str(QUICKSTART), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert read.count(QUICKSTART) == 1

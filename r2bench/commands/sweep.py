@@ -19,11 +19,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from r2bench.config.experiment import Experiment
-from r2bench.config.source import load_yaml
-from r2bench.config.validate import validate_model
 from r2bench.errors import ExitCode
-from r2bench.plan.build import load_inputs, make_plan
+from r2bench.plan.build import ExperimentFile, load_inputs, make_plan, read_experiment
 from r2bench.plan.render import print_plan
 from r2bench.records.store import RunStore
 from r2bench.sweep.embedded import embedded_description
@@ -76,10 +73,11 @@ def dry_run(options: SweepOptions) -> int:
     """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it (with no testbed
     given: the embedded one as it would be brought up; nothing is brought up)."""
     with tempfile.TemporaryDirectory() as tmp:
-        wanted = None
-        if options.testbed is None:
-            wanted = validate_model(Experiment, load_yaml(options.experiment)).virtual_testbed
-        testbed = options.testbed or embedded_description(Path(tmp), wanted)
-        inputs = load_inputs(options.experiment, testbed, options.recipe_dirs)
+        experiment: Path | ExperimentFile = options.experiment
+        testbed = options.testbed
+        if testbed is None:
+            experiment = read_experiment(options.experiment)
+            testbed = embedded_description(Path(tmp), experiment.experiment.virtual_testbed)
+        inputs = load_inputs(experiment, testbed, options.recipe_dirs)
         print_plan(make_plan(inputs), Console(), commands=True)
     return ExitCode.OK

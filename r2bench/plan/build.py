@@ -47,31 +47,65 @@ class Inputs:
     testbed_file: str
 
 
+@dataclass(frozen=True)
+class ExperimentFile:
+    """An experiment file read and validated, kept with its source for located messages."""
+
+    path: Path
+    doc: SourceDoc
+    experiment: Experiment
+
+
+def read_experiment(path: Path) -> ExperimentFile:
+    """Read and validate an experiment file alone; raises ConfigError with located issues."""
+    doc = load_yaml(path)
+    return ExperimentFile(path, doc, validate_model(Experiment, doc))
+
+
 def load_inputs(
-    experiment_file: Path, testbed_file: Path, recipe_dirs: list[Path] | None = None
+    experiment_file: Path | ExperimentFile,
+    testbed_file: Path,
+    recipe_dirs: list[Path] | None = None,
 ) -> Inputs:
     """Load and validate both files; every issue is raised together as one ConfigError
-    (the testbed's, the experiment's, and the cross-file ones that can still be checked)."""
+    (the testbed's, the experiment's, and the cross-file ones that can still be checked).
+    An experiment already read (`read_experiment`, e.g. to pick a testbed for it) is not read
+    or validated again."""
     issues: list[ConfigIssue] = []
     testbed: Testbed | None = None
-    experiment: Experiment | None = None
-    doc: SourceDoc | None = None
     try:
         testbed = validate_model(Testbed, load_yaml(testbed_file))
     except ConfigError as error:
         issues += error.issues
-    try:
-        doc = load_yaml(experiment_file)
-        experiment = validate_model(Experiment, doc)
-    except ConfigError as error:
-        issues += error.issues
-        if doc is not None and testbed is not None:
-            issues += checks.check_faults_in_invalid_file(doc, testbed)
-    if issues or testbed is None or experiment is None or doc is None:
-        order = [str(testbed_file), str(experiment_file)]
+    loaded = experiment_file if isinstance(experiment_file, ExperimentFile) else None
+    if loaded is None:
+        assert isinstance(experiment_file, Path)
+        loaded, experiment_issues = _read_checked(experiment_file, testbed)
+        issues += experiment_issues
+    if issues or testbed is None or loaded is None:
+        path = loaded.path if loaded is not None else experiment_file
+        order = [str(testbed_file), str(path)]
         raise ConfigError(sorted(issues, key=lambda i: _issue_order(i, order)))
     recipes = load_recipes(recipe_dirs)
-    return Inputs(experiment, testbed, recipes, doc, str(experiment_file), str(testbed_file))
+    return Inputs(
+        loaded.experiment, testbed, recipes, loaded.doc, str(loaded.path), str(testbed_file)
+    )
+
+
+def _read_checked(
+    path: Path, testbed: Testbed | None
+) -> tuple[ExperimentFile | None, list[ConfigIssue]]:
+    """The experiment file, or None and its issues (with the faults checked against the
+    testbed where the file is invalid elsewhere, so every issue is reported at once)."""
+    doc: SourceDoc | None = None
+    try:
+        doc = load_yaml(path)
+        return ExperimentFile(path, doc, validate_model(Experiment, doc)), []
+    except ConfigError as error:
+        issues = list(error.issues)
+        if doc is not None and testbed is not None:
+            issues += checks.check_faults_in_invalid_file(doc, testbed)
+        return None, issues
 
 
 def _issue_order(issue: ConfigIssue, files: list[str]) -> tuple[int, int, int]:

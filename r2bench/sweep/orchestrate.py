@@ -25,16 +25,13 @@ from typing import Protocol
 
 from rich.console import Console
 
-from r2bench.config.experiment import Experiment
-from r2bench.config.source import load_yaml
 from r2bench.config.testbed import Testbed
-from r2bench.config.validate import validate_model
 from r2bench.doctor.checks import Status
 from r2bench.doctor.render import print_report
 from r2bench.doctor.run import diagnose
 from r2bench.errors import ExitCode
 from r2bench.nodes import NodeError, NodePool
-from r2bench.plan.build import Inputs, load_inputs, make_plan
+from r2bench.plan.build import ExperimentFile, Inputs, load_inputs, make_plan, read_experiment
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records.models import OutcomeStatus
 from r2bench.records.store import COMPLETE, RunStore
@@ -95,15 +92,16 @@ def _on_testbed(
     """The sweep on the given testbed, or on the embedded one brought up for it."""
     embedded: EmbeddedTestbed | None = None
     testbed_file = options.testbed
+    experiment: Path | ExperimentFile = options.experiment
     if testbed_file is None:
         # A bad experiment file is reported before any namespace is made for it.
-        experiment = validate_model(Experiment, load_yaml(options.experiment))
-        embedded = embedded_testbed(experiment.virtual_testbed)
+        experiment = read_experiment(options.experiment)
+        embedded = embedded_testbed(experiment.experiment.virtual_testbed)
         testbed_file = embedded.testbed_file
         how = "brought up" if embedded.created else "already up, used as it is"
         console.print(f"testbed: embedded virtual testbed {embedded.name} ({how}): {testbed_file}")
     try:
-        inputs = load_inputs(options.experiment, testbed_file, options.recipe_dirs)
+        inputs = load_inputs(experiment, testbed_file, options.recipe_dirs)
         plan = make_plan(inputs)
         return _sweep(options, inputs, plan, console, interrupted, outputs)
     finally:
