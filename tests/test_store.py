@@ -11,6 +11,7 @@ import pytest
 from captures import top_level_copy
 from sample_sweep import SampleConfig, write_sample_sweep
 
+from r2bench import safeio
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.records import store as st
@@ -94,13 +95,13 @@ def test_files_are_written_through_a_temporary_and_a_rename(
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
-        st.atomic_write(target, "new")
+        safeio.atomic_write(target, "new")
     assert target.read_text() == "old"  # never half-written
     assert os.listdir(tmp_path) == ["outcome.json"]  # the temporary is cleaned up
 
 
 def test_files_get_normal_permissions(tmp_path: Path) -> None:
-    st.atomic_write(tmp_path / "a.txt", "x")
+    safeio.atomic_write(tmp_path / "a.txt", "x")
     mode = stat.S_IMODE((tmp_path / "a.txt").stat().st_mode)
     umask = os.umask(0o022)
     os.umask(umask)

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.records import store as st
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_bytes_bounded
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    atomic_write,
+    inside,
+    read_bytes_bounded,
+)
 
 CACHE_DIR = "runs"
 """Under the sweep's tables folder."""
@@ -158,7 +164,7 @@ def save(sweep_dir: Path, run_dir: Path, rows: dict[str, Any], prints: Prints | 
         rows_text = json.dumps(rows, separators=(",", ":")).encode()
         head = {"code": code_key(), "fingerprint": prints, "digest": _digest(rows_text)}
         data = json.dumps(head, separators=(",", ":")).encode()[:-1] + _ROWS_KEY + rows_text + b"}"
-        st.atomic_write(path, data, Path(sweep_dir), durable=False)  # a cut file is re-made
+        atomic_write(path, data, Path(sweep_dir), durable=False)  # a cut file is re-made
         for old in path.parent.glob(f"{glob.escape(run_dir.name)}.*.json"):
             if old != path:  # rows of the run's earlier state or of other code
                 old.unlink(missing_ok=True)

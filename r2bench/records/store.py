@@ -32,9 +32,7 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,6 +48,7 @@ from r2bench.safeio import (
     JSON_RECORD_LIMIT,
     InputRefused,
     OutsideFolder,
+    atomic_write,
     check_bounded,
     inside,
     read_bytes_bounded,
@@ -129,57 +128,6 @@ class RunEnd(BaseModel):
     exit_code: int | None = None
     started_at: float | None = Field(default=None, description="epoch seconds, job launch")
     ended_at: float | None = Field(default=None, description="epoch seconds, job end")
-
-
-def atomic_write(
-    path: Path, data: str | bytes, root: Path | None = None, durable: bool = True
-) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename (which
-    replaces a link at `path`, never its target). With `root`, the folder must stay under it
-    once links are followed (OutsideFolder otherwise): results never land outside their sweep.
-    `durable=False` skips the fsync, for derived files a crash may only cut short."""
-    raw = data.encode() if isinstance(data, str) else data
-    with replacing(path, root, durable) as temp:
-        temp.write_bytes(raw)
-
-
-@contextmanager
-def replacing(path: Path, root: Path | None = None, durable: bool = True) -> Iterator[Path]:
-    """A temporary file beside `path` for the caller to write; when the block ends without an
-    error it gets the usual file mode and is renamed over `path` (a link there is replaced,
-    never followed), else it is removed. `root` and `durable` as for `atomic_write`."""
-    if root is not None:
-        inside(root, path.parent)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    temp = Path(name)
-    try:
-        yield temp
-        os.chmod(temp, file_mode())
-        if durable:
-            with temp.open("rb+") as written:
-                os.fsync(written.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
-def file_mode() -> int:
-    """The mode a new file gets here (0666 less the umask): temporary files are 0600."""
-    return 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    """The process umask, read without changing it (mkstemp files are 0600 otherwise)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def _jsonl(models: Iterable[BaseModel]) -> str:

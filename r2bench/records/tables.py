@@ -47,7 +47,14 @@ from r2bench.records.rows import (
     env_column,
 )
 from r2bench.records.run import ParsedRun
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_text_bounded
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    atomic_write,
+    inside,
+    read_text_bounded,
+    replacing,
+)
 
 # Tables need the `report` extra (pandas, pyarrow); a module that only parses a run imports
 # records.run instead.
@@ -480,7 +487,7 @@ def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> lis
             _write_frame(out_dir, name, slices, schema)
     if tables.build_key:
         files = {p.name: _stamp(p) for p in paths}
-        st.atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
+        atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
     return paths
 
 
@@ -520,8 +527,8 @@ def _write_frame(
     first = next(slices)
     schema = schema or pa.Schema.from_pandas(first, preserve_index=False)
     with (
-        st.replacing(out_dir / f"{name}.parquet", durable=False) as parquet_path,
-        st.replacing(out_dir / f"{name}.csv", durable=False) as csv_path,
+        replacing(out_dir / f"{name}.parquet", durable=False) as parquet_path,
+        replacing(out_dir / f"{name}.csv", durable=False) as csv_path,
         pq.ParquetWriter(parquet_path, schema) as parquet,
         pa_csv.CSVWriter(csv_path, schema) as csv,
     ):

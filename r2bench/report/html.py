@@ -22,6 +22,7 @@ import r2bench
 from r2bench.extras import require_report_extra
 from r2bench.records import store as st
 from r2bench.records.tables import Tables
+from r2bench.safeio import atomic_write
 
 # The report needs the `report` extra (pandas, plotly); importing this module does not, so a
 # sweep on a machine without it still runs and says why no report was written.
@@ -399,5 +400,5 @@ def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     figures = all_figures(tables)
     summary = summarize_provenance(tables)
     page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
-    st.atomic_write(out, page)
+    atomic_write(out, page)
     return figures
