@@ -14,6 +14,7 @@ from sample_sweep import SampleConfig, write_sample_sweep
 from r2bench import safeio
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.importer import import_dir
@@ -46,8 +47,8 @@ def spec(repeat: int = 0) -> RunSpec:
     )
 
 
-def ok_end() -> st.RunEnd:
-    return st.RunEnd(
+def ok_end() -> runmodel.RunEnd:
+    return runmodel.RunEnd(
         outcome=Outcome(status=OutcomeStatus.OK, reason="fine"),
         exit_code=0,
         started_at=10.0,
@@ -64,7 +65,7 @@ def test_a_full_run_round_trips(tmp_path: Path) -> None:
     folder.write_stderr("")
     folder.write_result_json(b"{}")
     folder.write_events(parse_events(text))
-    fault = st.FaultEvent(action="inject", fault=0, kind="link_down", node="node1", time=5.0)
+    fault = runmodel.FaultEvent(action="inject", fault=0, kind="link_down", node="node1", time=5.0)
     folder.write_faults([fault])
     folder.write_node_file("node1", "counters/mlx5_0.txt", "port_xmit_data 4\n")
     folder.write_outcome(ok_end())
@@ -170,29 +171,29 @@ def test_unreadable_parts_load_as_empty(tmp_path: Path) -> None:
 
 def _set_format(run_dir: Path, value: object) -> dict[str, object]:
     """Rewrite a run's spec.json with `format` set to `value` (removed for None)."""
-    data = json.loads((run_dir / st.SPEC).read_text())
+    data = json.loads((run_dir / runformat.SPEC).read_text())
     data.pop("format", None)
     if value is not None:
         data["format"] = value
-    (run_dir / st.SPEC).write_text(json.dumps(data))
+    (run_dir / runformat.SPEC).write_text(json.dumps(data))
     return data
 
 
 def test_run_folders_carry_the_format_they_were_written_in(tmp_path: Path) -> None:
     store = st.RunStore(tmp_path, "sweep")
     folder = store.start(spec())
-    written = json.loads((folder.path / st.SPEC).read_text())
-    assert written["format"] == st.RUN_FORMAT == 1
+    written = json.loads((folder.path / runformat.SPEC).read_text())
+    assert written["format"] == runformat.RUN_FORMAT == 1
     rec = store.load(folder.run_id)
     assert rec.problems == () and rec.spec == written
 
 
 def test_imported_runs_carry_the_format_too(tmp_path: Path) -> None:
     report = import_dir(top_level_copy(tmp_path / "captured"), tmp_path / "results", "imp")
-    runs = [p for p in report.sweep_dir.iterdir() if (p / st.SPEC).is_file()]
+    runs = [p for p in report.sweep_dir.iterdir() if (p / runformat.SPEC).is_file()]
     assert runs
     for run in runs:
-        assert json.loads((run / st.SPEC).read_text())["format"] == st.RUN_FORMAT
+        assert json.loads((run / runformat.SPEC).read_text())["format"] == runformat.RUN_FORMAT
 
 
 @pytest.mark.parametrize("value", [None, 0])
@@ -202,7 +203,7 @@ def test_folders_written_before_the_format_read_as_format_0(tmp_path: Path, valu
     data = _set_format(folder.path, value)
     rec = store.load(folder.run_id)
     assert rec.problems == () and rec.spec == data
-    assert st.run_format(rec.spec) == 0
+    assert runformat.run_format(rec.spec) == 0
 
 
 @pytest.mark.parametrize(
@@ -216,8 +217,8 @@ def test_a_format_this_r2bench_does_not_know_is_a_problem_of_that_run(
     newer, *others = sorted(store.run_dirs())
     _set_format(newer, value)
 
-    rec = st.load_run(newer)
-    expected = f"{newer / st.SPEC}: format: {shown}"
+    rec = runmodel.load_run(newer)
+    expected = f"{newer / runformat.SPEC}: format: {shown}"
     assert len(rec.problems) == 1 and rec.problems[0].startswith(expected), rec.problems
     assert "written by a newer r2bench; upgrade r2bench to read it" in rec.problems[0]
     assert (rec.spec, rec.provenance, rec.end, rec.faults) == ({}, {}, None, [])

@@ -20,7 +20,7 @@ from statistics import median
 from typing import Any
 
 from r2bench.config.r2ccl import failover_timeout_at
-from r2bench.records import store as st
+from r2bench.records import runformat, runmodel
 from r2bench.records.events import parse_events
 from r2bench.records.metrics import (
     METRICS,
@@ -133,7 +133,10 @@ def first_reaction(run: ParsedRun, after: float) -> tuple[Reaction | None, str]:
     record, clock = run.record, run.clock
     best: Reaction | None = None
     untimed = 0
-    for name, times_name in ((st.STDERR, STDERR_TIMES), (st.STDOUT, st.STDOUT_TIMES)):
+    for name, times_name in (
+        (runformat.STDERR, STDERR_TIMES),
+        (runformat.STDOUT, runformat.STDOUT_TIMES),
+    ):
         path = record.file(name)
         if path is None:
             continue
@@ -299,9 +302,9 @@ def thin_baseline(rec: RunRecovery) -> bool:
 # --------------------------------------------------------------------------- entry points
 
 
-def run_recovery(run: Path | st.RunRecord) -> RunRecovery:
+def run_recovery(run: Path | runmodel.RunRecord) -> RunRecovery:
     """The recovery metrics of one run folder (parsed here)."""
-    record = st.load_run(Path(run)) if isinstance(run, (str, Path)) else run
+    record = runmodel.load_run(Path(run)) if isinstance(run, (str, Path)) else run
     return compute(parse_run(record))
 
 
@@ -314,6 +317,6 @@ def series_key(spec: dict[str, Any]) -> tuple[Any, Any]:
 def recovery_doc(path: Path) -> dict[str, Any]:
     """For `r2bench parse --json`: the metrics of the run folder holding `path`, or why none."""
     folder = Path(path).resolve().parent
-    if str(path) == "-" or not (folder / st.SPEC).is_file():
+    if str(path) == "-" or not (folder / runformat.SPEC).is_file():
         return {"undefined": "not in a run folder (no spec.json/faults.jsonl beside it)"}
     return run_recovery(folder).columns()

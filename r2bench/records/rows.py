@@ -20,8 +20,7 @@ from pathlib import Path
 from sys import intern
 from typing import Any
 
-from r2bench.records import recovery
-from r2bench.records import store as st
+from r2bench.records import recovery, runformat, runmodel
 from r2bench.records.counters import COUNTER_COLUMNS
 from r2bench.records.models import ParsedNcclTests
 from r2bench.records.nictraffic import counter_rows
@@ -214,20 +213,20 @@ class RunRows:
     def parse_folder(self, path: Path) -> None:
         """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
         record an `invalid` one: the rest of the sweep goes on)."""
-        record = st.load_run(path)
+        record = runmodel.load_run(path)
         if record.problems:
             self.add_invalid(record, record.problems)
         elif record.complete:
             try:
                 run = parse_run(record)
-            except st.RecordError as exc:
+            except runmodel.RecordError as exc:
                 self.add_invalid(record, (str(exc),))
                 return
             self.add(run)
         else:
             self.add_incomplete(record)
 
-    def add_invalid(self, rec: st.RunRecord, problems: Iterable[str]) -> None:
+    def add_invalid(self, rec: runmodel.RunRecord, problems: Iterable[str]) -> None:
         """A run whose record cannot be used: an `invalid` row in `runs` saying why, a warning
         per problem, and nothing in the other tables."""
         problems = list(problems)
@@ -288,7 +287,7 @@ class RunRows:
         self.merge(other)
         return True
 
-    def add_incomplete(self, rec: st.RunRecord) -> None:
+    def add_incomplete(self, rec: runmodel.RunRecord) -> None:
         run = empty_run(rec)
         self.runs.append(_run_row(self.sweep_dir, run, recovery.compute(run).columns()))
         self._add_provenance(rec)
@@ -346,16 +345,16 @@ class RunRows:
                 run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back, *facts
             )
 
-    def _add_faults(self, run_id: str, faults: list[st.FaultEvent]) -> None:
+    def _add_faults(self, run_id: str, faults: list[runmodel.FaultEvent]) -> None:
         add = self.events.add
         for i, f in enumerate(faults, start=1):
             when = None if f.time is None else f.time - (f.clock_offset_s or 0.0)
-            add(run_id, st.FAULTS, i, f"fault_{f.action}", when, f.node, None, None)
+            add(run_id, runformat.FAULTS, i, f"fault_{f.action}", when, f.node, None, None)
             extra = {"tag": f.tag, **{k: getattr(f, k) for k in _FAULT_TIMES}}
             details = json.dumps({k: v for k, v in extra.items() if v not in (None, "")})
             add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, details, f.cycle)
 
-    def _add_observers(self, rec: st.RunRecord) -> None:
+    def _add_observers(self, rec: runmodel.RunRecord) -> None:
         """An events row per NCCL RAS record of the run: the observer's verdict."""
         for path in rec.node_files():
             if path.name != RAS_FILE:
@@ -370,7 +369,7 @@ class RunRows:
             self.events.add(path.parent.name, None, None, verdict.summary, None, None, verdict.ok)
             self.events.add("", None)
 
-    def _add_provenance(self, rec: st.RunRecord) -> None:
+    def _add_provenance(self, rec: runmodel.RunRecord) -> None:
         """A row per provenance field (dicts and lists as compact JSON), then per variable of
         the job's environment (`env:NAME`); empty values left out."""
         add = self.provenance.add
@@ -451,14 +450,14 @@ def _gpus_per_process(parsed: ParsedNcclTests) -> int | None:
     return (parsed.n_threads or 1) * parsed.n_gpus
 
 
-def _duration(end: st.RunEnd | None) -> float | None:
+def _duration(end: runmodel.RunEnd | None) -> float | None:
     if end is None or end.started_at is None or end.ended_at is None:
         return None
     return end.ended_at - end.started_at
 
 
 def _run_row_keys() -> list[str]:
-    empty = empty_run(st.RunRecord("", Path(), False, {}, {}, None, []))
+    empty = empty_run(runmodel.RunRecord("", Path(), False, {}, {}, None, []))
     return list(_run_row(Path(), empty, recovery.compute(empty).columns()))
 
 

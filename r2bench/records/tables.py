@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.extras import require_report_extra
-from r2bench.records import recovery, rowcache
+from r2bench.records import recovery, rowcache, runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, typed_counters
 from r2bench.records.rows import (
@@ -452,7 +452,7 @@ def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
     seen: dict[str, Path] = {}
     kept, warnings = [], []
     for path in paths:
-        run_id = None if st.is_moved_aside(path.name) else st.spec_run_id(path)
+        run_id = None if st.is_moved_aside(path.name) else runmodel.spec_run_id(path)
         first = seen.setdefault(run_id, path) if run_id else path
         if first is path:
             kept.append(path)
@@ -552,5 +552,5 @@ def read_tables(out_dir: Path) -> Tables:
 def rebuild(sweep_dir: Path) -> Tables:
     """Build the tables of a sweep and write them under `<sweep>/tables/`."""
     tables = build_tables(sweep_dir, keep=True)
-    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR, Path(sweep_dir))
+    write_tables(tables, Path(sweep_dir) / runformat.TABLES_DIR, Path(sweep_dir))
     return tables

@@ -20,7 +20,7 @@ from typing import Any
 
 import r2bench
 from r2bench.extras import require_report_extra
-from r2bench.records import store as st
+from r2bench.records import runformat
 from r2bench.records.tables import Tables
 from r2bench.safeio import atomic_write
 
@@ -261,7 +261,7 @@ def runs_html(sweep_dir: Path, tables: Tables, page_dir: Path) -> str:
         avg_text = (
             _fmt_gbps(avg) if avg is not None and avg == avg else _fmt_gbps(mean.get(r["run_id"]))
         )
-        log = Path(sweep_dir) / str(r["path"]) / st.STDOUT
+        log = Path(sweep_dir) / str(r["path"]) / runformat.STDOUT
         link = f"<a href='{_href(log, page_dir)}'>stdout</a>" if log.exists() else ""
         cls = "" if r["outcome"] == "ok" else " class='bad'"
         body.append(

@@ -23,6 +23,7 @@ from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.plan.build import RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
+from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify, software_fault_check
@@ -209,10 +210,10 @@ class RunExecutor:
         node = self.pool[run.launch.node]
         offset = driver.offsets.get(run.launch.node, 0.0)
         job = _Job(
-            stdout=folder.stream_path(st.STDOUT).open("w", encoding="utf-8"),
-            stderr=folder.stream_path(st.STDERR).open("w", encoding="utf-8"),
-            stdout_times=folder.stream_path(st.STDOUT_TIMES).open("w", encoding="utf-8"),
-            stderr_times=folder.stream_path(st.STDERR_TIMES).open("w", encoding="utf-8"),
+            stdout=folder.stream_path(runformat.STDOUT).open("w", encoding="utf-8"),
+            stderr=folder.stream_path(runformat.STDERR).open("w", encoding="utf-8"),
+            stdout_times=folder.stream_path(runformat.STDOUT_TIMES).open("w", encoding="utf-8"),
+            stderr_times=folder.stream_path(runformat.STDERR_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         # A result.json left by an earlier run of the same spec (same run folder on the node)
@@ -274,16 +275,21 @@ class RunExecutor:
 
     def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
         """Commit the streamed output and fetch the job's node-side files."""
-        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES, st.STDERR_TIMES):
+        for name in (
+            runformat.STDOUT,
+            runformat.STDERR,
+            runformat.STDOUT_TIMES,
+            runformat.STDERR_TIMES,
+        ):
             if folder.stream_path(name).exists():
                 folder.commit_stream(name)
         node = self.pool[run.launch.node]
         remote = f"{run.run_dir}/result.json"
-        local = folder.stream_path(st.RESULT_JSON)
+        local = folder.stream_path(runformat.RESULT_JSON)
         try:  # no result.json (a crash before nccl-tests wrote it) is a failed copy, not an error
             node.get(remote, local)
             if local.stat().st_size:
-                folder.commit_stream(st.RESULT_JSON)
+                folder.commit_stream(runformat.RESULT_JSON)
         except (NodeError, OSError):
             pass
         local.unlink(missing_ok=True)
@@ -305,8 +311,8 @@ class RunExecutor:
     ) -> Outcome:
         """Parse, classify, write the record; COMPLETE last (not for an interrupted run)."""
         path = folder.path
-        stdout, stderr = path / st.STDOUT, path / st.STDERR
-        result_json = path / st.RESULT_JSON
+        stdout, stderr = path / runformat.STDOUT, path / runformat.STDERR
+        result_json = path / runformat.RESULT_JSON
         parsed = parse_outputs(
             stdout if stdout.exists() else None,
             result_json if result_json.exists() else None,
@@ -321,7 +327,7 @@ class RunExecutor:
             interrupted=interrupted,
             parsed=parsed,
             events=events,
-            source=st.STDERR,
+            source=runformat.STDERR,
         )
         outcome = software_fault_check(outcome, run.spec.env, events)
         # a verifying workload's own account (docs/verify.md): wrong elements name iterations
@@ -338,7 +344,7 @@ class RunExecutor:
         folder.write_events(events)
         folder.write_faults(driver.history)
         folder.write_outcome(
-            st.RunEnd(
+            runmodel.RunEnd(
                 outcome=outcome,
                 exit_code=result.exit_code if result else None,
                 started_at=started,
