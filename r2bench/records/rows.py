@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from itertools import accumulate
 from pathlib import Path
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 from r2bench.records import recovery, runformat, runmodel
 from r2bench.records.counters import COUNTER_COLUMNS
@@ -50,10 +50,28 @@ INVALID = "invalid"
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
 RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
-EVENT_COLUMNS = (
-    *("run_id", "source", "line", "kind", "time", "host", "pid", "rank"),
-    *("message", "fault", "nic", "ok", "details", "cycle"),
-)
+
+
+class EventRow(NamedTuple):
+    """One row of the events table: a log event, a fault step or a RAS verdict."""
+
+    run_id: str
+    source: str
+    line: int | None
+    kind: str
+    time: float | None
+    host: str | None = None
+    pid: int | None = None
+    rank: int | None = None
+    message: str | None = None
+    fault: int | None = None
+    nic: str | None = None
+    ok: bool | None = None
+    details: str = ""
+    cycle: int | None = None
+
+
+EVENT_COLUMNS = EventRow._fields
 WINDOW_COLUMNS = (
     *("run_id", "fault", "cycle", "kind", "node", "nic", "applied_at", "back_at"),
     *("verdict", "before_bytes", "live_bytes", "after_bytes", "after_what", "iteration"),
@@ -327,8 +345,12 @@ class RunRows:
             details = json.dumps(ev.details, sort_keys=True) if ev.details else ""
             when = run.clock.of_event(ev)
             time = when[0] if when else ev.time
-            add(run_id, source, ev.line, ev.kind.value, time, ev.host, ev.pid, ev.rank)
-            add(ev.message or ev.text, None, None, None, details, None)
+            add(
+                *EventRow(
+                    run_id, source, ev.line, ev.kind.value, time, ev.host, ev.pid, ev.rank,
+                    message=ev.message or ev.text, details=details,
+                )
+            )  # fmt: skip
 
     def _add_windows(self, run_id: str, run: ParsedRun) -> None:
         evidence = {(e.window.fault, e.window.cycle): e for e in run.evidence}
@@ -349,10 +371,15 @@ class RunRows:
         add = self.events.add
         for i, f in enumerate(faults, start=1):
             when = None if f.time is None else f.time - (f.clock_offset_s or 0.0)
-            add(run_id, runformat.FAULTS, i, f"fault_{f.action}", when, f.node, None, None)
             extra = {"tag": f.tag, **{k: getattr(f, k) for k in _FAULT_TIMES}}
             details = json.dumps({k: v for k, v in extra.items() if v not in (None, "")})
-            add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, details, f.cycle)
+            add(
+                *EventRow(
+                    run_id, runformat.FAULTS, i, f"fault_{f.action}", when, f.node,
+                    message=f"{f.kind} {f.detail}".strip(), fault=f.fault, nic=f.nic, ok=f.ok,
+                    details=details, cycle=f.cycle,
+                )
+            )  # fmt: skip
 
     def _add_observers(self, rec: runmodel.RunRecord) -> None:
         """An events row per NCCL RAS record of the run: the observer's verdict."""
@@ -365,9 +392,12 @@ class RunRows:
                 self.warnings.append(f"{path}: not read ({exc})")
                 continue
             source = path.relative_to(rec.path).as_posix()
-            self.events.add(rec.run_id, source, None, RAS_VERDICT, verdict.first_problem_at)
-            self.events.add(path.parent.name, None, None, verdict.summary, None, None, verdict.ok)
-            self.events.add("", None)
+            self.events.add(
+                *EventRow(
+                    rec.run_id, source, None, RAS_VERDICT, verdict.first_problem_at,
+                    host=path.parent.name, message=verdict.summary, ok=verdict.ok,
+                )
+            )  # fmt: skip
 
     def _add_provenance(self, rec: runmodel.RunRecord) -> None:
         """A row per provenance field (dicts and lists as compact JSON), then per variable of

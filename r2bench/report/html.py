@@ -21,6 +21,7 @@ from typing import Any
 import r2bench
 from r2bench.extras import require_report_extra
 from r2bench.records import runformat
+from r2bench.records.provenance import Provenance
 from r2bench.records.tables import Tables
 from r2bench.safeio import atomic_write
 
@@ -93,22 +94,16 @@ class ProvenanceSummary:
         self.values.setdefault(key, Counter())[text[:MAX_VALUE_CHARS]] += 1
 
 
-_PROV_FIELDS = (
-    "r2bench_version",
-    "r2bench_git",
-    "library",
-    "benchmark",
-    "cuda_version",
-    "driver_version",
-    "nccl_version",
-    "nccl_tests_version",
-    "mpi_version",
-    "hostnames",
-    "launch_command",
-    "rerun_command",
-    "imported_from",
-    "env_dropped",
+_NOT_SUMMARIZED = frozenset(
+    {"env", "env_dropped", "python", "created_at", "library_basis", "node_utc_offset_s", "notes"}
 )
+"""Provenance fields the summary leaves out: the environment has its own rows, the others say
+how or when a record was written, not what ran."""
+_PROV_FIELDS = (
+    *(name for name in Provenance.model_fields if name not in _NOT_SUMMARIZED),
+    "env_dropped",  # last: next to the environment's own rows
+)
+"""The provenance fields the report summarizes, in the model's order."""
 
 
 def summarize_provenance(tables: Tables) -> ProvenanceSummary:

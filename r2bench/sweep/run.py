@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from contextlib import suppress
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import IO, TypeVar
 
 from r2bench.config.testbed import Testbed
@@ -40,7 +41,20 @@ from r2bench.sweep.preflight import preflight_problems
 
 T = TypeVar("T")
 
-STAGES = ("preflight", "launch", "faults", "wait", "teardown", "collect", "record")
+
+class Stage(str, Enum):
+    """The stages of one run, in the order `RunExecutor.execute` goes through them (their
+    values are what the progress display shows)."""
+
+    PREFLIGHT = "preflight"
+    LAUNCH = "launch"
+    FAULTS = "faults"
+    WAIT = "wait"
+    TEARDOWN = "teardown"
+    COLLECT = "collect"
+    RECORD = "record"
+
+
 DEADLINE_GRACE_S = 15.0
 """Past the run's deadline, the controller stops waiting for the node-side kill."""
 
@@ -144,11 +158,15 @@ class RunExecutor:
 
         return {name: self._threads.submit(guarded, a) for name, a in self.agents.items()}
 
+    def _enter(self, run_id: str, stage: Stage) -> None:
+        """Tell the display that the run moved to `stage`."""
+        self.on_stage(run_id, stage.value)
+
     def execute(self, run: PlannedRun) -> RunResult:
         """Carry out one run; a run that fails is recorded, one that cannot be cleaned up raises
         SweepStop after its record is written."""
         run_id = run.spec.run_id
-        self.on_stage(run_id, "preflight")
+        self._enter(run_id, Stage.PREFLIGHT)
         self.preflight(run)
         folder = self.store.start(run.spec, self._provenance(run))
         driver = FaultDriver(run, self.agents, self._offsets(run))
@@ -156,7 +174,7 @@ class RunExecutor:
         fatal: list[str] = []
         started = ended = time.time()
         try:
-            self.on_stage(run_id, "launch")
+            self._enter(run_id, Stage.LAUNCH)
             # The samplers start while the injectors arm (both wait on the nodes). Waited for
             # even when arming fails: a sampler still starting during teardown would miss its
             # stop and the kill, and outlive the run.
@@ -166,22 +184,22 @@ class RunExecutor:
             finally:
                 wait_futures(sampling.values())
             job, started = self.launch(run, folder, driver)
-            self.on_stage(run_id, "faults")
+            self._enter(run_id, Stage.FAULTS)
             driver.start(started)
-            self.on_stage(run_id, "wait")
+            self._enter(run_id, Stage.WAIT)
             self.wait(run, job)
         except FaultError as exc:
             driver.problems.append(str(exc))
         finally:
             ended = time.time()
-            self.on_stage(run_id, "teardown")
+            self._enter(run_id, Stage.TEARDOWN)
             fatal += self.teardown(run, driver)
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
                 job.close()
-        self.on_stage(run_id, "collect")
+        self._enter(run_id, Stage.COLLECT)
         self.collect(run, folder, job)
-        self.on_stage(run_id, "record")
+        self._enter(run_id, Stage.RECORD)
         outcome = self.record(run, folder, job, driver, started, ended)
         result = RunResult(
             run_id,
