@@ -326,7 +326,7 @@ def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
     record = runmodel.load_run(path)
     assert record.end is not None and record.end.outcome is not None
     check = read_verification(path / "stdout.txt")
-    spec_faults = record.spec["faults"]
+    spec_faults = record.spec.faults
     end = record.end.ended_at or 0.0
     outcome = evidence_outcome(
         record.end.outcome, path, record.faults, spec_faults, end, check, "node0"

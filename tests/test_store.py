@@ -74,8 +74,11 @@ def test_a_full_run_round_trips(tmp_path: Path) -> None:
     assert store.is_complete(s.run_id)
 
     rec = store.load(s.run_id)
-    assert rec.complete and rec.spec["run_id"] == s.run_id
-    assert RunSpec.model_validate({k: v for k, v in rec.spec.items() if k != "run_id"}) == s
+    assert rec.complete and rec.spec.run_id == s.run_id
+    assert (
+        RunSpec.model_validate({k: v for k, v in rec.spec.model_dump().items() if k != "run_id"})
+        == s
+    )
     assert rec.end == ok_end()
     assert rec.faults == [fault]
     assert [e.kind for e in rec.events()] == [e.kind for e in parse_events(text)]
@@ -166,7 +169,7 @@ def test_unreadable_parts_load_as_empty(tmp_path: Path) -> None:
     (folder.path / "outcome.json").write_bytes(b"\x00\xff")
     (folder.path / "faults.jsonl").write_text('{"action": "inject"}\nnonsense\n')
     rec = store.load("r1")
-    assert (rec.spec, rec.end, rec.faults, rec.complete) == ({}, None, [], False)
+    assert (rec.spec, rec.end, rec.faults, rec.complete) == (runmodel.SpecFields(), None, [], False)
 
 
 def _set_format(run_dir: Path, value: object) -> dict[str, object]:
@@ -185,7 +188,7 @@ def test_run_folders_carry_the_format_they_were_written_in(tmp_path: Path) -> No
     written = json.loads((folder.path / runformat.SPEC).read_text())
     assert written["format"] == runformat.RUN_FORMAT == 1
     rec = store.load(folder.run_id)
-    assert rec.problems == () and rec.spec == written
+    assert rec.problems == () and rec.spec.model_dump() == written
 
 
 def test_imported_runs_carry_the_format_too(tmp_path: Path) -> None:
@@ -202,8 +205,8 @@ def test_folders_written_before_the_format_read_as_format_0(tmp_path: Path, valu
     folder = store.start(spec())
     data = _set_format(folder.path, value)
     rec = store.load(folder.run_id)
-    assert rec.problems == () and rec.spec == data
-    assert runformat.run_format(rec.spec) == 0
+    assert rec.problems == () and rec.spec.model_dump() == data
+    assert runformat.run_format(rec.spec.model_dump()) == 0
 
 
 @pytest.mark.parametrize(
@@ -221,7 +224,7 @@ def test_a_format_this_r2bench_does_not_know_is_a_problem_of_that_run(
     expected = f"{newer / runformat.SPEC}: format: {shown}"
     assert len(rec.problems) == 1 and rec.problems[0].startswith(expected), rec.problems
     assert "written by a newer r2bench; upgrade r2bench to read it" in rec.problems[0]
-    assert (rec.spec, rec.provenance, rec.end, rec.faults) == ({}, {}, None, [])
+    assert (rec.spec, rec.provenance, rec.end, rec.faults) == (runmodel.SpecFields(), {}, None, [])
 
     tables = build_tables(store.sweep_dir, workers=1)
     runs = tables.runs.set_index("run_id")
@@ -287,3 +290,14 @@ def test_nccl_version_text() -> None:
     assert nccl_version_text(22803) == "2.28.3"
     assert nccl_version_text(2708) == "2.7.8"
     assert nccl_version_text(None) is None
+
+
+def test_the_spec_read_back_is_the_run_spec_written() -> None:
+    """spec.json is read back typed: every field the readers use is a RunSpec field, and a
+    RunSpec written comes back with the same values."""
+    assert set(runmodel.SpecFields.model_fields) <= set(RunSpec.model_fields) | {"run_id"}
+    s = spec()
+    back = runmodel.SpecFields.model_validate(json.loads(s.model_dump_json()))
+    assert back.run_id == s.run_id and back.collective == s.collective
+    assert back.nodes == list(s.nodes) and back.env == s.env and back.repeat == s.repeat
+    assert back.library is not None and back.library.recipe == s.library.recipe

@@ -68,7 +68,7 @@ def test_parse_run_attaches_the_verification(tmp_path: Path) -> None:
     shutil.copy(CORRUPT, run_dir / runformat.STDOUT)
     shutil.copy(CORRUPT_ERR, run_dir / "stderr.txt")
     record = runmodel.RunRecord(
-        run_dir.name, run_dir, True, {"collective": "all_reduce"}, {}, None, []
+        run_dir.name, run_dir, True, runmodel.SpecFields(collective="all_reduce"), {}, None, []
     )
     run = parse_run(record)
     assert run.verification is not None and run.verification.wrong_iterations == (3,)

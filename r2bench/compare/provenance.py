@@ -73,7 +73,7 @@ def _testbeds(sweep: SweepData) -> list[object]:
     know none)."""
     names: list[object] = []
     for run_dir in st.RunStore.at(sweep.path).run_dirs() if sweep.path.is_dir() else []:
-        name = runmodel.load_run(run_dir).spec.get("testbed")
+        name = runmodel.load_run(run_dir).spec.testbed
         names.append(name if isinstance(name, str) and name != IMPORTED_TESTBED else None)
     return names
 

@@ -185,36 +185,33 @@ def first_reaction(run: ParsedRun, after: float) -> tuple[Reaction | None, str]:
 # --------------------------------------------------------------------------- metrics
 
 
-def _has_failover(spec: dict[str, Any]) -> bool:
+def _has_failover(spec: runmodel.SpecFields) -> bool:
     """Whether the run's library is R-2CCL (or its emulation): it reads R2CC_* variables."""
-    library = spec.get("library") or {}
-    recipe = str(library.get("recipe", "")) if isinstance(library, dict) else ""
-    env = spec.get("env") or {}
-    return recipe in R2CCL_RECIPES or "R2CC_MODE" in env
+    recipe = spec.library.recipe if spec.library else None
+    return recipe in R2CCL_RECIPES or "R2CC_MODE" in spec.env
 
 
-def _r2ccl_ref(spec: dict[str, Any]) -> str | None:
+def _r2ccl_ref(spec: runmodel.SpecFields) -> str | None:
     """The R-2CCL revision a run used (its timer's default depends on it); None for the
     emulation and for runs that do not say (the pinned commit's semantics)."""
-    library = spec.get("library")
-    if not isinstance(library, dict) or library.get("recipe") != "r2ccl":
+    library = spec.library
+    if library is None or library.recipe != "r2ccl":
         return None
-    ref = library.get("ref")
-    return str(ref) if ref else None
+    return library.ref or None
 
 
 def _recovery_of(run: ParsedRun) -> RunRecovery:
     """The run's identity and failover timeout, no metric yet."""
     record, spec = run.record, run.record.spec
-    env = spec.get("env") or {}
+    env = spec.env
     timeout = failover_timeout_at(env, _r2ccl_ref(spec)) if _has_failover(spec) else None
     outcome = run.outcome_status
     return RunRecovery(
         run_id=record.run_id,
-        library=spec.get("library_label"),
+        library=spec.library_label,
         r2cc_mode=None if env.get("R2CC_MODE") is None else str(env["R2CC_MODE"]),
-        scenario=spec.get("scenario"),
-        repeat=spec.get("repeat"),
+        scenario=spec.scenario,
+        repeat=spec.repeat,
         outcome=outcome if record.complete else "incomplete",
         failover_timeout_ms=timeout.ms if timeout else None,
         failover_timeout_from=timeout.source if timeout else None,
@@ -308,10 +305,10 @@ def run_recovery(run: Path | runmodel.RunRecord) -> RunRecovery:
     return compute(parse_run(record))
 
 
-def series_key(spec: dict[str, Any]) -> tuple[Any, Any]:
+def series_key(spec: runmodel.SpecFields) -> tuple[str | None, str | None]:
     """The series a run's fault-free baseline is pooled over: (library label, R2CC_MODE)."""
-    mode = (spec.get("env") or {}).get("R2CC_MODE")
-    return spec.get("library_label"), None if mode is None else str(mode)
+    mode = spec.env.get("R2CC_MODE")
+    return spec.library_label, None if mode is None else str(mode)
 
 
 def recovery_doc(path: Path) -> dict[str, Any]:

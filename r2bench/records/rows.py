@@ -273,7 +273,7 @@ class RunRows:
             self.thin.append(run)
         self.cacheable = rec.complete and not self.thin
         self.runs.append(_run_row(self.sweep_dir, run, metrics.columns()))
-        self.env_names.update((rec.spec.get("env") or {}).keys())
+        self.env_names.update(rec.spec.env.keys())
         for row in counter_rows(run.counter_lines, run.clock.offset):  # controller clock
             self.counters.add(rec.run_id, *row)
 
@@ -309,7 +309,7 @@ class RunRows:
         run = empty_run(rec)
         self.runs.append(_run_row(self.sweep_dir, run, recovery.compute(run).columns()))
         self._add_provenance(rec)
-        self.env_names.update((rec.spec.get("env") or {}).keys())
+        self.env_names.update(rec.spec.env.keys())
 
     def _add_results(self, run_id: str, run: ParsedRun) -> None:
         """Add result rows, each with the time its line was written (controller clock)."""
@@ -427,21 +427,19 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
     outcome = run.outcome
     row: dict[str, Any] = {
         "run_id": rec.run_id,
-        "experiment": spec.get("experiment"),
-        "library": spec.get("library_label"),
-        "library_ref": (spec.get("library") or {}).get("ref"),
-        "library_recipe": (spec.get("library") or {}).get("recipe"),
-        "collective": spec.get("collective") or run.parsed.collective,
-        "scenario": spec.get("scenario"),
-        "repeat": spec.get("repeat"),
-        "nodes": ",".join(spec.get("nodes") or []),
+        "experiment": spec.experiment,
+        "library": spec.library_label,
+        "library_ref": spec.library.ref if spec.library else None,
+        "library_recipe": spec.library.recipe if spec.library else None,
+        "collective": spec.collective or run.parsed.collective,
+        "scenario": spec.scenario,
+        "repeat": spec.repeat,
+        "nodes": ",".join(spec.nodes),
         # MPI ranks (processes): one process driving 8 GPUs (`-g 8`) is 1 rank x 8 GPUs.
         "ranks": run.parsed.processes or run.parsed.ranks,
         "gpus_per_rank": _gpus_per_process(run.parsed),
         "gpu": "+".join(sorted({d.name for d in run.parsed.devices if d.name})) or None,
-        "n_nodes": len({d.host for d in run.parsed.devices})
-        or len(spec.get("nodes") or [])
-        or None,
+        "n_nodes": len({d.host for d in run.parsed.devices}) or len(spec.nodes) or None,
         "transport": run.transport,
         "complete": rec.complete,
         "outcome": outcome.status.value if outcome else INCOMPLETE,
@@ -460,7 +458,7 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "nccl_tests_version": run.parsed.nccl_tests_version,
         "nccl_library": nccl_version_text(run.parsed.nccl_library),
         "library_version": nccl_version_text(run.parsed.nccl_library)
-        or (spec.get("library") or {}).get("ref"),
+        or (spec.library.ref if spec.library else None),
         "n_warnings": len(run.parsed.warnings),
         "evidence_verdict": ",".join(e.verdict.value for e in run.evidence) or None,
         "evidence": " | ".join(e.line for e in run.evidence) or None,
@@ -469,7 +467,7 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "path": os.path.relpath(rec.path, sweep_dir),
     }
     row.update(metrics)  # detect_s, stall_s, ... (records/metrics.py, docs/recovery.md)
-    row["env"] = spec.get("env") or {}
+    row["env"] = spec.env
     return row
 
 
@@ -487,7 +485,7 @@ def _duration(end: runmodel.RunEnd | None) -> float | None:
 
 
 def _run_row_keys() -> list[str]:
-    empty = empty_run(runmodel.RunRecord("", Path(), False, {}, {}, None, []))
+    empty = empty_run(runmodel.RunRecord("", Path(), False, runmodel.SpecFields(), {}, None, []))
     return list(_run_row(Path(), empty, recovery.compute(empty).columns()))
 
 

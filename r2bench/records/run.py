@@ -85,7 +85,7 @@ class RunClock:
         """The clock of a run folder: offsets from its fault events, the launch node from
         spec.json, the UTC offset from provenance.json."""
         offsets = {f.node: f.clock_offset_s for f in record.faults if f.clock_offset_s is not None}
-        nodes = record.spec.get("nodes") or []
+        nodes = record.spec.nodes
         utc = float(record.provenance.get("node_utc_offset_s") or 0.0)
         return cls(offsets, str(nodes[0]) if nodes else None, utc)
 
@@ -324,7 +324,7 @@ class ParsedRun:
 def parse_run(record: runmodel.RunRecord) -> ParsedRun:
     """Parse a run folder's outputs once; the outcome is classified again when outcome.json
     is missing (an incomplete run keeps None)."""
-    collective = record.spec.get("collective")
+    collective = record.spec.collective
     parsed = parse_outputs(
         record.file(runformat.STDOUT), record.file(runformat.RESULT_JSON), collective
     )
@@ -338,7 +338,7 @@ def parse_run(record: runmodel.RunRecord) -> ParsedRun:
     outcome = record.end.outcome if record.end else None
     if outcome is None and record.complete:
         found = [e for _, e in events]
-        env = {k: str(v) for k, v in (record.spec.get("env") or {}).items()}
+        env = {k: str(v) for k, v in record.spec.env.items()}
         outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
     logs = [p for p in (record.file(runformat.STDOUT), record.file(runformat.STDERR)) if p]
     clock = RunClock.of_record(record)
@@ -368,7 +368,7 @@ def parse_run(record: runmodel.RunRecord) -> ParsedRun:
             series,
             iterations,
             end.ended_at if end else None,
-            cap_rates(record.spec.get("faults") or []),
+            cap_rates(record.spec.faults or []),
             finished=run.verification is not None and run.verification.complete,
         )
         run.traffic = iteration_traffic(
@@ -559,7 +559,11 @@ def _measure_samples(run: ParsedRun) -> tuple[list[Sample], str, float]:
                     )
         basis = f"per iteration (-I 1), ends estimated from {clock} and the iteration times"
     else:
-        iters = parsed.iters or (run.record.spec.get("options") or {}).get("iterations") or 1
+        iters = (
+            parsed.iters
+            or (options.iterations if (options := run.record.spec.options) else None)
+            or 1
+        )
         for r in parsed.rows:
             ts = row_times[key_of(r)][0]
             if ts == ts and r.time_us and r.busbw_gbps is not None:

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,6 +36,8 @@ from r2bench.safeio import (
     read_bytes_bounded,
     read_text_bounded,
 )
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 JSONL_LIMIT = 32 * 1024 * 1024
 """Cap on events.jsonl and faults.jsonl, read whole: a run's typed events and fault steps are
@@ -92,7 +94,8 @@ class RunRecord:
     run_id: str
     path: Path
     complete: bool
-    spec: dict[str, Any]
+    spec: SpecFields
+    """spec.json read once, typed (every field at its default when the file is missing or bad)."""
     provenance: dict[str, Any]
     end: RunEnd | None
     faults: list[FaultEvent]
@@ -216,7 +219,9 @@ class _OptionFields(_Lenient):
 
 
 class SpecFields(_Lenient):
-    """spec.json as the tables, report and compare read it."""
+    """spec.json as r2bench reads it back: the fields of `RunSpec` that the tables, report and
+    compare use, typed and checked, each at its default when a folder (an older or imported
+    one) lacks it; the other fields of the file pass unchecked (`model_extra`)."""
 
     run_id: str | None = None
     experiment: str | None = None
@@ -228,6 +233,10 @@ class SpecFields(_Lenient):
     nodes: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     options: _OptionFields | None = None
+    testbed: Any = None
+    """As written, not checked (compare only tells testbeds apart)."""
+    faults: Any = None
+    """As written, not checked (`evidence.cap_rates` takes the caps it can read)."""
 
 
 class ProvenanceFields(_Lenient):
@@ -256,19 +265,26 @@ def _read_object(path: Path | None, problems: list[str]) -> dict[str, Any] | Non
     return data
 
 
+def _validated(
+    path: Path | None, data: dict[str, Any] | None, fields: type[_Model], problems: list[str]
+) -> _Model | None:
+    """`data` (read from `path`) as `fields` when it validates, else None (and a problem
+    naming the field); None for no data."""
+    if data is None or path is None:
+        return None
+    try:
+        return fields.model_validate(data)
+    except ValidationError as exc:
+        problems.append(validation_problems(path, exc))
+        return None
+
+
 def _checked(
     path: Path | None, data: dict[str, Any] | None, fields: type[BaseModel], problems: list[str]
 ) -> dict[str, Any]:
     """`data` (read from `path`) when its fields validate against `fields`, else {} (and a
     problem naming the field); {} for no data."""
-    if data is None or path is None:
-        return {}
-    try:
-        fields.model_validate(data)
-    except ValidationError as exc:
-        problems.append(validation_problems(path, exc))
-        return {}
-    return data
+    return data if data is not None and _validated(path, data, fields, problems) else {}
 
 
 def _read_json(path: Path | None, fields: type[BaseModel], problems: list[str]) -> dict[str, Any]:
@@ -329,12 +345,14 @@ def load_run(path: Path) -> RunRecord:
     raw_spec = _read_object(spec_path := safe[SPEC], problems)
     unknown = format_problem(spec_path, raw_spec) if spec_path and raw_spec is not None else None
     if unknown:
-        return RunRecord(path.name, path, complete, {}, {}, None, [], (*problems, unknown))
+        return RunRecord(
+            path.name, path, complete, SpecFields(), {}, None, [], (*problems, unknown)
+        )
     return RunRecord(
         run_id=path.name,
         path=path,
         complete=complete,
-        spec=_checked(spec_path, raw_spec, SpecFields, problems),
+        spec=_validated(spec_path, raw_spec, SpecFields, problems) or SpecFields(),
         provenance=_read_json(safe[PROVENANCE], ProvenanceFields, problems),
         end=_read_end(safe[OUTCOME], problems),
         faults=_read_jsonl(faults, FaultEvent, problems) if (faults := safe[FAULTS]) else [],
