@@ -314,13 +314,7 @@ def _read_jsonl(path: Path, model: type[Any], problems: list[str]) -> list[Any]:
 
 def _read_end(path: Path | None, problems: list[str]) -> RunEnd | None:
     data = _read_json(path, _Lenient, problems)
-    if not data or path is None:
-        return None
-    try:
-        return RunEnd.model_validate(data)
-    except ValidationError as exc:
-        problems.append(validation_problems(path, exc))
-        return None
+    return _validated(path, data, RunEnd, problems) if data else None
 
 
 def load_run(path: Path) -> RunRecord:
