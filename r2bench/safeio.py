@@ -115,22 +115,29 @@ def writable(root: Path, path: Path) -> Path:
 
 
 def atomic_write(
-    path: Path, data: str | bytes, root: Path | None = None, durable: bool = True
+    path: Path,
+    data: str | bytes,
+    root: Path | None = None,
+    durable: bool = True,
+    mode: int | None = None,
 ) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename (which
     replaces a link at `path`, never its target). With `root`, the folder must stay under it
     once links are followed (OutsideFolder otherwise): results never land outside their sweep.
-    `durable=False` skips the fsync, for derived files a crash may only cut short."""
+    `durable=False` skips the fsync, for derived files a crash may only cut short. The file
+    gets `mode`, or the usual mode of a new file (`file_mode`)."""
     raw = data.encode() if isinstance(data, str) else data
-    with replacing(path, root, durable) as temp:
+    with replacing(path, root, durable, mode) as temp:
         temp.write_bytes(raw)
 
 
 @contextmanager
-def replacing(path: Path, root: Path | None = None, durable: bool = True) -> Iterator[Path]:
+def replacing(
+    path: Path, root: Path | None = None, durable: bool = True, mode: int | None = None
+) -> Iterator[Path]:
     """A temporary file beside `path` for the caller to write; when the block ends without an
-    error it gets the usual file mode and is renamed over `path` (a link there is replaced,
-    never followed), else it is removed. `root` and `durable` as for `atomic_write`."""
+    error it gets its mode and is renamed over `path` (a link there is replaced, never
+    followed), else it is removed. `root`, `durable` and `mode` as for `atomic_write`."""
     if root is not None:
         inside(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +146,7 @@ def replacing(path: Path, root: Path | None = None, durable: bool = True) -> Ite
     temp = Path(name)
     try:
         yield temp
-        os.chmod(temp, file_mode())
+        os.chmod(temp, file_mode() if mode is None else mode)
         if durable:
             with temp.open("rb+") as written:
                 os.fsync(written.fileno())

@@ -21,6 +21,7 @@ from r2bench.records.importer import import_dir
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.provenance import collect, git_state, nccl_version_text, redact_env
 from r2bench.records.tables import INVALID, build_tables
+from r2bench.testbeds.yamlio import write_text_atomic
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 
@@ -110,6 +111,12 @@ def test_files_get_normal_permissions(tmp_path: Path) -> None:
     umask = os.umask(0o022)
     os.umask(umask)
     assert mode == 0o666 & ~umask
+
+
+def test_a_file_written_with_a_mode_gets_it(tmp_path: Path) -> None:
+    write_text_atomic(tmp_path / "testbed.yaml", "nodes: []\n")
+    assert stat.S_IMODE((tmp_path / "testbed.yaml").stat().st_mode) == 0o600
+    assert (tmp_path / "testbed.yaml").read_text() == "nodes: []\n"
 
 
 def test_complete_is_the_last_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

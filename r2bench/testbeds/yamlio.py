@@ -30,9 +30,13 @@ def testbed_text(testbed: Testbed, header: str = "") -> str:
     return header + to_yaml(testbed)
 
 
+TESTBED_FILE_MODE = 0o600
+"""Testbed files are readable by their owner only, as they have always been written."""
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically (`safeio.atomic_write`)."""
-    atomic_write(path, text)
+    """Write `text` to `path` atomically (`safeio.atomic_write`), owner-only."""
+    atomic_write(path, text, mode=TESTBED_FILE_MODE)
 
 
 def write_testbed(testbed: Testbed, out: Path | None, header: str = "") -> None:
