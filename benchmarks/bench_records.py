@@ -42,7 +42,8 @@ from pathlib import Path
 
 from r2bench.records.evidence import fault_evidence, iteration_traffic
 from r2bench.records.run import counter_series, iteration_windows, parse_run
-from r2bench.records.store import TABLES_DIR, load_run
+from r2bench.records.runformat import TABLES_DIR
+from r2bench.records.runmodel import load_run
 from r2bench.records.tables import rebuild
 from r2bench.report.html import build_report
 

@@ -4,12 +4,17 @@ Inputs come from users and from other people's machines: a config may be a devic
 gigabytes, a results folder may hold symlinks that point elsewhere. Everything r2bench reads whole
 goes through :func:`read_text_bounded` (size checked before reading, device files refused), and
 everything it writes under a results folder goes through :func:`inside` (no link may lead out).
+Every file r2bench writes whole goes through :func:`atomic_write` (or :func:`replacing`, for a
+writer that streams): a temporary file beside it and a rename, so a reader never sees half a file.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -107,3 +112,61 @@ def writable(root: Path, path: Path) -> Path:
     if path.is_symlink():
         path.unlink()
     return path
+
+
+def atomic_write(
+    path: Path,
+    data: str | bytes,
+    root: Path | None = None,
+    durable: bool = True,
+    mode: int | None = None,
+) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename (which
+    replaces a link at `path`, never its target). With `root`, the folder must stay under it
+    once links are followed (OutsideFolder otherwise): results never land outside their sweep.
+    `durable=False` skips the fsync, for derived files a crash may only cut short. The file
+    gets `mode`, or the usual mode of a new file (`file_mode`)."""
+    raw = data.encode() if isinstance(data, str) else data
+    with replacing(path, root, durable, mode) as temp:
+        temp.write_bytes(raw)
+
+
+@contextmanager
+def replacing(
+    path: Path, root: Path | None = None, durable: bool = True, mode: int | None = None
+) -> Iterator[Path]:
+    """A temporary file beside `path` for the caller to write; when the block ends without an
+    error it gets its mode and is renamed over `path` (a link there is replaced, never
+    followed), else it is removed. `root`, `durable` and `mode` as for `atomic_write`."""
+    if root is not None:
+        inside(root, path.parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    temp = Path(name)
+    try:
+        yield temp
+        os.chmod(temp, file_mode() if mode is None else mode)
+        if durable:
+            with temp.open("rb+") as written:
+                os.fsync(written.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def file_mode() -> int:
+    """The mode a new file gets here (0666 less the umask): temporary files are 0600."""
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (mkstemp files are 0600 otherwise)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from r2bench.config.experiment import FaultSpec, NcclTestsOptions, Trigger
 from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.records import runmodel
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.models import LaunchInfo
@@ -226,17 +227,21 @@ def _write_outputs(folder: st.RunFolder, stdout: str, stderr: str) -> None:
 
 def _fault_events(
     spec: RunSpec, window: tuple[float, float] | None, clock: _Clock
-) -> list[st.FaultEvent]:
+) -> list[runmodel.FaultEvent]:
     if window is None:
         return []
     common = {"fault": 0, "kind": "ib_port_down", "node": "node1", "nic": "mlx5_0"}
     common["tag"] = f"r2b-{spec.run_id[-10:]}-0"
     return [
-        st.FaultEvent(action="inject", time=window[0], controller_time=window[0] + 0.01, **common),
-        st.FaultEvent(
+        runmodel.FaultEvent(
+            action="inject", time=window[0], controller_time=window[0] + 0.01, **common
+        ),
+        runmodel.FaultEvent(
             action="verify", time=window[0] + 0.05, detail="phys_state 3: Disabled", **common
         ),
-        st.FaultEvent(action="revert", time=window[1], controller_time=window[1] + 0.01, **common),
+        runmodel.FaultEvent(
+            action="revert", time=window[1], controller_time=window[1] + 0.01, **common
+        ),
     ]
 
 
@@ -282,7 +287,7 @@ def _finish(
     launch = LaunchInfo(expected_ranks=2, hosts=tuple(spec.nodes))
     outcome = classify(exit_code, launch=launch, parsed=parsed, events=events)
     folder.write_events(events)
-    end = st.RunEnd(
+    end = runmodel.RunEnd(
         outcome=outcome, exit_code=exit_code, started_at=start, ended_at=clock.now + 0.3
     )
     folder.write_outcome(end)

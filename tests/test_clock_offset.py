@@ -17,6 +17,7 @@ import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.figures.registry import draw_timeline, stall_numbers
+from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, build_tables
 from r2bench.report.html import build_report
@@ -29,8 +30,10 @@ CONFIG = SampleConfig(modes=(None, "1"), repeats=2)
 
 def _shift_node1(run_dir: Path) -> None:
     """Rewrite faults.jsonl as node1 would have written it with its clock OFFSET_S ahead."""
-    path = run_dir / st.FAULTS
-    events = [st.FaultEvent.model_validate_json(line) for line in path.read_text().splitlines()]
+    path = run_dir / runformat.FAULTS
+    events = [
+        runmodel.FaultEvent.model_validate_json(line) for line in path.read_text().splitlines()
+    ]
     shifted = []
     for event in events:
         update: dict[str, float] = {"clock_offset_s": OFFSET_S}
@@ -46,7 +49,7 @@ def _sweep(tmp: Path, shifted: bool) -> tuple[Path, Tables]:
     store = write_sample_sweep(tmp, DATA, CONFIG)
     if shifted:
         for run_dir in store.run_dirs():
-            if (run_dir / st.FAULTS).stat().st_size:
+            if (run_dir / runformat.FAULTS).stat().st_size:
                 _shift_node1(run_dir)
     return store.sweep_dir, build_tables(store.sweep_dir)
 
@@ -64,7 +67,7 @@ def _faulted(tables: Tables) -> pd.DataFrame:
 
 def test_the_offset_was_there_to_correct(sweeps: tuple[Tables, Tables, Path]) -> None:
     truth, skewed, _ = sweeps
-    raw = [st.FaultEvent.model_validate_json(line) for line in _faults_lines(sweeps[2])]
+    raw = [runmodel.FaultEvent.model_validate_json(line) for line in _faults_lines(sweeps[2])]
     assert raw and all(e.clock_offset_s == OFFSET_S for e in raw if e.node == "node1")
     assert len(_faulted(truth)) == len(_faulted(skewed)) > 0
 
@@ -73,7 +76,7 @@ def _faults_lines(folder: Path) -> list[str]:
     return [
         line
         for run_dir in st.RunStore.at(folder).run_dirs()
-        for line in (run_dir / st.FAULTS).read_text().splitlines()
+        for line in (run_dir / runformat.FAULTS).read_text().splitlines()
     ]
 
 

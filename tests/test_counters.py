@@ -13,7 +13,8 @@ import pytest
 
 from r2bench.figures.registry import draw_nic_traffic
 from r2bench.records.counters import read_counters_file
-from r2bench.records.store import FaultEvent, RunStore
+from r2bench.records.runmodel import FaultEvent
+from r2bench.records.store import RunStore
 from r2bench.records.tables import build_tables
 from r2bench.report.figures import run_windows
 from r2bench.report.html import build_report

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records import store as st
+from r2bench.records import runmodel
 from r2bench.records.evidence import IDLE_BYTES, Verdict
 from r2bench.records.metrics import lossless
 from r2bench.records.models import OutcomeStatus
@@ -49,13 +49,13 @@ def _rewrite_nic(run_dir: Path, node: str, nic: str, fn) -> None:  # type: ignor
 
 
 def _applied(run_dir: Path) -> float:
-    inject = next(f for f in st.load_run(run_dir).faults if f.action == "inject")
+    inject = next(f for f in runmodel.load_run(run_dir).faults if f.action == "inject")
     assert inject.applied_at is not None
     return inject.applied_at
 
 
 def test_a_real_cut_is_a_hit_with_its_numbers() -> None:
-    run = parse_run(st.load_run(HIT))
+    run = parse_run(runmodel.load_run(HIT))
     (ev,) = run.evidence
     assert ev.verdict is Verdict.HIT
     assert ev.target == "node1/nic3"
@@ -71,7 +71,7 @@ def test_a_real_cut_is_a_hit_with_its_numbers() -> None:
 def test_a_hung_run_cut_for_good_is_still_a_hit() -> None:
     """The collective the cut landed in never completed: no sample spans it, yet the NIC was
     busy up to the cut, and moved 0 bytes after it."""
-    (ev,) = parse_run(st.load_run(FOR_GOOD)).evidence
+    (ev,) = parse_run(runmodel.load_run(FOR_GOOD)).evidence
     assert ev.verdict is Verdict.HIT
     assert ev.after_bytes is not None and ev.after_bytes < 1e3 and ev.after_s > 10
 
@@ -87,7 +87,7 @@ def test_a_fault_on_an_idle_nic_is_without_effect(tmp_path: Path) -> None:
         "nic3",
         lambda t, tx, rx: (frozen.setdefault("tx", tx), frozen.setdefault("rx", rx)),
     )
-    run = parse_run(st.load_run(run_dir))
+    run = parse_run(runmodel.load_run(run_dir))
     (ev,) = run.evidence
     assert ev.verdict is Verdict.NO_TRAFFIC and ev.before_bytes == 0
     assert run.outcome is not None
@@ -114,7 +114,7 @@ def test_a_fault_that_did_not_cut_is_without_effect(tmp_path: Path) -> None:
         "nic3",
         lambda t, tx, rx: (rate * (t - applied + 100), rate * (t - applied + 100)),
     )
-    run = parse_run(st.load_run(run_dir))
+    run = parse_run(runmodel.load_run(run_dir))
     (ev,) = run.evidence
     assert ev.verdict is Verdict.NOT_CUT
     assert "went on at" in ev.line
@@ -125,7 +125,7 @@ def test_no_counters_is_unknown_and_changes_nothing(tmp_path: Path) -> None:
     run_dir = _copy(HIT, tmp_path)
     for path in run_dir.glob("node/*/counters.tsv"):
         path.unlink()
-    run = parse_run(st.load_run(run_dir))
+    run = parse_run(runmodel.load_run(run_dir))
     (ev,) = run.evidence
     assert ev.verdict is Verdict.UNKNOWN and "no counter samples" in ev.line
     assert run.outcome is not None and run.outcome.status is OutcomeStatus.OK
@@ -152,7 +152,7 @@ def test_the_sweep_records_the_same_outcome(tmp_path: Path) -> None:
     the records derive from the folder later."""
     run_dir = _copy(HIT, tmp_path)
     _rewrite_nic(run_dir, "node1", "nic3", lambda t, tx, rx: (7.0, 7.0))
-    record = st.load_run(run_dir)
+    record = runmodel.load_run(run_dir)
     assert record.end is not None and record.end.outcome is not None
     faults = [{"kind": "link_down", "node": "node1", "nic": "nic3", "params": {}}]
     outcome = evidence_outcome(
@@ -187,7 +187,7 @@ def test_lossless_rests_on_the_verification_when_there_is_one() -> None:
                     wrong_iterations=(), complete=True, samples=())  # fmt: skip
         return Verification(**{**base, **kw})  # type: ignore[arg-type]
 
-    run = parse_run(st.load_run(HIT))
+    run = parse_run(runmodel.load_run(HIT))
     run.verification = checked()
     ok = lossless(Inputs(run, "ok", run.windows))
     assert ok.value is True and "every element of every iteration on every rank" in ok.basis
@@ -265,7 +265,7 @@ def _proof_run(sweep: Path, prefix: str) -> Path:
 def test_the_verification_workload_on_a_gpu_under_a_real_cut() -> None:
     """Real runs on 2 H100s (namespace testbed): the workload times every iteration itself, so
     the evidence names the iteration the cut landed in, exactly."""
-    stock = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-stock-nic2-down-3s")))
+    stock = parse_run(runmodel.load_run(_proof_run(PROOF, "all_reduce-stock-nic2-down-3s")))
     (ev,) = stock.evidence
     assert ev.verdict is Verdict.HIT and ev.iteration is not None and ev.iteration.exact
     assert ev.iteration.size == 256 << 20
@@ -275,7 +275,7 @@ def test_the_verification_workload_on_a_gpu_under_a_real_cut() -> None:
     assert cols["lossless"] is True
     assert "every element of every iteration on every rank" in cols["lossless_basis"]
     # R-2CCL hung in the collective the cut landed in: it never completed, nothing is claimed.
-    hung = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m0-nic2-down-3s")))
+    hung = parse_run(runmodel.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m0-nic2-down-3s")))
     (ev,) = hung.evidence
     assert ev.verdict is Verdict.HIT and "which never completed" in ev.line
     cols = run_recovery(hung.record).columns()
@@ -285,12 +285,12 @@ def test_the_verification_workload_on_a_gpu_under_a_real_cut() -> None:
 def test_faults_that_hit_nothing_on_a_gpu_are_without_effect() -> None:
     """The NIC mode 2 masks carried 0 bytes; and a cut that came after the workload's last
     collective hit nothing either: both runs finished 0-wrong, neither counts as survived."""
-    masked = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m2-nic3-down-3s")))
+    masked = parse_run(runmodel.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m2-nic3-down-3s")))
     (ev,) = masked.evidence
     assert ev.verdict is Verdict.NO_TRAFFIC and ev.before_bytes == 0 and ev.live_bytes == 0
     assert masked.outcome is not None
     assert masked.outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
-    late = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")))
+    late = parse_run(runmodel.load_run(_proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")))
     (ev,) = late.evidence
     assert ev.verdict is Verdict.AFTER_LAST and "until the run ended" in ev.line
     assert late.outcome is not None
@@ -299,7 +299,7 @@ def test_faults_that_hit_nothing_on_a_gpu_are_without_effect() -> None:
 
 def test_the_checker_self_test_on_a_gpu_names_the_iteration() -> None:
     corrupted = [
-        parse_run(st.load_run(p))
+        parse_run(runmodel.load_run(p))
         for p in PROOF.iterdir()
         if p.is_dir() and '"R2B_VERIFY_CORRUPT": "3"' in (p / "spec.json").read_text()
     ]
@@ -314,7 +314,7 @@ def test_nccl_tests_under_the_same_cut_claim_no_lossless() -> None:
     run = _proof_run(PROOF_NT, "all_reduce-stock-nic2-down-3s")
     cols = run_recovery(run).columns()
     assert cols["lossless"] is None and "were not checked" in cols["lossless_reason"]
-    (ev,) = parse_run(st.load_run(run)).evidence
+    (ev,) = parse_run(runmodel.load_run(run)).evidence
     assert ev.verdict is Verdict.HIT and ev.iteration is not None and not ev.iteration.exact
 
 
@@ -323,10 +323,10 @@ def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
     from r2bench.records.verify import read_verification
 
     path = _proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")
-    record = st.load_run(path)
+    record = runmodel.load_run(path)
     assert record.end is not None and record.end.outcome is not None
     check = read_verification(path / "stdout.txt")
-    spec_faults = record.spec["faults"]
+    spec_faults = record.spec.faults
     end = record.end.ended_at or 0.0
     outcome = evidence_outcome(
         record.end.outcome, path, record.faults, spec_faults, end, check, "node0"
@@ -338,7 +338,7 @@ def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
 def test_the_collective_a_cut_left_hanging_is_in_the_traffic_table() -> None:
     """R-2CCL hung in the iteration the cut landed in: the table shows it, cut short, with the
     faulted NIC's share up to the cut and the other NICs' going on."""
-    run = parse_run(st.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m2-nic2-down-3s")))
+    run = parse_run(runmodel.load_run(_proof_run(PROOF, "all_reduce-r2ccl-m2-nic2-down-3s")))
     cut = [t for t in run.traffic if not t.completed]
     assert cut and {t.iteration for t in cut} == {26}  # after the 26 completed ones (0-25)
     nic2 = next(t for t in cut if (t.node, t.nic) == ("node1", "nic2"))

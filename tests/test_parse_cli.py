@@ -181,10 +181,10 @@ def test_import_dir_makes_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: 
     rec = store.load(killed[0])
     assert rec.end is not None and rec.end.outcome.status.value == "crashed"
     assert rec.provenance["imported_from"].endswith("all_reduce_perf.killed.warn.txt")
-    assert rec.spec["collective"] == "all_reduce" and rec.spec["nodes"] == ["vm"]
+    assert rec.spec.collective == "all_reduce" and rec.spec.nodes == ["vm"]
     paired = store.load(next(r for r in runs if "socket.I1" in r))
     assert paired.file("result.json") and paired.file("stdout.txt")
-    assert (paired.spec["size_begin"], paired.spec["size_end"], paired.spec["size_factor"]) == (
+    assert (paired.spec.size_begin, paired.spec.size_end, paired.spec.size_factor) == (
         1048576,
         67108864,
         8,

@@ -71,7 +71,7 @@ def test_thin_baseline_is_a_reason_and_the_sweep_fills_it(tmp_path: Path) -> Non
     assert "too few measurements" in cols["degraded_ratio_reason"]
     sweep = tmp_path / "qs"
     shutil.copytree(SWEEP, sweep)
-    frame = rc.sweep_recovery(sweep).set_index("run_id")
+    frame = build_tables(sweep).runs.set_index("run_id")
     ratio = frame.loc[M2.name, "degraded_ratio"]
     assert 0.5 < ratio < 1.0
     assert "fault-free runs" in frame.loc[M2.name, "degraded_ratio_basis"]

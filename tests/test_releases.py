@@ -128,7 +128,7 @@ def test_json_twin_paired_by_its_writing_line(tmp_path: Path, release: str, stem
     assert len(report.imported) == 1
     rec = RunStore(tmp_path / "results", "twins").load(report.imported[0][0])
     assert rec.provenance["library_basis"] == "NCCL version 2.28.9 printed, no R2CC log line"
-    assert rec.spec["collective"] == stem.split("_perf")[0]
+    assert rec.spec.collective == stem.split("_perf")[0]
 
 
 def test_file_name_with_a_prefix_still_names_the_collective(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_file_name_with_a_prefix_still_names_the_collective(tmp_path: Path) -> N
     shutil.copy2(DATA / "v2.13.13" / "all_gather_perf.g2.c1.txt", logs / "run2_all_gather_perf.txt")
     report = import_dir(logs, tmp_path / "results", "prefixed")
     store = RunStore(tmp_path / "results", "prefixed")
-    named = sorted(store.load(run_id).spec["collective"] for run_id, _ in report.imported)
+    named = sorted(store.load(run_id).spec.collective for run_id, _ in report.imported)
     assert named == ["all_gather", "all_reduce"]
 
 

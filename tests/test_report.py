@@ -12,6 +12,7 @@ import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.commands.records import report_command
+from r2bench.records import runformat
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, rebuild
 from r2bench.report import export
@@ -158,13 +159,13 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     run_id = next(store.complete_runs())
     folder = st.RunFolder(store.run_dir(run_id))
     rec = store.load(run_id)
-    prov = json.loads((folder.path / st.PROVENANCE).read_text())
+    prov = json.loads((folder.path / runformat.PROVENANCE).read_text())
     prov["env"]["EVIL"] = HOSTILE_IMG
     prov["hostnames"].append(HOSTILE_IMG)
-    (folder.path / st.PROVENANCE).write_text(json.dumps(prov))
+    (folder.path / runformat.PROVENANCE).write_text(json.dumps(prov))
     line = f"{HOSTILE_HOST}:1:2 [0] NCCL WARN NET/Socket : {HOSTILE_IMG} Connection reset by peer"
     folder.write_stderr(line + "\n")
-    (folder.path / st.EVENTS).unlink()  # events are parsed again from stdout and stderr
+    (folder.path / runformat.EVENTS).unlink()  # events are parsed again from stdout and stderr
     assert rec.complete
     out = results / "hostile.html"
     assert report_command(store.sweep_dir, out, None) == 0
@@ -194,7 +195,9 @@ def test_hostile_log_line_reaches_the_report_as_text(hostile: tuple[Path, str]) 
 
 def write_run(store: st.RunStore, run_id: str, stdout: bytes | None, result: bytes | None) -> None:
     folder = store.create(run_id)
-    (folder.path / st.SPEC).write_text(json.dumps({"collective": "all_reduce", "scenario": "x"}))
+    (folder.path / runformat.SPEC).write_text(
+        json.dumps({"collective": "all_reduce", "scenario": "x"})
+    )
     if stdout is not None:
         folder.write_stdout(stdout)
     if result is not None:
@@ -212,8 +215,8 @@ def test_bad_run_folders_never_crash_the_report(tmp_path: Path) -> None:
     write_run(
         store, "json-cut", None, (DATA / "all_reduce_perf.socket.I1.json").read_bytes()[:5000]
     )
-    (store.run_dir("nothing") / st.SPEC).write_bytes(b"\x89PNG not json")
-    (store.run_dir("empty") / st.OUTCOME).write_text('{"outcome": {"status": "exploded"}}')
+    (store.run_dir("nothing") / runformat.SPEC).write_bytes(b"\x89PNG not json")
+    (store.run_dir("empty") / runformat.OUTCOME).write_text('{"outcome": {"status": "exploded"}}')
     store.create("no-complete-marker").write_stdout(text)
     assert report_command(store.sweep_dir, None, None) == 0
     page = (store.sweep_dir / "report.html").read_text()
@@ -226,9 +229,11 @@ def test_bad_run_folders_never_crash_the_report(tmp_path: Path) -> None:
 def test_huge_output_in_a_run_folder(tmp_path: Path) -> None:
     store = st.RunStore(tmp_path, "huge")
     folder = store.create("huge-run")
-    (folder.path / st.SPEC).write_text(json.dumps({"collective": "all_reduce", "scenario": "x"}))
+    (folder.path / runformat.SPEC).write_text(
+        json.dumps({"collective": "all_reduce", "scenario": "x"})
+    )
     noise = b"vm:2537:2554 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/Socket/0\n" * 16384
-    with (folder.path / st.STDOUT).open("wb") as out:
+    with (folder.path / runformat.STDOUT).open("wb") as out:
         out.write((DATA / "all_reduce_perf.socket.c1.txt").read_bytes())
         while out.tell() < 100 << 20:
             out.write(noise)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from r2bench.records import store as st
+from r2bench.records import runformat, runmodel
 from r2bench.records.importer import import_dir
 from r2bench.records.run import fault_windows as run_fault_windows
 from r2bench.records.run import transport_of
-from r2bench.records.store import FaultEvent
+from r2bench.records.runmodel import FaultEvent
 from r2bench.records.tables import WINDOW_COLUMNS, Tables, build_tables, rebuild
 from r2bench.report.figures import (
     NO_BASELINE,
@@ -301,7 +301,7 @@ def test_new_fault_fields_reach_the_events_table(tmp_path: Path) -> None:
 
     store = write_sample_sweep(tmp_path, DATA, SampleConfig(modes=("1",), repeats=1, sizes=8))
     run = next(r for r in store.records() if r.faults)
-    extra = st.FaultEvent(
+    extra = runmodel.FaultEvent(
         action="inject",
         fault=0,
         kind="link_down",
@@ -315,7 +315,7 @@ def test_new_fault_fields_reach_the_events_table(tmp_path: Path) -> None:
         verified_at=5.1,
         clock_offset_s=0.01,
     )
-    (run.path / st.FAULTS).write_text(
+    (run.path / runformat.FAULTS).write_text(
         "".join(f.model_dump_json() + "\n" for f in [*run.faults, extra])
     )
     tables = build_tables(store.sweep_dir)

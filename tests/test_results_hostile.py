@@ -16,7 +16,7 @@ from sample_sweep import SampleConfig, write_sample_sweep
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.records import store as st
+from r2bench.records import runformat, runmodel
 
 CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
 SMALL = {"modes": (None, "1"), "scenarios": ("none",), "repeats": 5, "sizes": 3, "iterations": 6}
@@ -53,7 +53,7 @@ def test_candidate_whose_every_run_was_cut_off_fails_the_gate(
 ) -> None:
     cut = _copy(baseline, tmp_path, "cut")
     for run in cut.iterdir():
-        (run / st.COMPLETE).unlink()
+        (run / runformat.COMPLETE).unlink()
     md, xml = tmp_path / "c.md", tmp_path / "c.xml"
     code, out = _cli("compare", str(baseline), str(cut), "--markdown", str(md), "--junit", str(xml))
     assert code == 1, out
@@ -80,7 +80,7 @@ def test_missing_cells_fail_the_gate_and_are_named(baseline: Path, tmp_path: Pat
 
 def test_one_cut_off_run_of_a_series_fails_the_gate(baseline: Path, tmp_path: Path) -> None:
     cand = _copy(baseline, tmp_path, "one-cut")
-    (sorted(cand.iterdir())[0] / st.COMPLETE).unlink()
+    (sorted(cand.iterdir())[0] / runformat.COMPLETE).unlink()
     code, out = _cli("compare", str(baseline), str(cand), "--allow-undecided")
     assert code == 1, out
     assert "1 of 5 candidate runs did not finish" in out
@@ -93,7 +93,7 @@ def test_moved_aside_attempts_of_a_resumed_sweep_do_not_fail_the_gate(
     run = sorted(cand.iterdir())[0]
     aside = run.with_name(run.name + ".incomplete-1")
     shutil.copytree(run, aside)
-    (aside / st.COMPLETE).unlink()
+    (aside / runformat.COMPLETE).unlink()
     code, out = _cli("compare", str(baseline), str(cand), "--allow-undecided")
     assert code == 0, out
 
@@ -241,7 +241,7 @@ def test_a_refused_twin_never_costs_the_run_its_text_rows(
     assert runs.count('"ok"') == 3, runs  # the run with the refused twin included
     from r2bench.records.run import parse_run
 
-    parsed = parse_run(st.load_run(target.parent)).parsed
+    parsed = parse_run(runmodel.load_run(target.parent)).parsed
     assert parsed.rows, "the text output's rows were dropped"
     assert any(expect in w and "the text output's results are used" in w for w in parsed.warnings)
 
@@ -265,9 +265,9 @@ def test_spec_that_is_a_folder_or_too_large_is_reported_not_blanked(
 ) -> None:
     sweep = _copy(good, tmp_path, "sweep")
     first, second = sorted(sweep.iterdir())[:2]
-    (first / st.SPEC).unlink()
-    (first / st.SPEC).mkdir()
-    (second / st.SPEC).write_text(" " * (17 * 1024 * 1024) + "{}")
+    (first / runformat.SPEC).unlink()
+    (first / runformat.SPEC).mkdir()
+    (second / runformat.SPEC).write_text(" " * (17 * 1024 * 1024) + "{}")
     code, out = _cli("report", str(sweep))
     assert code == 0, out
     assert f"{first}/spec.json: not a regular file" in out
@@ -277,7 +277,7 @@ def test_spec_that_is_a_folder_or_too_large_is_reported_not_blanked(
 def test_sweep_with_no_complete_run_is_reported(good: Path, tmp_path: Path) -> None:
     sweep = _copy(good, tmp_path, "cut")
     for run in sweep.iterdir():
-        (run / st.COMPLETE).unlink()
+        (run / runformat.COMPLETE).unlink()
     code, out = _cli("report", str(sweep))
     assert code == 0, out
     assert "3 runs" in out and (sweep / "report.html").is_file()
@@ -314,8 +314,8 @@ def _outside(tmp_path: Path, good: Path) -> Path:
     (out / "nodes" / "vm").mkdir(parents=True)
     (out / "nodes" / "vm" / "counters.tsv").write_text(OUTSIDE_MARK + "\n")
     shutil.copytree(sorted(good.iterdir())[0], out / "run")
-    spec = json.loads((out / "run" / st.SPEC).read_text())
-    (out / "run" / st.SPEC).write_text(json.dumps({**spec, "run_id": OUTSIDE_MARK}))
+    spec = json.loads((out / "run" / runformat.SPEC).read_text())
+    (out / "run" / runformat.SPEC).write_text(json.dumps({**spec, "run_id": OUTSIDE_MARK}))
     (out / "stderr.txt").write_text(f"vm:1:1 [0] NCCL WARN {OUTSIDE_MARK} ibv_poll_cq error\n" * 3)
     for name in ("victim.html", "victim.json", "victim.svg", "victim.parquet"):
         (out / name).write_text(OUTSIDE_MARK + "\n")
@@ -331,18 +331,18 @@ def test_links_at_every_level_of_a_results_tree_lead_nowhere(good: Path, tmp_pat
     (sweep / "report.html").symlink_to(outside / "victim.html")  # the report file
     (sweep / "figures").symlink_to(outside / "figs")
     (sweep / "zz-linked-run").symlink_to(outside / "run")  # a run folder
-    (first / st.STDERR).unlink()
-    (first / st.STDERR).symlink_to(outside / "stderr.txt")  # files in a run folder
-    (first / st.EVENTS).unlink()
+    (first / runformat.STDERR).unlink()
+    (first / runformat.STDERR).symlink_to(outside / "stderr.txt")  # files in a run folder
+    (first / runformat.EVENTS).unlink()
     (second / "node").symlink_to(outside / "nodes")  # a folder in a run folder
-    (third / st.PROVENANCE).unlink()
-    (third / st.PROVENANCE).symlink_to(outside / "victim.json")
+    (third / runformat.PROVENANCE).unlink()
+    (third / runformat.PROVENANCE).symlink_to(outside / "victim.json")
 
     code, out = _cli("report", str(sweep), "--format", "svg")
     assert code == 0, out
     assert f"{sweep / 'tables'}: leads outside {sweep}" in out
     assert f"{sweep / 'zz-linked-run'}: a link that leads outside the sweep folder" in out
-    for path in (first / st.STDERR, second / "node", third / st.PROVENANCE):
+    for path in (first / runformat.STDERR, second / "node", third / runformat.PROVENANCE):
         assert f"{path}: a link that leads outside the run folder; refusing to read it" in out
     code, out = _cli("figures", str(sweep))
     assert code == 2 and f"{sweep / 'figures'}: leads outside {sweep}" in out, out
@@ -392,18 +392,18 @@ def test_non_finite_or_negative_result_values_are_left_out_and_named(
 
     sweep = _copy(good, tmp_path, "values")
     run = sorted(sweep.iterdir())[0]
-    (run / st.STDOUT).unlink()  # the -J file alone holds the numbers
-    doc = json.loads((run / st.RESULT_JSON).read_text())
+    (run / runformat.STDOUT).unlink()  # the -J file alone holds the numbers
+    doc = json.loads((run / runformat.RESULT_JSON).read_text())
     doc["results"][0]["out_of_place"]["bus_bw"] = "__VALUE__"
     doc["results"][0]["out_of_place"]["nwrong"] = "__VALUE__"
     text = json.dumps(doc).replace('"__VALUE__"', value)
-    (run / st.RESULT_JSON).write_text(text)
+    (run / runformat.RESULT_JSON).write_text(text)
     tables = build_tables(sweep)
     mine = tables.results[tables.results["run_id"] == run.name]
     busbw, wrong = mine["busbw_gbps"].dropna(), mine["wrong"].dropna()
     assert (busbw >= 0).all() and busbw.map(math.isfinite).all() and (wrong >= 0).all()
     warned = [w for w in tables.warnings if run.name in w]
-    if any(f"{run / st.RESULT_JSON}: a value it cannot hold" in w for w in warned):
+    if any(f"{run / runformat.RESULT_JSON}: a value it cannot hold" in w for w in warned):
         assert mine.empty  # the parser refused the file: the run is skipped, named
     else:
         assert len(mine) and any("result values not finite or negative" in w for w in warned), (

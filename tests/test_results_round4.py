@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from r2bench.cli import app
 from r2bench.compare.provenance import compare_provenance, sweep_facts
 from r2bench.compare.samples import load_sweep
-from r2bench.records import rowcache
+from r2bench.records import rowcache, runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.tables import Tables, build_tables, rebuild
 
@@ -108,7 +108,7 @@ def test_import_from_a_folder_named_in_any_script_makes_that_sweep(
 
 
 def _fresh(sweep: Path) -> Tables:
-    shutil.rmtree(sweep / st.TABLES_DIR, ignore_errors=True)
+    shutil.rmtree(sweep / runformat.TABLES_DIR, ignore_errors=True)
     return build_tables(sweep)
 
 
@@ -117,9 +117,9 @@ def _linked_stdout(sweep: Path, into: str) -> tuple[str, Path]:
     run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
     target = run / into
     target.parent.mkdir(parents=True, exist_ok=True)
-    (run / st.STDOUT).rename(target)
-    (run / st.STDOUT).symlink_to(target.relative_to(run))
-    return str(st.spec_run_id(run)), target
+    (run / runformat.STDOUT).rename(target)
+    (run / runformat.STDOUT).symlink_to(target.relative_to(run))
+    return str(runmodel.spec_run_id(run)), target
 
 
 def _rewrite_in_place(target: Path) -> None:
@@ -154,10 +154,10 @@ def test_a_linked_node_folder_rewritten_in_place_is_parsed_again(
     run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
     first = rebuild(sweep).build_key
     (run / "elsewhere" / "n0").mkdir(parents=True)
-    if (run / st.NODE_DIR).exists():
-        (run / st.NODE_DIR).rename(run / "elsewhere" / "n0" / "node")
+    if (run / runformat.NODE_DIR).exists():
+        (run / runformat.NODE_DIR).rename(run / "elsewhere" / "n0" / "node")
     (run / "elsewhere" / "n0" / "node").mkdir(exist_ok=True)
-    (run / st.NODE_DIR).symlink_to("elsewhere/n0/node")
+    (run / runformat.NODE_DIR).symlink_to("elsewhere/n0/node")
     second = rebuild(sweep).build_key
     assert second != first
     log = run / "elsewhere" / "n0" / "node" / "counters.tsv"
@@ -169,8 +169,8 @@ def test_a_link_loop_in_a_run_folder_costs_only_its_rows(good: Path, tmp_path: P
     sweep = _copy(good, tmp_path / "s")
     run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
     (run / "loop").symlink_to("loop")
-    (run / st.NODE_DIR).mkdir(exist_ok=True)
-    (run / st.NODE_DIR / "up").symlink_to("..")
+    (run / runformat.NODE_DIR).mkdir(exist_ok=True)
+    (run / runformat.NODE_DIR / "up").symlink_to("..")
     assert len(rebuild(sweep).runs) == len(_fresh(sweep).runs)
 
 
@@ -193,7 +193,7 @@ def test_kept_rows_of_the_wrong_shape_are_ignored_and_rebuilt(
 ) -> None:
     sweep = _copy(good, tmp_path / "s")
     cold = rebuild(sweep)
-    for path in sorted((sweep / st.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json")):
+    for path in sorted((sweep / runformat.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json")):
         doc = json.loads(path.read_text())
         rows = doc["rows"][table]
         if table == "runs":
@@ -210,7 +210,7 @@ def test_kept_rows_of_the_wrong_shape_are_ignored_and_rebuilt(
 def test_kept_rows_cut_short_or_reordered_are_ignored(good: Path, tmp_path: Path) -> None:
     sweep = _copy(good, tmp_path / "s")
     cold = rebuild(sweep)
-    paths = sorted((sweep / st.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json"))
+    paths = sorted((sweep / runformat.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json"))
     paths[0].write_bytes(paths[0].read_bytes()[:-100])
     doc = json.loads(paths[1].read_text())
     paths[1].write_text(json.dumps({"rows": doc["rows"], **doc}))  # same data, keys moved
@@ -223,9 +223,9 @@ def test_kept_rows_cut_short_or_reordered_are_ignored(good: Path, tmp_path: Path
 
 
 def _drop_from_spec(run: Path, field: str) -> None:
-    spec = json.loads((run / st.SPEC).read_text())
+    spec = json.loads((run / runformat.SPEC).read_text())
     spec.pop(field, None)
-    (run / st.SPEC).write_text(json.dumps(spec))
+    (run / runformat.SPEC).write_text(json.dumps(spec))
 
 
 @pytest.mark.parametrize("unnamed", [1, 3])
@@ -263,7 +263,7 @@ def _sparse(path: Path, size: int) -> None:
         handle.truncate(size)
 
 
-@pytest.mark.parametrize("name", [st.FAULTS, st.EVENTS])
+@pytest.mark.parametrize("name", [runformat.FAULTS, runformat.EVENTS])
 @pytest.mark.parametrize("content", ["zeros", "lines"])
 def test_a_1gib_jsonl_side_file_is_refused_fast_and_named(
     good: Path, tmp_path: Path, name: str, content: str
@@ -273,14 +273,14 @@ def test_a_1gib_jsonl_side_file_is_refused_fast_and_named(
     if content == "zeros":
         _sparse(run / name, 1 << 30)
     else:  # valid-looking lines past the cap (a real file written by a runaway loop)
-        fault = st.FaultEvent(action="inject", fault=0, kind="nic_down", node="n0")
-        line = (fault.model_dump_json() if name == st.FAULTS else "{}").encode() + b"\n"
+        fault = runmodel.FaultEvent(action="inject", fault=0, kind="nic_down", node="n0")
+        line = (fault.model_dump_json() if name == runformat.FAULTS else "{}").encode() + b"\n"
         with (run / name).open("wb") as handle:
-            handle.write(line * ((st.JSONL_LIMIT // len(line)) + 10))
+            handle.write(line * ((runmodel.JSONL_LIMIT // len(line)) + 10))
     tracemalloc.start()
     start = time.monotonic()
     try:
-        record = st.load_run(run)
+        record = runmodel.load_run(run)
         events = record.events()
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -302,7 +302,7 @@ def test_a_hostile_ib_timeout_in_a_run_s_environment_never_kills_the_report(
     # `import` ends in the same rebuild as `report`: one test covers both.
     sweep = _copy(good, tmp_path / "s")
     for run in st.RunStore.at(sweep).run_dirs():
-        for name in (st.SPEC, st.PROVENANCE):
+        for name in (runformat.SPEC, runformat.PROVENANCE):
             doc = json.loads((run / name).read_text())
             doc.setdefault("env", {}).update(NCCL_IB_TIMEOUT=value, NCCL_IB_RETRY_CNT=value)
             (run / name).write_text(json.dumps(doc))

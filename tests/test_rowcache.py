@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records import rowcache
+from r2bench.records import rowcache, runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.tables import BUILD_FILE, Tables, build_tables, rebuild
 
@@ -27,7 +27,7 @@ def _equal(a: Tables, b: Tables) -> None:
 
 
 def _kept(sweep: Path) -> list[Path]:
-    return sorted((sweep / st.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json"))
+    return sorted((sweep / runformat.TABLES_DIR / rowcache.CACHE_DIR).glob("*.json"))
 
 
 def test_kept_rows_give_the_same_tables(sweep: Path) -> None:
@@ -40,15 +40,15 @@ def test_kept_rows_give_the_same_tables(sweep: Path) -> None:
 
 def test_build_tables_alone_keeps_nothing(sweep: Path) -> None:
     build_tables(sweep)
-    assert not (sweep / st.TABLES_DIR).exists()
+    assert not (sweep / runformat.TABLES_DIR).exists()
 
 
 def test_a_changed_run_is_parsed_again(sweep: Path) -> None:
     before = rebuild(sweep)
     run = next(p for p in st.RunStore.at(sweep).run_dirs() if "r2ccl" in p.name)
-    run_id = st.spec_run_id(run)
+    run_id = runmodel.spec_run_id(run)
     assert (before.iterations["run_id"] == run_id).sum() > 0
-    (run / st.RESULT_JSON).unlink()  # the per-iteration times are in the -J file only
+    (run / runformat.RESULT_JSON).unlink()  # the per-iteration times are in the -J file only
     after = build_tables(sweep)
     assert after.build_key != before.build_key
     assert (after.iterations["run_id"] == run_id).sum() == 0
@@ -73,7 +73,7 @@ def test_rows_made_by_other_code_or_tampered_with_are_not_used(
 
 def test_tables_built_from_the_same_runs_are_not_written_again(sweep: Path) -> None:
     rebuild(sweep)
-    tables = sweep / st.TABLES_DIR
+    tables = sweep / runformat.TABLES_DIR
     stamps = {p.name: p.stat().st_mtime_ns for p in tables.glob("*.*")}
     rebuild(sweep)
     assert {p.name: p.stat().st_mtime_ns for p in tables.glob("*.*")} == stamps
@@ -84,8 +84,8 @@ def test_tables_built_from_the_same_runs_are_not_written_again(sweep: Path) -> N
 
 
 def test_rows_that_cannot_be_kept_only_cost_the_parse(sweep: Path) -> None:
-    (sweep / st.TABLES_DIR).mkdir()
-    (sweep / st.TABLES_DIR / rowcache.CACHE_DIR).write_text("a file where the folder goes\n")
+    (sweep / runformat.TABLES_DIR).mkdir()
+    (sweep / runformat.TABLES_DIR / rowcache.CACHE_DIR).write_text("a file where the folder goes\n")
     assert len(build_tables(sweep, keep=True).runs) == 4
     assert not _kept(sweep)
 
@@ -93,7 +93,7 @@ def test_rows_that_cannot_be_kept_only_cost_the_parse(sweep: Path) -> None:
 def test_a_symlinked_tables_folder_gets_no_kept_rows(sweep: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    (sweep / st.TABLES_DIR).symlink_to(outside)
+    (sweep / runformat.TABLES_DIR).symlink_to(outside)
     tables = build_tables(sweep, keep=True)
     assert len(tables.runs) == 4
     assert not any(outside.rglob("*"))

@@ -11,14 +11,17 @@ import pytest
 from captures import top_level_copy
 from sample_sweep import SampleConfig, write_sample_sweep
 
+from r2bench import safeio
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.events import parse_events
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.provenance import collect, git_state, nccl_version_text, redact_env
 from r2bench.records.tables import INVALID, build_tables
+from r2bench.testbeds.yamlio import write_text_atomic
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 
@@ -45,8 +48,8 @@ def spec(repeat: int = 0) -> RunSpec:
     )
 
 
-def ok_end() -> st.RunEnd:
-    return st.RunEnd(
+def ok_end() -> runmodel.RunEnd:
+    return runmodel.RunEnd(
         outcome=Outcome(status=OutcomeStatus.OK, reason="fine"),
         exit_code=0,
         started_at=10.0,
@@ -63,7 +66,7 @@ def test_a_full_run_round_trips(tmp_path: Path) -> None:
     folder.write_stderr("")
     folder.write_result_json(b"{}")
     folder.write_events(parse_events(text))
-    fault = st.FaultEvent(action="inject", fault=0, kind="link_down", node="node1", time=5.0)
+    fault = runmodel.FaultEvent(action="inject", fault=0, kind="link_down", node="node1", time=5.0)
     folder.write_faults([fault])
     folder.write_node_file("node1", "counters/mlx5_0.txt", "port_xmit_data 4\n")
     folder.write_outcome(ok_end())
@@ -72,8 +75,11 @@ def test_a_full_run_round_trips(tmp_path: Path) -> None:
     assert store.is_complete(s.run_id)
 
     rec = store.load(s.run_id)
-    assert rec.complete and rec.spec["run_id"] == s.run_id
-    assert RunSpec.model_validate({k: v for k, v in rec.spec.items() if k != "run_id"}) == s
+    assert rec.complete and rec.spec.run_id == s.run_id
+    assert (
+        RunSpec.model_validate({k: v for k, v in rec.spec.model_dump().items() if k != "run_id"})
+        == s
+    )
     assert rec.end == ok_end()
     assert rec.faults == [fault]
     assert [e.kind for e in rec.events()] == [e.kind for e in parse_events(text)]
@@ -94,17 +100,23 @@ def test_files_are_written_through_a_temporary_and_a_rename(
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
-        st.atomic_write(target, "new")
+        safeio.atomic_write(target, "new")
     assert target.read_text() == "old"  # never half-written
     assert os.listdir(tmp_path) == ["outcome.json"]  # the temporary is cleaned up
 
 
 def test_files_get_normal_permissions(tmp_path: Path) -> None:
-    st.atomic_write(tmp_path / "a.txt", "x")
+    safeio.atomic_write(tmp_path / "a.txt", "x")
     mode = stat.S_IMODE((tmp_path / "a.txt").stat().st_mode)
     umask = os.umask(0o022)
     os.umask(umask)
     assert mode == 0o666 & ~umask
+
+
+def test_a_file_written_with_a_mode_gets_it(tmp_path: Path) -> None:
+    write_text_atomic(tmp_path / "testbed.yaml", "nodes: []\n")
+    assert stat.S_IMODE((tmp_path / "testbed.yaml").stat().st_mode) == 0o600
+    assert (tmp_path / "testbed.yaml").read_text() == "nodes: []\n"
 
 
 def test_complete_is_the_last_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,34 +176,34 @@ def test_unreadable_parts_load_as_empty(tmp_path: Path) -> None:
     (folder.path / "outcome.json").write_bytes(b"\x00\xff")
     (folder.path / "faults.jsonl").write_text('{"action": "inject"}\nnonsense\n')
     rec = store.load("r1")
-    assert (rec.spec, rec.end, rec.faults, rec.complete) == ({}, None, [], False)
+    assert (rec.spec, rec.end, rec.faults, rec.complete) == (runmodel.SpecFields(), None, [], False)
 
 
 def _set_format(run_dir: Path, value: object) -> dict[str, object]:
     """Rewrite a run's spec.json with `format` set to `value` (removed for None)."""
-    data = json.loads((run_dir / st.SPEC).read_text())
+    data = json.loads((run_dir / runformat.SPEC).read_text())
     data.pop("format", None)
     if value is not None:
         data["format"] = value
-    (run_dir / st.SPEC).write_text(json.dumps(data))
+    (run_dir / runformat.SPEC).write_text(json.dumps(data))
     return data
 
 
 def test_run_folders_carry_the_format_they_were_written_in(tmp_path: Path) -> None:
     store = st.RunStore(tmp_path, "sweep")
     folder = store.start(spec())
-    written = json.loads((folder.path / st.SPEC).read_text())
-    assert written["format"] == st.RUN_FORMAT == 1
+    written = json.loads((folder.path / runformat.SPEC).read_text())
+    assert written["format"] == runformat.RUN_FORMAT == 1
     rec = store.load(folder.run_id)
-    assert rec.problems == () and rec.spec == written
+    assert rec.problems == () and rec.spec.model_dump() == written
 
 
 def test_imported_runs_carry_the_format_too(tmp_path: Path) -> None:
     report = import_dir(top_level_copy(tmp_path / "captured"), tmp_path / "results", "imp")
-    runs = [p for p in report.sweep_dir.iterdir() if (p / st.SPEC).is_file()]
+    runs = [p for p in report.sweep_dir.iterdir() if (p / runformat.SPEC).is_file()]
     assert runs
     for run in runs:
-        assert json.loads((run / st.SPEC).read_text())["format"] == st.RUN_FORMAT
+        assert json.loads((run / runformat.SPEC).read_text())["format"] == runformat.RUN_FORMAT
 
 
 @pytest.mark.parametrize("value", [None, 0])
@@ -200,8 +212,8 @@ def test_folders_written_before_the_format_read_as_format_0(tmp_path: Path, valu
     folder = store.start(spec())
     data = _set_format(folder.path, value)
     rec = store.load(folder.run_id)
-    assert rec.problems == () and rec.spec == data
-    assert st.run_format(rec.spec) == 0
+    assert rec.problems == () and rec.spec.model_dump() == data
+    assert runformat.run_format(rec.spec.model_dump()) == 0
 
 
 @pytest.mark.parametrize(
@@ -215,11 +227,11 @@ def test_a_format_this_r2bench_does_not_know_is_a_problem_of_that_run(
     newer, *others = sorted(store.run_dirs())
     _set_format(newer, value)
 
-    rec = st.load_run(newer)
-    expected = f"{newer / st.SPEC}: format: {shown}"
+    rec = runmodel.load_run(newer)
+    expected = f"{newer / runformat.SPEC}: format: {shown}"
     assert len(rec.problems) == 1 and rec.problems[0].startswith(expected), rec.problems
     assert "written by a newer r2bench; upgrade r2bench to read it" in rec.problems[0]
-    assert (rec.spec, rec.provenance, rec.end, rec.faults) == ({}, {}, None, [])
+    assert (rec.spec, rec.provenance, rec.end, rec.faults) == (runmodel.SpecFields(), {}, None, [])
 
     tables = build_tables(store.sweep_dir, workers=1)
     runs = tables.runs.set_index("run_id")
@@ -285,3 +297,14 @@ def test_nccl_version_text() -> None:
     assert nccl_version_text(22803) == "2.28.3"
     assert nccl_version_text(2708) == "2.7.8"
     assert nccl_version_text(None) is None
+
+
+def test_the_spec_read_back_is_the_run_spec_written() -> None:
+    """spec.json is read back typed: every field the readers use is a RunSpec field, and a
+    RunSpec written comes back with the same values."""
+    assert set(runmodel.SpecFields.model_fields) <= set(RunSpec.model_fields) | {"run_id"}
+    s = spec()
+    back = runmodel.SpecFields.model_validate(json.loads(s.model_dump_json()))
+    assert back.run_id == s.run_id and back.collective == s.collective
+    assert back.nodes == list(s.nodes) and back.env == s.env and back.repeat == s.repeat
+    assert back.library is not None and back.library.recipe == s.library.recipe

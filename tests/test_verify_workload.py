@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from r2bench.commands.records import parse_command
-from r2bench.records import store as st
+from r2bench.records import runformat, runmodel
 from r2bench.records.events import parse_events
 from r2bench.records.models import Evidence, Outcome, OutcomeStatus
 from r2bench.records.nccltests.text import ends_complete, parse_text
@@ -65,9 +65,11 @@ def test_captured_self_test_is_wrong_results_naming_the_iteration() -> None:
 def test_parse_run_attaches_the_verification(tmp_path: Path) -> None:
     run_dir = tmp_path / "all_reduce-stock-none-r0-0000000000"
     run_dir.mkdir()
-    shutil.copy(CORRUPT, run_dir / st.STDOUT)
+    shutil.copy(CORRUPT, run_dir / runformat.STDOUT)
     shutil.copy(CORRUPT_ERR, run_dir / "stderr.txt")
-    record = st.RunRecord(run_dir.name, run_dir, True, {"collective": "all_reduce"}, {}, None, [])
+    record = runmodel.RunRecord(
+        run_dir.name, run_dir, True, runmodel.SpecFields(collective="all_reduce"), {}, None, []
+    )
     run = parse_run(record)
     assert run.verification is not None and run.verification.wrong_iterations == (3,)
     assert run.outcome is not None and run.outcome.status is OutcomeStatus.WRONG_RESULTS

@@ -22,6 +22,7 @@ import pandas as pd
 
 from r2bench.compare.samples import SweepData
 from r2bench.errors import InputError
+from r2bench.records import runmodel
 from r2bench.records import store as st
 from r2bench.records.importer import IMPORTED_TESTBED
 
@@ -72,7 +73,7 @@ def _testbeds(sweep: SweepData) -> list[object]:
     know none)."""
     names: list[object] = []
     for run_dir in st.RunStore.at(sweep.path).run_dirs() if sweep.path.is_dir() else []:
-        name = st.load_run(run_dir).spec.get("testbed")
+        name = runmodel.load_run(run_dir).spec.testbed
         names.append(name if isinstance(name, str) and name != IMPORTED_TESTBED else None)
     return names
 

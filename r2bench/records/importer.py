@@ -25,6 +25,7 @@ from typing import Any
 
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.events import read_events
 from r2bench.records.models import Event, EventKind, Outcome, ParsedNcclTests
@@ -90,10 +91,10 @@ def _input_files(directory: Path) -> list[Path]:
     out: list[Path] = []
     for root, dirs, files in os.walk(directory):
         here = Path(root)
-        if st.SPEC in files and here != directory:
+        if runformat.SPEC in files and here != directory:
             dirs[:] = []
             continue
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != st.TABLES_DIR)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != runformat.TABLES_DIR)
         out += [here / f for f in files if not f.startswith(".")]
     return sorted(out)
 
@@ -380,7 +381,7 @@ def _import_run(
         return "", "no nccl-tests output and no NCCL/MPI event in it"
     spec = reconstruct_spec(logs, parsed, store.sweep, repeat, events, source)
     note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
-    outcome = classify(None, parsed=parsed, events=events, source=st.STDOUT)
+    outcome = classify(None, parsed=parsed, events=events, source=runformat.STDOUT)
     return _write_run(
         store, spec, _provenance(logs, parsed, events, note), logs, lines, events, outcome
     )
@@ -403,11 +404,13 @@ def _write_run(
     if lines is not None and logs.text is not None:
         folder.write_stdout(b"".join(_run_lines(logs.text, *lines)))
     elif logs.text is not None:
-        folder.copy_in(logs.text, st.STDOUT)
+        folder.copy_in(logs.text, runformat.STDOUT)
     if logs.json is not None:
-        folder.copy_in(logs.json, st.RESULT_JSON)
+        folder.copy_in(logs.json, runformat.RESULT_JSON)
     folder.write_events(events)
-    folder.write_outcome(st.RunEnd(outcome=outcome, started_at=_start_time(_json_doc(logs.json))))
+    folder.write_outcome(
+        runmodel.RunEnd(outcome=outcome, started_at=_start_time(_json_doc(logs.json)))
+    )
     folder.mark_complete()
     return spec.run_id, "imported"
 
@@ -438,11 +441,11 @@ def _import_artifact(
         note = f" (run{index + 1})" if len(runs) > 1 else ""
         if isinstance(run, HotRepairRun):
             spec = _hot_repair_spec(run, store.sweep, repeat, run_source)
-            parsed, outcome = run.as_parsed(), run.outcome(st.STDOUT)
+            parsed, outcome = run.as_parsed(), run.outcome(runformat.STDOUT)
         else:
             spec = _harness_spec(logs, run, store.sweep, repeat, events, run_source)
             parsed = run.parsed
-            outcome = classify(None, parsed=parsed, events=events, source=st.STDOUT)
+            outcome = classify(None, parsed=parsed, events=events, source=runformat.STDOUT)
         provenance = _artifact_provenance(logs, log, run, parsed, events, note)
         lines = (run.first_line, run.last_line)
         out.append(_write_run(store, spec, provenance, logs, lines, events, outcome))

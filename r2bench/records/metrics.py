@@ -220,7 +220,7 @@ def lossless(inp: Inputs) -> Metric:
     if any(r.wrong for r in checked):
         bad = sum(1 for r in checked if r.wrong)
         return Metric(False, basis=f"#wrong > 0 in {bad} of {len(checked)} result rows")
-    if (spec.get("options") or {}).get("check") is False or (parsed.rows and not checked):
+    if (spec.options is not None and spec.options.check is False) or (parsed.rows and not checked):
         return undefined("results not checked (-c 0: #wrong is N/A)")
     if inp.failed:
         return undefined(f"{inp.failed}: the collectives cut short were never checked")

@@ -7,9 +7,8 @@ metric of `records.metrics.REGISTRY`: `detect_s`, `stall_s`, `recover_s`, `degra
 controller's clock (`records.run.RunClock` applies each node's offset, once).
 
 Public API: `compute(parsed_run, fallback)` -> `RunRecovery`; `run_recovery(path_or_record)`;
-`recovery_columns(parsed_run)` (the runs-table hook); `sweep_recovery(sweep_dir)` (one row per
-run, a thin run's ratios against the fault-free runs of its series, as the runs table holds
-them); `recovery_doc(file)` (for `r2bench parse --json`).
+`recovery_doc(file)` (for `r2bench parse --json`). A thin run's ratios against the fault-free
+runs of its series (`series_key`, pooled by `records.tables`) are in the runs table.
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from r2bench.config.r2ccl import failover_timeout_at
-from r2bench.records import store as st
+from r2bench.records import runformat, runmodel
 from r2bench.records.events import parse_events
 from r2bench.records.metrics import (
     METRICS,
@@ -55,9 +54,6 @@ SERIES_NOTE = "the fault-free runs of the same series"
 """The baseline note of a run measured against its series (its own samples were too few)."""
 THIN = "too few measurements"
 """How a ratio's reason begins when the run's own baseline was too thin."""
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Lines that are the library reacting to a fault (whatever it prints first).
 REACTION_KINDS = frozenset(
@@ -124,9 +120,6 @@ class RunRecovery:
         return out
 
 
-COLUMNS = tuple(RunRecovery("").columns())
-
-
 # --------------------------------------------------------------------------- inputs
 
 
@@ -140,7 +133,10 @@ def first_reaction(run: ParsedRun, after: float) -> tuple[Reaction | None, str]:
     record, clock = run.record, run.clock
     best: Reaction | None = None
     untimed = 0
-    for name, times_name in ((st.STDERR, STDERR_TIMES), (st.STDOUT, st.STDOUT_TIMES)):
+    for name, times_name in (
+        (runformat.STDERR, STDERR_TIMES),
+        (runformat.STDOUT, runformat.STDOUT_TIMES),
+    ):
         path = record.file(name)
         if path is None:
             continue
@@ -189,36 +185,33 @@ def first_reaction(run: ParsedRun, after: float) -> tuple[Reaction | None, str]:
 # --------------------------------------------------------------------------- metrics
 
 
-def _has_failover(spec: dict[str, Any]) -> bool:
+def _has_failover(spec: runmodel.SpecFields) -> bool:
     """Whether the run's library is R-2CCL (or its emulation): it reads R2CC_* variables."""
-    library = spec.get("library") or {}
-    recipe = str(library.get("recipe", "")) if isinstance(library, dict) else ""
-    env = spec.get("env") or {}
-    return recipe in R2CCL_RECIPES or "R2CC_MODE" in env
+    recipe = spec.library.recipe if spec.library else None
+    return recipe in R2CCL_RECIPES or "R2CC_MODE" in spec.env
 
 
-def _r2ccl_ref(spec: dict[str, Any]) -> str | None:
+def _r2ccl_ref(spec: runmodel.SpecFields) -> str | None:
     """The R-2CCL revision a run used (its timer's default depends on it); None for the
     emulation and for runs that do not say (the pinned commit's semantics)."""
-    library = spec.get("library")
-    if not isinstance(library, dict) or library.get("recipe") != "r2ccl":
+    library = spec.library
+    if library is None or library.recipe != "r2ccl":
         return None
-    ref = library.get("ref")
-    return str(ref) if ref else None
+    return library.ref or None
 
 
 def _recovery_of(run: ParsedRun) -> RunRecovery:
     """The run's identity and failover timeout, no metric yet."""
     record, spec = run.record, run.record.spec
-    env = spec.get("env") or {}
+    env = spec.env
     timeout = failover_timeout_at(env, _r2ccl_ref(spec)) if _has_failover(spec) else None
     outcome = run.outcome_status
     return RunRecovery(
         run_id=record.run_id,
-        library=spec.get("library_label"),
+        library=spec.library_label,
         r2cc_mode=None if env.get("R2CC_MODE") is None else str(env["R2CC_MODE"]),
-        scenario=spec.get("scenario"),
-        repeat=spec.get("repeat"),
+        scenario=spec.scenario,
+        repeat=spec.repeat,
         outcome=outcome if record.complete else "incomplete",
         failover_timeout_ms=timeout.ms if timeout else None,
         failover_timeout_from=timeout.source if timeout else None,
@@ -306,85 +299,21 @@ def thin_baseline(rec: RunRecovery) -> bool:
 # --------------------------------------------------------------------------- entry points
 
 
-def run_recovery(run: Path | st.RunRecord) -> RunRecovery:
+def run_recovery(run: Path | runmodel.RunRecord) -> RunRecovery:
     """The recovery metrics of one run folder (parsed here)."""
-    record = st.load_run(Path(run)) if isinstance(run, (str, Path)) else run
+    record = runmodel.load_run(Path(run)) if isinstance(run, (str, Path)) else run
     return compute(parse_run(record))
 
 
-def recovery_columns(run: ParsedRun) -> dict[str, Any]:
-    """The runs-table hook (`tables._run_row`): the flat columns of `compute` for a parsed run."""
-    return compute(run).columns()
-
-
-def series_key(spec: dict[str, Any]) -> tuple[Any, Any]:
+def series_key(spec: runmodel.SpecFields) -> tuple[str | None, str | None]:
     """The series a run's fault-free baseline is pooled over: (library label, R2CC_MODE)."""
-    mode = (spec.get("env") or {}).get("R2CC_MODE")
-    return spec.get("library_label"), None if mode is None else str(mode)
-
-
-def fault_free(run: ParsedRun) -> bool:
-    """A complete run of scenario `none` with no fault: it pools into its series' baseline."""
-    rec = run.record
-    return rec.complete and rec.spec.get("scenario") == "none" and not rec.faults
-
-
-def pooled_baseline(samples: dict[int, list[float]]) -> dict[int, float]:
-    """size -> median busbw of a series' fault-free samples (sizes with enough of them)."""
-    return {size: median(v) for size, v in samples.items() if len(v) >= MIN_BASELINE}
-
-
-def sweep_recovery(sweep_dir: Path) -> pd.DataFrame:
-    """One row per run folder of a sweep: run_id, library, r2cc_mode, scenario, repeat,
-    outcome, failover_timeout_ms and the flat metric columns (`RunRecovery.columns`).
-
-    A faulted run with too few samples of a size before its fault gets its ratios against
-    the fault-free runs (scenario `none`) of the same library and R2CC_MODE at that size
-    (median of their samples); the basis says so. The runs table holds the same values."""
-    import pandas as pd  # the report extra: only this entry point needs it
-
-    runs = [parse_run(st.load_run(p)) for p in st.RunStore.at(Path(sweep_dir)).run_dirs()]
-    pools: dict[tuple[Any, Any], dict[int, list[float]]] = {}
-    for run in runs:
-        if fault_free(run):
-            sizes = pools.setdefault(series_key(run.record.spec), {})
-            for size, values in by_size(measurement_samples(run)[0]).items():
-                sizes.setdefault(size, []).extend(values)
-    rows = []
-    for run in runs:
-        rec = compute(run)
-        if thin_baseline(rec):
-            pool = pooled_baseline(pools.get(series_key(run.record.spec), {}))
-            rec = compute(run, pool, SERIES_NOTE) if pool else rec
-        rows.append({**_identity(rec), **rec.columns()})
-    return pd.DataFrame(rows, columns=[*_identity(RunRecovery("")), *COLUMNS])
-
-
-def recovery_frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """The recovery columns of a runs table (`tables.runs`), with the run's identity."""
-    keep = [
-        c for c in ("run_id", "library", "R2CC_MODE", "scenario", "repeat", "outcome") if c in runs
-    ]
-    keep += [c for c in ("NCCL_R2CC_FAILOVER_TIMEOUT_MS", *COLUMNS) if c in runs]
-    return runs[keep].copy()
-
-
-def _identity(rec: RunRecovery) -> dict[str, Any]:
-    return {
-        "run_id": rec.run_id,
-        "library": rec.library,
-        "r2cc_mode": rec.r2cc_mode,
-        "scenario": rec.scenario,
-        "repeat": rec.repeat,
-        "outcome": rec.outcome,
-        "failover_timeout_ms": rec.failover_timeout_ms,
-        "failover_timeout_from": rec.failover_timeout_from,
-    }
+    mode = spec.env.get("R2CC_MODE")
+    return spec.library_label, None if mode is None else str(mode)
 
 
 def recovery_doc(path: Path) -> dict[str, Any]:
     """For `r2bench parse --json`: the metrics of the run folder holding `path`, or why none."""
     folder = Path(path).resolve().parent
-    if str(path) == "-" or not (folder / st.SPEC).is_file():
+    if str(path) == "-" or not (folder / runformat.SPEC).is_file():
         return {"undefined": "not in a run folder (no spec.json/faults.jsonl beside it)"}
     return run_recovery(folder).columns()

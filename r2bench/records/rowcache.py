@@ -28,8 +28,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from r2bench.records import store as st
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_bytes_bounded
+from r2bench.records import runformat
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    atomic_write,
+    inside,
+    read_bytes_bounded,
+)
 
 CACHE_DIR = "runs"
 """Under the sweep's tables folder."""
@@ -74,7 +80,7 @@ def fingerprint(run_dir: Path) -> Prints | None:
                     if entry.is_symlink():
                         row.append(None if target is None else _stat_row(target))
                     out.append(row)
-                    if rel.split(os.sep)[0] != st.NODE_DIR or not entry.is_dir():
+                    if rel.split(os.sep)[0] != runformat.NODE_DIR or not entry.is_dir():
                         continue
                     info = target or entry.stat(follow_symlinks=False)
                     if (info.st_dev, info.st_ino) not in seen:  # a link back up is walked once
@@ -100,7 +106,7 @@ def cache_path(sweep_dir: Path, run_dir: Path, prints: Prints) -> Path:
     digest = hashlib.sha256(code_key().encode())
     digest.update(json.dumps(prints).encode())
     name = f"{run_dir.name}.{digest.hexdigest()[:20]}.json"
-    return Path(sweep_dir) / st.TABLES_DIR / CACHE_DIR / name
+    return Path(sweep_dir) / runformat.TABLES_DIR / CACHE_DIR / name
 
 
 def is_kept(sweep_dir: Path, run_dir: Path, prints: Prints | None) -> bool:
@@ -158,7 +164,7 @@ def save(sweep_dir: Path, run_dir: Path, rows: dict[str, Any], prints: Prints | 
         rows_text = json.dumps(rows, separators=(",", ":")).encode()
         head = {"code": code_key(), "fingerprint": prints, "digest": _digest(rows_text)}
         data = json.dumps(head, separators=(",", ":")).encode()[:-1] + _ROWS_KEY + rows_text + b"}"
-        st.atomic_write(path, data, Path(sweep_dir), durable=False)  # a cut file is re-made
+        atomic_write(path, data, Path(sweep_dir), durable=False)  # a cut file is re-made
         for old in path.parent.glob(f"{glob.escape(run_dir.name)}.*.json"):
             if old != path:  # rows of the run's earlier state or of other code
                 old.unlink(missing_ok=True)

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field, fields
 from itertools import accumulate
 from pathlib import Path
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
-from r2bench.records import recovery
-from r2bench.records import store as st
+from r2bench.records import recovery, runformat, runmodel
 from r2bench.records.counters import COUNTER_COLUMNS
 from r2bench.records.models import ParsedNcclTests
 from r2bench.records.nictraffic import counter_rows
@@ -52,10 +51,28 @@ INVALID = "invalid"
 # Per-run columns joined onto `results` (besides the env columns).
 RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
 RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
-EVENT_COLUMNS = (
-    *("run_id", "source", "line", "kind", "time", "host", "pid", "rank"),
-    *("message", "fault", "nic", "ok", "details", "cycle"),
-)
+
+
+class EventRow(NamedTuple):
+    """One row of the events table: a log event, a fault step or a RAS verdict."""
+
+    run_id: str
+    source: str
+    line: int | None
+    kind: str
+    time: float | None
+    host: str | None = None
+    pid: int | None = None
+    rank: int | None = None
+    message: str | None = None
+    fault: int | None = None
+    nic: str | None = None
+    ok: bool | None = None
+    details: str = ""
+    cycle: int | None = None
+
+
+EVENT_COLUMNS = EventRow._fields
 WINDOW_COLUMNS = (
     *("run_id", "fault", "cycle", "kind", "node", "nic", "applied_at", "back_at"),
     *("verdict", "before_bytes", "live_bytes", "after_bytes", "after_what", "iteration"),
@@ -215,20 +232,20 @@ class RunRows:
     def parse_folder(self, path: Path) -> None:
         """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
         record an `invalid` one: the rest of the sweep goes on)."""
-        record = st.load_run(path)
+        record = runmodel.load_run(path)
         if record.problems:
             self.add_invalid(record, record.problems)
         elif record.complete:
             try:
                 run = parse_run(record)
-            except st.RecordError as exc:
+            except runmodel.RecordError as exc:
                 self.add_invalid(record, (str(exc),))
                 return
             self.add(run)
         else:
             self.add_incomplete(record)
 
-    def add_invalid(self, rec: st.RunRecord, problems: Iterable[str]) -> None:
+    def add_invalid(self, rec: runmodel.RunRecord, problems: Iterable[str]) -> None:
         """A run whose record cannot be used: an `invalid` row in `runs` saying why, a warning
         per problem, and nothing in the other tables."""
         problems = list(problems)
@@ -257,7 +274,7 @@ class RunRows:
             self.thin.append(run)
         self.cacheable = rec.complete and not self.thin
         self.runs.append(_run_row(self.sweep_dir, run, metrics.columns()))
-        self.env_names.update((rec.spec.get("env") or {}).keys())
+        self.env_names.update(rec.spec.env.keys())
         for row in counter_rows(run.counter_lines, run.clock.offset):  # controller clock
             self.counters.add(rec.run_id, *row)
 
@@ -289,11 +306,11 @@ class RunRows:
         self.merge(other)
         return True
 
-    def add_incomplete(self, rec: st.RunRecord) -> None:
+    def add_incomplete(self, rec: runmodel.RunRecord) -> None:
         run = empty_run(rec)
         self.runs.append(_run_row(self.sweep_dir, run, recovery.compute(run).columns()))
         self._add_provenance(rec)
-        self.env_names.update((rec.spec.get("env") or {}).keys())
+        self.env_names.update(rec.spec.env.keys())
 
     def _add_results(self, run_id: str, run: ParsedRun) -> None:
         """Add result rows, each with the time its line was written (controller clock)."""
@@ -329,8 +346,12 @@ class RunRows:
             details = json.dumps(ev.details, sort_keys=True) if ev.details else ""
             when = run.clock.of_event(ev)
             time = when[0] if when else ev.time
-            add(run_id, source, ev.line, ev.kind.value, time, ev.host, ev.pid, ev.rank)
-            add(ev.message or ev.text, None, None, None, details, None)
+            add(
+                *EventRow(
+                    run_id, source, ev.line, ev.kind.value, time, ev.host, ev.pid, ev.rank,
+                    message=ev.message or ev.text, details=details,
+                )
+            )  # fmt: skip
 
     def _add_windows(self, run_id: str, run: ParsedRun) -> None:
         evidence = {(e.window.fault, e.window.cycle): e for e in run.evidence}
@@ -347,16 +368,21 @@ class RunRows:
                 run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back, *facts
             )
 
-    def _add_faults(self, run_id: str, faults: list[st.FaultEvent]) -> None:
+    def _add_faults(self, run_id: str, faults: list[runmodel.FaultEvent]) -> None:
         add = self.events.add
         for i, f in enumerate(faults, start=1):
             when = None if f.time is None else f.time - (f.clock_offset_s or 0.0)
-            add(run_id, st.FAULTS, i, f"fault_{f.action}", when, f.node, None, None)
             extra = {"tag": f.tag, **{k: getattr(f, k) for k in _FAULT_TIMES}}
             details = json.dumps({k: v for k, v in extra.items() if v not in (None, "")})
-            add(f"{f.kind} {f.detail}".strip(), f.fault, f.nic, f.ok, details, f.cycle)
+            add(
+                *EventRow(
+                    run_id, runformat.FAULTS, i, f"fault_{f.action}", when, f.node,
+                    message=f"{f.kind} {f.detail}".strip(), fault=f.fault, nic=f.nic, ok=f.ok,
+                    details=details, cycle=f.cycle,
+                )
+            )  # fmt: skip
 
-    def _add_observers(self, rec: st.RunRecord) -> None:
+    def _add_observers(self, rec: runmodel.RunRecord) -> None:
         """An events row per NCCL RAS record of the run: the observer's verdict."""
         for path in rec.node_files():
             if path.name != RAS_FILE:
@@ -367,11 +393,14 @@ class RunRows:
                 self.warnings.append(f"{path}: not read ({exc})")
                 continue
             source = path.relative_to(rec.path).as_posix()
-            self.events.add(rec.run_id, source, None, RAS_VERDICT, verdict.first_problem_at)
-            self.events.add(path.parent.name, None, None, verdict.summary, None, None, verdict.ok)
-            self.events.add("", None)
+            self.events.add(
+                *EventRow(
+                    rec.run_id, source, None, RAS_VERDICT, verdict.first_problem_at,
+                    host=path.parent.name, message=verdict.summary, ok=verdict.ok,
+                )
+            )  # fmt: skip
 
-    def _add_provenance(self, rec: st.RunRecord) -> None:
+    def _add_provenance(self, rec: runmodel.RunRecord) -> None:
         """A row per provenance field (dicts and lists as compact JSON), then per variable of
         the job's environment (`env:NAME`); empty values left out."""
         add = self.provenance.add
@@ -399,21 +428,19 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
     outcome = run.outcome
     row: dict[str, Any] = {
         "run_id": rec.run_id,
-        "experiment": spec.get("experiment"),
-        "library": spec.get("library_label"),
-        "library_ref": (spec.get("library") or {}).get("ref"),
-        "library_recipe": (spec.get("library") or {}).get("recipe"),
-        "collective": spec.get("collective") or run.parsed.collective,
-        "scenario": spec.get("scenario"),
-        "repeat": spec.get("repeat"),
-        "nodes": ",".join(spec.get("nodes") or []),
+        "experiment": spec.experiment,
+        "library": spec.library_label,
+        "library_ref": spec.library.ref if spec.library else None,
+        "library_recipe": spec.library.recipe if spec.library else None,
+        "collective": spec.collective or run.parsed.collective,
+        "scenario": spec.scenario,
+        "repeat": spec.repeat,
+        "nodes": ",".join(spec.nodes),
         # MPI ranks (processes): one process driving 8 GPUs (`-g 8`) is 1 rank x 8 GPUs.
         "ranks": run.parsed.processes or run.parsed.ranks,
         "gpus_per_rank": _gpus_per_process(run.parsed),
         "gpu": "+".join(sorted({d.name for d in run.parsed.devices if d.name})) or None,
-        "n_nodes": len({d.host for d in run.parsed.devices})
-        or len(spec.get("nodes") or [])
-        or None,
+        "n_nodes": len({d.host for d in run.parsed.devices}) or len(spec.nodes) or None,
         "transport": run.transport,
         "complete": rec.complete,
         "outcome": outcome.status.value if outcome else INCOMPLETE,
@@ -432,7 +459,7 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "nccl_tests_version": run.parsed.nccl_tests_version,
         "nccl_library": nccl_version_text(run.parsed.nccl_library),
         "library_version": nccl_version_text(run.parsed.nccl_library)
-        or (spec.get("library") or {}).get("ref"),
+        or (spec.library.ref if spec.library else None),
         "n_warnings": len(run.parsed.warnings),
         "evidence_verdict": ",".join(e.verdict.value for e in run.evidence) or None,
         "evidence": " | ".join(e.line for e in run.evidence) or None,
@@ -441,7 +468,7 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "path": os.path.relpath(rec.path, sweep_dir),
     }
     row.update(metrics)  # detect_s, stall_s, ... (records/metrics.py, docs/recovery.md)
-    row["env"] = spec.get("env") or {}
+    row["env"] = spec.env
     return row
 
 
@@ -452,7 +479,7 @@ def _gpus_per_process(parsed: ParsedNcclTests) -> int | None:
     return (parsed.n_threads or 1) * parsed.n_gpus
 
 
-def _duration(end: st.RunEnd | None) -> float | None:
+def _duration(end: runmodel.RunEnd | None) -> float | None:
     if end is None or end.started_at is None or end.ended_at is None:
         return None
     return end.ended_at - end.started_at
@@ -462,7 +489,7 @@ def _duration(end: st.RunEnd | None) -> float | None:
 def run_row_keys() -> tuple[str, ...]:
     """The columns of a runs row (besides the run's env mapping): those of an empty run's row,
     worked out on first use rather than when this module is imported."""
-    empty = empty_run(st.RunRecord("", Path(), False, {}, {}, None, []))
+    empty = empty_run(runmodel.RunRecord("", Path(), False, runmodel.SpecFields(), {}, None, []))
     row = _run_row(Path(), empty, recovery.compute(empty).columns())
     return tuple(k for k in row if k != "env")
 

@@ -20,7 +20,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from r2bench.records import store as st
+from r2bench.records import runformat, runmodel
 from r2bench.records.events import parse_events
 from r2bench.records.evidence import (
     FaultEvidence,
@@ -83,11 +83,11 @@ class RunClock:
     utc_offset_s: float = 0.0
 
     @classmethod
-    def of_record(cls, record: st.RunRecord) -> RunClock:
+    def of_record(cls, record: runmodel.RunRecord) -> RunClock:
         """The clock of a run folder: offsets from its fault events, the launch node from
         spec.json, the UTC offset from provenance.json."""
         offsets = {f.node: f.clock_offset_s for f in record.faults if f.clock_offset_s is not None}
-        nodes = record.spec.get("nodes") or []
+        nodes = record.spec.nodes
         utc = float(record.provenance.get("node_utc_offset_s") or 0.0)
         return cls(offsets, str(nodes[0]) if nodes else None, utc)
 
@@ -134,7 +134,7 @@ def stamp_resolution(text: str) -> tuple[bool, float] | None:
     return None
 
 
-def read_times(record: st.RunRecord, name: str) -> list[float] | None:
+def read_times(record: runmodel.RunRecord, name: str) -> list[float] | None:
     """The arrival time of every line of a log (`stdout.times`, `stderr.times`), or None."""
     path = record.file(name)
     if path is None:
@@ -172,7 +172,7 @@ class Sample:
     busbw: float
 
 
-def fault_windows(faults: Iterable[st.FaultEvent], run_end: float | None) -> list[Window]:
+def fault_windows(faults: Iterable[runmodel.FaultEvent], run_end: float | None) -> list[Window]:
     """One window per (fault, cycle) that was applied, in time order, on the controller clock.
 
     Start: the inject's `applied_at` (else its `time`). End: when the revert was made on the
@@ -180,7 +180,7 @@ def fault_windows(faults: Iterable[st.FaultEvent], run_end: float | None) -> lis
     lease's own revert, a heal); None when none was recorded. The report's timelines, the
     figures and the recovery metrics all read these windows.
     """
-    by_key: dict[tuple[int, int], dict[str, st.FaultEvent]] = {}
+    by_key: dict[tuple[int, int], dict[str, runmodel.FaultEvent]] = {}
     for f in faults:
         if f.ok or f.action != "inject":
             by_key.setdefault((f.fault, f.cycle), {}).setdefault(f.action, f)
@@ -220,7 +220,7 @@ def parse_outputs(
     text = _parse_text_file(text_path, collective) if text_path else None
     try:
         js = _parse_json_file(json_path) if json_path else None
-    except st.RecordError as exc:
+    except runmodel.RecordError as exc:
         if text is None:
             raise
         # a -J twin r2bench refuses costs the run nothing its text holds
@@ -237,14 +237,14 @@ def _parse_json_file(path: Path) -> ParsedNcclTests:
     try:
         text = read_text_bounded(path, JSON_RECORD_LIMIT, path.name)
     except InputRefused as exc:
-        raise st.RecordError(str(exc)) from None
+        raise runmodel.RecordError(str(exc)) from None
     try:
         return parse_json(text)
     except RecursionError:
-        raise st.RecordError(f"{path}: nested too deeply to read") from None
+        raise runmodel.RecordError(f"{path}: nested too deeply to read") from None
     except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
         # a value of a type or size the file cannot mean: this run only, never the sweep
-        raise st.RecordError(f"{path}: a value it cannot hold ({exc})") from None
+        raise runmodel.RecordError(f"{path}: a value it cannot hold ({exc})") from None
 
 
 def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
@@ -293,7 +293,7 @@ class ParsedRun:
     """One run folder, parsed once: results (values no measurement can have emptied), events,
     outcome, transport, and the run's times on the controller clock."""
 
-    record: st.RunRecord
+    record: runmodel.RunRecord
     parsed: ParsedNcclTests
     events: list[tuple[str, Event]]
     outcome: Outcome | None
@@ -323,24 +323,28 @@ class ParsedRun:
         return self.outcome.status.value if self.outcome else None
 
 
-def parse_run(record: st.RunRecord) -> ParsedRun:
+def parse_run(record: runmodel.RunRecord) -> ParsedRun:
     """Parse a run folder's outputs once; the outcome is classified again when outcome.json
     is missing (an incomplete run keeps None)."""
-    collective = record.spec.get("collective")
-    parsed = parse_outputs(record.file(st.STDOUT), record.file(st.RESULT_JSON), collective)
+    collective = record.spec.collective
+    parsed = parse_outputs(
+        record.file(runformat.STDOUT), record.file(runformat.RESULT_JSON), collective
+    )
     parsed, refused = checked_results(parsed)
-    if record.file(st.EVENTS):
-        events = [(st.EVENTS, ev) for ev in record.events()]
+    if record.file(runformat.EVENTS):
+        events = [(runformat.EVENTS, ev) for ev in record.events()]
     else:
-        events = log_events(p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p)
+        events = log_events(
+            p for p in (record.file(runformat.STDOUT), record.file(runformat.STDERR)) if p
+        )
     outcome = record.end.outcome if record.end else None
     if outcome is None and record.complete:
         found = [e for _, e in events]
-        env = {k: str(v) for k, v in (record.spec.get("env") or {}).items()}
+        env = {k: str(v) for k, v in record.spec.env.items()}
         outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
-    logs = [p for p in (record.file(st.STDOUT), record.file(st.STDERR)) if p]
+    logs = [p for p in (record.file(runformat.STDOUT), record.file(runformat.STDERR)) if p]
     clock = RunClock.of_record(record)
-    stamps = read_times(record, st.STDOUT_TIMES)
+    stamps = read_times(record, runformat.STDOUT_TIMES)
     end = record.end
     run = ParsedRun(
         record,
@@ -354,7 +358,7 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
         fault_windows(record.faults, end.ended_at if end else None),
         refused,
     )
-    run.verification = read_verification(record.file(st.STDOUT))
+    run.verification = read_verification(record.file(runformat.STDOUT))
     run.outcome = with_verification(run.outcome, run.verification)
     run.counter_lines = read_counter_lines(record.node_files())
     if any(w.nic for w in run.windows):
@@ -366,7 +370,7 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
             series,
             iterations,
             end.ended_at if end else None,
-            cap_rates(record.spec.get("faults") or []),
+            cap_rates(record.spec.faults or []),
             finished=run.verification is not None and run.verification.complete,
         )
         run.traffic = iteration_traffic(
@@ -379,7 +383,7 @@ def parse_run(record: st.RunRecord) -> ParsedRun:
 def evidence_outcome(
     outcome: Outcome,
     run_dir: Path,
-    faults: list[st.FaultEvent],
+    faults: list[runmodel.FaultEvent],
     spec_faults: Iterable[Any],
     run_end: float,
     verification: Verification | None = None,
@@ -393,7 +397,7 @@ def evidence_outcome(
     if not windows or outcome.status is not OutcomeStatus.OK:
         return outcome
     offsets = {f.node: f.clock_offset_s for f in faults if f.clock_offset_s is not None}
-    series = read_series(st.node_files(run_dir), lambda node: offsets.get(node, 0.0))
+    series = read_series(runmodel.node_files(run_dir), lambda node: offsets.get(node, 0.0))
     iterations = verified_iterations(verification, offsets.get(launch_node or "", 0.0))
     finished = verification is not None and verification.complete
     evidence = fault_evidence(
@@ -426,7 +430,7 @@ def iteration_windows(run: ParsedRun) -> Iterations:
     return Iterations.columns(starts, ends, sizes)
 
 
-def empty_run(record: st.RunRecord) -> ParsedRun:
+def empty_run(record: runmodel.RunRecord) -> ParsedRun:
     """A run with nothing parsed (an incomplete or unreadable one): its record only."""
     return ParsedRun(record, ParsedNcclTests(), [], None)
 
@@ -557,7 +561,11 @@ def _measure_samples(run: ParsedRun) -> tuple[list[Sample], str, float]:
                     )
         basis = f"per iteration (-I 1), ends estimated from {clock} and the iteration times"
     else:
-        iters = parsed.iters or (run.record.spec.get("options") or {}).get("iterations") or 1
+        iters = (
+            parsed.iters
+            or (options.iterations if (options := run.record.spec.options) else None)
+            or 1
+        )
         for r in parsed.rows:
             ts = row_times[key_of(r)][0]
             if ts == ts and r.time_us and r.busbw_gbps is not None:

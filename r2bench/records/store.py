@@ -1,29 +1,13 @@
-"""The run store: one folder per run under `results/<sweep>/<run-id>/`, the source of truth.
+"""The run store: writes one folder per run under `results/<sweep>/<run-id>/`, the source
+of truth, and lists a sweep's run folders.
 
-Layout of a run folder (every file written to a temporary name and renamed into place, so a
-reader never sees half a file; `COMPLETE` is written last):
-
-```
-spec.json          the RunSpec (with its run_id) and the folder's `format` (RUN_FORMAT)
-provenance.json    versions, commits, hosts, environment (secrets dropped), re-run command
-stdout.txt         the launcher's stdout (nccl-tests text output)
-stderr.txt         the launcher's stderr (NCCL logs, mpirun messages)
-stdout.times       (sweeps) the launch node's epoch time each stdout line was written, one per
-                   line of stdout.txt ($EPOCHREALTIME there: microseconds)
-stderr.times       (sweeps) the same for stderr.txt
-result.json        nccl-tests -J output, when there is one
-node/<node>/...    files collected from the nodes (logs, counters, clocks)
-events.jsonl       typed log events (records.models.Event), one per line
-faults.jsonl       fault events (FaultEvent): inject/revert/verify with node-side timestamps
-outcome.json       records.models.Outcome plus exit code and start/end times
-COMPLETE           the marker: the run folder is whole (written last)
-```
+Every file of a run folder is written to a temporary name and renamed into place
+(`safeio.atomic_write`), so a reader never sees half a file; `COMPLETE` is written last. The
+layout and its format version are `records.runformat`; reading a folder back is
+`records.runmodel`.
 
 A folder without `COMPLETE` is a crashed or interrupted run: it is listed as incomplete and
 kept. `RunStore.create` never overwrites one; it moves it aside to `<run-id>.incomplete-<n>`.
-
-spec.json's `format` says which layout the folder was written in, so that an older r2bench
-refuses a folder it would misread instead of reporting wrong numbers (`format_problem`).
 """
 
 from __future__ import annotations
@@ -32,148 +16,51 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 
-from r2bench.config.errors import field_problems
 from r2bench.errors import InputError
 from r2bench.plan.runspec import RunSpec
-from r2bench.records.models import Event, Outcome
+from r2bench.records.models import Event
 from r2bench.records.provenance import Provenance
-from r2bench.safeio import (
-    JSON_RECORD_LIMIT,
-    InputRefused,
-    OutsideFolder,
-    check_bounded,
-    inside,
-    read_bytes_bounded,
-    read_text_bounded,
-    writable,
+from r2bench.records.runformat import (
+    COMPLETE,
+    EVENTS,
+    FAULTS,
+    FORMAT_FIELD,
+    NODE_DIR,
+    OUTCOME,
+    PROVENANCE,
+    RESULT_JSON,
+    RUN_FORMAT,
+    SPEC,
+    STDERR,
+    STDOUT,
+    TABLES_DIR,
 )
+from r2bench.records.runmodel import FaultEvent, RunEnd, RunRecord, load_run, part, stays_in
+from r2bench.safeio import atomic_write, inside, writable
 
-JSONL_LIMIT = 32 * 1024 * 1024
-"""Cap on events.jsonl and faults.jsonl, read whole: a run's typed events and fault steps are
-thousands of lines at most; a larger file is refused (the run listed with why), never read."""
-RUN_FORMAT = 1
-"""The run-folder format this r2bench writes (spec.json's `format`) and the newest it reads.
-Bump it when a change would make an older r2bench misread a folder: a file or field renamed,
-removed or given another meaning, unit or type. Adding a file or a field that older readers may
-ignore does not bump it. Folders written before the field existed have none: format 0, the
-same layout as format 1."""
-FORMAT_FIELD = "format"
-SPEC = "spec.json"
-PROVENANCE = "provenance.json"
-STDOUT = "stdout.txt"
-STDERR = "stderr.txt"
-STDOUT_TIMES = "stdout.times"
-STDERR_TIMES = "stderr.times"
-RESULT_JSON = "result.json"
-EVENTS = "events.jsonl"
-FAULTS = "faults.jsonl"
-OUTCOME = "outcome.json"
-COMPLETE = "COMPLETE"
-NODE_DIR = "node"
-TABLES_DIR = "tables"
+__all__ = [
+    "COMPLETE",
+    "RunFolder",
+    "RunStore",
+    "UnsafePath",
+    "atomic_write",
+    "is_moved_aside",
+    "sweep_folder",
+]
+"""`COMPLETE` and `atomic_write` are named here too for the commands that take them from here."""
 
 _SAFE_PART_RE = re.compile(r"^[A-Za-z0-9_.@:+-][A-Za-z0-9_.@:+ -]{0,199}$")
 # Sweep and run folder names: letters and digits of any script (`résultats`, a folder a user
 # named), never a control, a separator or a character that reorders text.
 _FOLDER_RE = re.compile(r"^[\w.@:+-][\w.@:+ -]{0,199}$")
 _INCOMPLETE_RE = re.compile(r"\.incomplete-[0-9]+$")
-
-
-class FaultEvent(BaseModel):
-    """One step of a fault's life, as the node saw it (`time` from `date +%s.%N` there)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    action: Literal["inject", "revert", "verify", "lease_expired", "heal"]
-    fault: int = Field(description="index of the fault in the run's scenario")
-    kind: str
-    node: str
-    nic: str = ""
-    tag: str = ""
-    time: float | None = Field(default=None, description="node-side epoch seconds")
-    controller_time: float | None = Field(default=None, description="controller epoch seconds")
-    ok: bool = True
-    detail: str = ""
-    cycle: int = Field(default=0, description="flap cycle (0 for a single fault)")
-    planned_at: float | None = Field(default=None, description="controller epoch, as scheduled")
-    requested_at: float | None = Field(default=None, description="controller epoch, request sent")
-    applied_at: float | None = Field(default=None, description="node epoch, change made")
-    verified_at: float | None = Field(default=None, description="node epoch, state seen")
-    clock_offset_s: float | None = Field(
-        default=None, description="node clock minus controller clock, measured before the run"
-    )
-
-
-class RunEnd(BaseModel):
-    """What `outcome.json` holds: the classified outcome plus how the launch ended."""
-
-    model_config = ConfigDict(frozen=True)
-
-    outcome: Outcome
-    exit_code: int | None = None
-    started_at: float | None = Field(default=None, description="epoch seconds, job launch")
-    ended_at: float | None = Field(default=None, description="epoch seconds, job end")
-
-
-def atomic_write(
-    path: Path, data: str | bytes, root: Path | None = None, durable: bool = True
-) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename (which
-    replaces a link at `path`, never its target). With `root`, the folder must stay under it
-    once links are followed (OutsideFolder otherwise): results never land outside their sweep.
-    `durable=False` skips the fsync, for derived files a crash may only cut short."""
-    raw = data.encode() if isinstance(data, str) else data
-    with replacing(path, root, durable) as temp:
-        temp.write_bytes(raw)
-
-
-@contextmanager
-def replacing(path: Path, root: Path | None = None, durable: bool = True) -> Iterator[Path]:
-    """A temporary file beside `path` for the caller to write; when the block ends without an
-    error it gets the usual file mode and is renamed over `path` (a link there is replaced,
-    never followed), else it is removed. `root` and `durable` as for `atomic_write`."""
-    if root is not None:
-        inside(root, path.parent)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    temp = Path(name)
-    try:
-        yield temp
-        os.chmod(temp, file_mode())
-        if durable:
-            with temp.open("rb+") as written:
-                os.fsync(written.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
-def file_mode() -> int:
-    """The mode a new file gets here (0666 less the umask): temporary files are 0600."""
-    return 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    """The process umask, read without changing it (mkstemp files are 0600 otherwise)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def _jsonl(models: Iterable[BaseModel]) -> str:
@@ -286,283 +173,6 @@ class RunFolder:
         self._write(self.path / COMPLETE, stamp + "\n")
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """A run folder as read back: parsed JSON parts, and paths to the raw text files."""
-
-    run_id: str
-    path: Path
-    complete: bool
-    spec: dict[str, Any]
-    provenance: dict[str, Any]
-    end: RunEnd | None
-    faults: list[FaultEvent]
-    problems: tuple[str, ...] = ()
-    """Why the record cannot be used, each naming its file and field (the run is skipped)."""
-
-    def file(self, name: str) -> Path | None:
-        """Path of a part of the run folder, or None when it was not written or is a link that
-        leads out of the run folder (never read: `load_run` lists it as a problem)."""
-        return _part(self.path, name)
-
-    def events(self) -> list[Event]:
-        """events.jsonl, skipping lines that do not validate (a record is never fatal); none
-        when it is over JSONL_LIMIT (`load_run` lists that as a problem)."""
-        path = self.file(EVENTS)
-        return _read_jsonl(path, Event, []) if path else []
-
-    def node_files(self) -> list[Path]:
-        """Every file collected from the nodes, sorted (links that lead out of the run folder
-        left out)."""
-        return node_files(self.path)
-
-
-def node_files(run_dir: Path) -> list[Path]:
-    """Every file collected from the nodes into a run folder (`RunRecord.node_files`)."""
-    return [p for p in _node_files(run_dir) if _stays_in(run_dir, p)]
-
-
-def _stays_in(run_dir: Path, path: Path) -> bool:
-    if path.parent == run_dir and not path.is_symlink():
-        return True  # a plain entry of the folder: inside it wherever the folder itself is
-    try:
-        inside(run_dir, path)
-    except OutsideFolder:
-        return False
-    return True
-
-
-def _part(run_dir: Path, name: str) -> Path | None:
-    """`run_dir/name` when it is a file inside the run folder (links followed), else None."""
-    path = run_dir / name
-    return path if path.is_file() and _stays_in(run_dir, path) else None
-
-
-def _node_files(run_dir: Path) -> list[Path]:
-    root = run_dir / NODE_DIR
-    if not root.is_dir() or not _stays_in(run_dir, root):
-        return []
-    out = []
-    for folder, dirs, files in os.walk(root):  # links to folders are not walked into
-        out += [Path(folder, f) for f in files]
-        out += [Path(folder, d) for d in dirs if Path(folder, d).is_symlink()]
-    return sorted(p for p in out if p.is_file())
-
-
-def _links_out(run_dir: Path) -> list[str]:
-    """The run folder's entries (and collected node files) that are links leading out of it."""
-    try:
-        entries = [*sorted(run_dir.iterdir()), *_node_files(run_dir)]
-    except OSError:
-        return []
-    return [
-        f"{p}: a link that leads outside the run folder; refusing to read it"
-        for p in entries
-        if p.is_symlink() and not _stays_in(run_dir, p)
-    ]
-
-
-class RecordError(InputError, ValueError):
-    """A part of a run record that cannot be used; the message names the file and field.
-    Exit 2 (bad input), as `report`, `compare` and `figures` document."""
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"not valid JSON ({name} is no JSON number)")
-
-
-def load_json_record(path: Path) -> Any:
-    """A JSON record file read strictly: a regular file within JSON_RECORD_LIMIT, valid JSON
-    without NaN or Infinity, nested no deeper than the parser can go. RecordError names the
-    file otherwise."""
-    try:
-        text = read_text_bounded(path, JSON_RECORD_LIMIT, path.name)
-    except InputRefused as exc:
-        raise RecordError(f"{path}: {str(exc).removeprefix(f'{path}: {path.name} is ')}") from None
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
-        raise RecordError(f"{path}: nested too deeply to read") from None
-    except ValueError as exc:
-        message = str(exc) if str(exc).startswith("not valid JSON") else f"not valid JSON ({exc})"
-        raise RecordError(f"{path}: {message}") from None
-
-
-def validation_problems(path: Path, error: ValidationError) -> str:
-    """A pydantic error as `<path>: <field.path>: <message> (got <value>)`, one per field."""
-    return "; ".join(
-        f"{path}: {problem.describe('(top level)')} (got {repr(problem.given)[:60]})"
-        for problem in field_problems(error)
-    )
-
-
-class _Lenient(BaseModel):
-    """The fields of a record that r2bench reads back, strictly typed; other fields pass."""
-
-    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
-
-
-class _ComponentFields(_Lenient):
-    ref: str | None = None
-    recipe: str | None = None
-
-
-class _OptionFields(_Lenient):
-    iterations: int | None = None
-    check: bool | None = None
-
-
-class SpecFields(_Lenient):
-    """spec.json as the tables, report and compare read it."""
-
-    run_id: str | None = None
-    experiment: str | None = None
-    library_label: str | None = None
-    library: _ComponentFields | None = None
-    collective: str | None = None
-    scenario: str | None = None
-    repeat: int | None = None
-    nodes: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    options: _OptionFields | None = None
-
-
-class ProvenanceFields(_Lenient):
-    """provenance.json as the tables and report read it."""
-
-    node_utc_offset_s: float | None = None
-    imported_from: str | None = None
-    library_basis: str | None = None
-    hostnames: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-
-
-def run_format(spec: dict[str, Any]) -> object:
-    """The format a spec.json says its folder is in: 0 when it names none (written before the
-    field existed), else its value as written (check it with `format_problem`)."""
-    return spec.get(FORMAT_FIELD, 0)
-
-
-def format_problem(path: Path, spec: dict[str, Any]) -> str | None:
-    """Why a run folder whose spec.json (at `path`) holds `spec` cannot be read by this
-    r2bench: its format is newer than RUN_FORMAT, or no format at all. None when it can.
-    A newer folder is refused whole rather than read field by field: its fields may mean
-    something else now, and a wrong number in a table is worse than a run marked invalid."""
-    value = run_format(spec)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= RUN_FORMAT:
-        return None
-    fix = "written by a newer r2bench; upgrade r2bench to read it"
-    if isinstance(value, int) and not isinstance(value, bool) and value > RUN_FORMAT:
-        why = f"newer than the newest run-folder format this r2bench reads ({RUN_FORMAT})"
-    else:
-        why = f"not a run-folder format this r2bench knows (an integer from 0 to {RUN_FORMAT})"
-    return f"{path}: {FORMAT_FIELD}: {value!r} is {why}; {fix}"
-
-
-def _read_object(path: Path | None, problems: list[str]) -> dict[str, Any] | None:
-    """A JSON object record; None (and a problem) when it is bad, None alone when it was not
-    written or is a link out of its folder (listed already)."""
-    if path is None or (not path.exists() and not path.is_symlink()):
-        return None
-    try:
-        data = load_json_record(path)
-    except RecordError as exc:
-        problems.append(str(exc))
-        return None
-    if not isinstance(data, dict):
-        problems.append(f"{path}: not a JSON object")
-        return None
-    return data
-
-
-def _checked(
-    path: Path | None, data: dict[str, Any] | None, fields: type[BaseModel], problems: list[str]
-) -> dict[str, Any]:
-    """`data` (read from `path`) when its fields validate against `fields`, else {} (and a
-    problem naming the field); {} for no data."""
-    if data is None or path is None:
-        return {}
-    try:
-        fields.model_validate(data)
-    except ValidationError as exc:
-        problems.append(validation_problems(path, exc))
-        return {}
-    return data
-
-
-def _read_json(path: Path | None, fields: type[BaseModel], problems: list[str]) -> dict[str, Any]:
-    """A JSON object record checked against `fields`; {} (and a problem) when it is bad,
-    {} alone when it was not written or is a link out of its folder (listed already)."""
-    return _checked(path, _read_object(path, problems), fields, problems)
-
-
-def _read_jsonl(path: Path, model: type[Any], problems: list[str]) -> list[Any]:
-    """The lines of a JSON Lines record that validate as `model` (others skipped); none, and
-    a problem naming the file, when it is not a regular file within JSONL_LIMIT."""
-    out: list[Any] = []
-    try:
-        lines = read_bytes_bounded(path, JSONL_LIMIT, path.name).splitlines()
-    except InputRefused as exc:
-        problems.append(str(exc))
-        return out
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            out.append(model.model_validate_json(line))
-        except ValueError:
-            continue
-    return out
-
-
-def _read_end(path: Path | None, problems: list[str]) -> RunEnd | None:
-    data = _read_json(path, _Lenient, problems)
-    if not data or path is None:
-        return None
-    try:
-        return RunEnd.model_validate(data)
-    except ValidationError as exc:
-        problems.append(validation_problems(path, exc))
-        return None
-
-
-def load_run(path: Path) -> RunRecord:
-    """Read one run folder (complete or not); never raises. Parts that cannot be used (a bad
-    spec.json, provenance.json or outcome.json, a link leading out of the folder) come back
-    empty and are listed in `problems`, each naming its file and field. A folder in a format
-    this r2bench does not know (`format_problem`) is not read beyond that: every part comes
-    back empty and the format is its problem."""
-    problems = _links_out(path)
-    if (events := _part(path, EVENTS)) is not None:  # read later, by RunRecord.events
-        try:
-            check_bounded(events, JSONL_LIMIT, EVENTS)
-        except InputRefused as exc:
-            problems.append(str(exc))
-        except OSError:
-            pass
-    safe = {
-        name: path / name if _stays_in(path, path / name) else None
-        for name in (SPEC, PROVENANCE, OUTCOME, FAULTS)
-    }
-    complete = _part(path, COMPLETE) is not None
-    raw_spec = _read_object(spec_path := safe[SPEC], problems)
-    unknown = format_problem(spec_path, raw_spec) if spec_path and raw_spec is not None else None
-    if unknown:
-        return RunRecord(path.name, path, complete, {}, {}, None, [], (*problems, unknown))
-    return RunRecord(
-        run_id=path.name,
-        path=path,
-        complete=complete,
-        spec=_checked(spec_path, raw_spec, SpecFields, problems),
-        provenance=_read_json(safe[PROVENANCE], ProvenanceFields, problems),
-        end=_read_end(safe[OUTCOME], problems),
-        faults=_read_jsonl(faults, FaultEvent, problems) if (faults := safe[FAULTS]) else [],
-        problems=tuple(problems),
-    )
-
-
 class RunStore:
     """The run folders of one sweep: `<root>/<sweep>/<run-id>/`."""
 
@@ -597,7 +207,7 @@ class RunStore:
         """True when the run has its COMPLETE marker: a resumed sweep skips it (never one that
         a link out of the sweep folder points at)."""
         path = self.run_dir(run_id)
-        return _stays_in(self.sweep_dir, path) and _part(path, COMPLETE) is not None
+        return stays_in(self.sweep_dir, path) and part(path, COMPLETE) is not None
 
     def create(self, run_id: str) -> RunFolder:
         """A fresh, empty folder for a run. A complete run is refused (FileExistsError); an
@@ -639,7 +249,7 @@ class RunStore:
     def _run_dirs(self) -> Iterator[Path]:
         """Run folders, leaving out links that lead outside the sweep folder (`links_out`)."""
         for path in self._children():
-            if _stays_in(self.sweep_dir, path):
+            if stays_in(self.sweep_dir, path):
                 yield path
 
     def links_out(self) -> list[str]:
@@ -647,7 +257,7 @@ class RunStore:
         return [
             f"{path}: a link that leads outside the sweep folder; refusing to read it"
             for path in self._children()
-            if not _stays_in(self.sweep_dir, path)
+            if not stays_in(self.sweep_dir, path)
         ]
 
     def complete_runs(self) -> Iterator[str]:
@@ -670,19 +280,6 @@ class RunStore:
             complete = (path / COMPLETE).is_file()
             if complete or include_incomplete:
                 yield load_run(path)
-
-
-def spec_run_id(run_dir: Path) -> str | None:
-    """The run id a run folder's spec.json names (None when it names none or is unreadable)."""
-    path = run_dir / SPEC
-    if not _stays_in(run_dir, path) or not path.is_file():
-        return None
-    try:
-        data = load_json_record(path)
-    except RecordError:
-        return None
-    run_id = data.get("run_id") if isinstance(data, dict) else None
-    return run_id if isinstance(run_id, str) and run_id else None
 
 
 def is_moved_aside(name: str) -> bool:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.extras import require_report_extra
-from r2bench.records import recovery, rowcache
+from r2bench.records import recovery, rowcache, runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, typed_counters
 from r2bench.records.rows import (
@@ -47,7 +47,14 @@ from r2bench.records.rows import (
     env_column,
 )
 from r2bench.records.run import ParsedRun
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, inside, read_text_bounded
+from r2bench.safeio import (
+    JSON_RECORD_LIMIT,
+    InputRefused,
+    atomic_write,
+    inside,
+    read_text_bounded,
+    replacing,
+)
 
 # Tables need the `report` extra (pandas, pyarrow); a module that only parses a run imports
 # records.run instead.
@@ -68,7 +75,6 @@ __all__ = [
     "Tables",
     "build_tables",
     "env_column",
-    "read_tables",
     "rebuild",
     "write_tables",
 ]
@@ -79,8 +85,6 @@ TABLE_NAMES = (
 )
 BUILD_FILE = "BUILD"
 """In the tables folder, written last: what the tables were built from (their build key)."""
-OPTIONAL_TABLES = frozenset({"counters", "windows", "provenance", "traffic"})
-"""Tables a tables folder written by an older r2bench may lack (read as empty)."""
 WRITE_ROWS = 1 << 20
 """Rows converted to Arrow at a time when a table is written."""
 MAX_WORKERS = 8
@@ -93,14 +97,17 @@ PARALLEL_MIN_RUNS = 64
 def _assemble(rows: RunRows) -> Tables:
     """The frames of merged rows; each table's lists are let go once its frame is made (a
     large sweep's rows and frames are never all held at once)."""
-    runs = _runs_frame(rows.runs, sorted(rows.env_names))
+    env_names = sorted(rows.env_names)
+    runs = _runs_frame(rows.runs, env_names)
     results = rows.results.frame()
     rows.results = Cols(rows.results.names)
     blocks, rows.iters = rows.iters, IterBlocks()
     if rows.thin:
         clean = set(_fault_free(runs)["run_id"])
         chosen = [i for i, run_id in enumerate(blocks.run_id) if run_id in clean]
-        _series_baselines(runs, _iterations_frame(blocks.select(chosen)), results, rows.thin)
+        iterations = _iterations_frame(blocks.select(chosen))
+        measured = _series_baselines(runs, iterations, results, rows.thin)
+        runs = _with_series_baselines(runs, measured)
     results = _join_run_columns(results, runs, sorted(rows.env_names))
     return Tables(
         results=results,
@@ -117,19 +124,29 @@ def _assemble(rows: RunRows) -> Tables:
 
 def _series_baselines(
     runs: pd.DataFrame, iterations: pd.DataFrame, results: pd.DataFrame, thin: list[ParsedRun]
-) -> None:
-    """Measure each thin run's ratios against the fault-free runs of its series instead (the
-    median of their samples per size), in place in `runs`; the basis says so."""
+) -> dict[str, dict[str, Any]]:
+    """run id -> the recovery columns of each thin run measured against the fault-free runs
+    of its series instead (the median of their samples per size); the basis says so. Runs
+    whose series has no pool are left out (their own columns stand)."""
     pools = _fault_free_pools(runs, iterations, results)
-    index = {run_id: i for i, run_id in enumerate(runs["run_id"])}
+    measured = {}
     for run in thin:
         pool = pools.get(recovery.series_key(run.record.spec))
-        if not pool:
-            continue
-        columns = recovery.compute(run, pool, recovery.SERIES_NOTE).columns()
-        row = index[run.record.run_id]
+        if pool:
+            columns = recovery.compute(run, pool, recovery.SERIES_NOTE).columns()
+            measured[run.record.run_id] = columns
+    return measured
+
+
+def _with_series_baselines(runs: pd.DataFrame, measured: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """A copy of the runs table with the thin runs' columns measured against their series
+    (`_series_baselines`); the frame the rows were built into is left as it was."""
+    out = runs.copy()
+    index = {run_id: i for i, run_id in enumerate(out["run_id"])}
+    for run_id, columns in measured.items():
         for key, value in columns.items():
-            runs.at[row, key] = value
+            out.at[index[run_id], key] = value
+    return out
 
 
 def _fault_free_pools(
@@ -445,7 +462,7 @@ def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
     seen: dict[str, Path] = {}
     kept, warnings = [], []
     for path in paths:
-        run_id = None if st.is_moved_aside(path.name) else st.spec_run_id(path)
+        run_id = None if st.is_moved_aside(path.name) else runmodel.spec_run_id(path)
         first = seen.setdefault(run_id, path) if run_id else path
         if first is path:
             kept.append(path)
@@ -480,7 +497,7 @@ def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> lis
             _write_frame(out_dir, name, slices, schema)
     if tables.build_key:
         files = {p.name: _stamp(p) for p in paths}
-        st.atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
+        atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
     return paths
 
 
@@ -520,8 +537,8 @@ def _write_frame(
     first = next(slices)
     schema = schema or pa.Schema.from_pandas(first, preserve_index=False)
     with (
-        st.replacing(out_dir / f"{name}.parquet", durable=False) as parquet_path,
-        st.replacing(out_dir / f"{name}.csv", durable=False) as csv_path,
+        replacing(out_dir / f"{name}.parquet", durable=False) as parquet_path,
+        replacing(out_dir / f"{name}.csv", durable=False) as csv_path,
         pq.ParquetWriter(parquet_path, schema) as parquet,
         pa_csv.CSVWriter(csv_path, schema) as csv,
     ):
@@ -531,19 +548,8 @@ def _write_frame(
             csv.write_table(chunk)
 
 
-def read_tables(out_dir: Path) -> Tables:
-    """Read tables written by `write_tables` (Parquet)."""
-    require_report_extra("tables")
-    frames = {
-        name: pd.read_parquet(out_dir / f"{name}.parquet")
-        for name in TABLE_NAMES
-        if (out_dir / f"{name}.parquet").exists() or name not in OPTIONAL_TABLES
-    }
-    return Tables(**frames)
-
-
 def rebuild(sweep_dir: Path) -> Tables:
     """Build the tables of a sweep and write them under `<sweep>/tables/`."""
     tables = build_tables(sweep_dir, keep=True)
-    write_tables(tables, Path(sweep_dir) / st.TABLES_DIR, Path(sweep_dir))
+    write_tables(tables, Path(sweep_dir) / runformat.TABLES_DIR, Path(sweep_dir))
     return tables

@@ -20,8 +20,10 @@ from typing import Any
 
 import r2bench
 from r2bench.extras import require_report_extra
-from r2bench.records import store as st
+from r2bench.records import runformat
+from r2bench.records.provenance import Provenance
 from r2bench.records.tables import Tables
+from r2bench.safeio import atomic_write
 
 # The report needs the `report` extra (pandas, plotly); importing this module does not, so a
 # sweep on a machine without it still runs and says why no report was written.
@@ -93,22 +95,16 @@ class ProvenanceSummary:
         self.values.setdefault(key, Counter())[text[:MAX_VALUE_CHARS]] += 1
 
 
-_PROV_FIELDS = (
-    "r2bench_version",
-    "r2bench_git",
-    "library",
-    "benchmark",
-    "cuda_version",
-    "driver_version",
-    "nccl_version",
-    "nccl_tests_version",
-    "mpi_version",
-    "hostnames",
-    "launch_command",
-    "rerun_command",
-    "imported_from",
-    "env_dropped",
+_NOT_SUMMARIZED = frozenset(
+    {"env", "env_dropped", "python", "created_at", "library_basis", "node_utc_offset_s", "notes"}
 )
+"""Provenance fields the summary leaves out: the environment has its own rows, the others say
+how or when a record was written, not what ran."""
+_PROV_FIELDS = (
+    *(name for name in Provenance.model_fields if name not in _NOT_SUMMARIZED),
+    "env_dropped",  # last: next to the environment's own rows
+)
+"""The provenance fields the report summarizes, in the model's order."""
 
 
 def summarize_provenance(tables: Tables) -> ProvenanceSummary:
@@ -261,7 +257,7 @@ def runs_html(sweep_dir: Path, tables: Tables, page_dir: Path) -> str:
         avg_text = (
             _fmt_gbps(avg) if avg is not None and avg == avg else _fmt_gbps(mean.get(r["run_id"]))
         )
-        log = Path(sweep_dir) / str(r["path"]) / st.STDOUT
+        log = Path(sweep_dir) / str(r["path"]) / runformat.STDOUT
         link = f"<a href='{_href(log, page_dir)}'>stdout</a>" if log.exists() else ""
         cls = "" if r["outcome"] == "ok" else " class='bad'"
         body.append(
@@ -400,5 +396,5 @@ def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     figures = all_figures(tables)
     summary = summarize_provenance(tables)
     page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
-    st.atomic_write(out, page)
+    atomic_write(out, page)
     return figures

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from contextlib import suppress
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import IO, TypeVar
 
 from r2bench.config.testbed import Testbed
@@ -23,6 +24,7 @@ from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.plan.build import RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
+from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify, software_fault_check
@@ -39,7 +41,20 @@ from r2bench.sweep.preflight import preflight_problems
 
 T = TypeVar("T")
 
-STAGES = ("preflight", "launch", "faults", "wait", "teardown", "collect", "record")
+
+class Stage(str, Enum):
+    """The stages of one run, in the order `RunExecutor.execute` goes through them (their
+    values are what the progress display shows)."""
+
+    PREFLIGHT = "preflight"
+    LAUNCH = "launch"
+    FAULTS = "faults"
+    WAIT = "wait"
+    TEARDOWN = "teardown"
+    COLLECT = "collect"
+    RECORD = "record"
+
+
 DEADLINE_GRACE_S = 15.0
 """Past the run's deadline, the controller stops waiting for the node-side kill."""
 
@@ -143,11 +158,15 @@ class RunExecutor:
 
         return {name: self._threads.submit(guarded, a) for name, a in self.agents.items()}
 
+    def _enter(self, run_id: str, stage: Stage) -> None:
+        """Tell the display that the run moved to `stage`."""
+        self.on_stage(run_id, stage.value)
+
     def execute(self, run: PlannedRun) -> RunResult:
         """Carry out one run; a run that fails is recorded, one that cannot be cleaned up raises
         SweepStop after its record is written."""
         run_id = run.spec.run_id
-        self.on_stage(run_id, "preflight")
+        self._enter(run_id, Stage.PREFLIGHT)
         self.preflight(run)
         folder = self.store.start(run.spec, self._provenance(run))
         driver = FaultDriver(run, self.agents, self._offsets(run))
@@ -155,7 +174,7 @@ class RunExecutor:
         fatal: list[str] = []
         started = ended = time.time()
         try:
-            self.on_stage(run_id, "launch")
+            self._enter(run_id, Stage.LAUNCH)
             # The samplers start while the injectors arm (both wait on the nodes). Waited for
             # even when arming fails: a sampler still starting during teardown would miss its
             # stop and the kill, and outlive the run.
@@ -165,22 +184,22 @@ class RunExecutor:
             finally:
                 wait_futures(sampling.values())
             job, started = self.launch(run, folder, driver)
-            self.on_stage(run_id, "faults")
+            self._enter(run_id, Stage.FAULTS)
             driver.start(started)
-            self.on_stage(run_id, "wait")
+            self._enter(run_id, Stage.WAIT)
             self.wait(run, job)
         except FaultError as exc:
             driver.problems.append(str(exc))
         finally:
             ended = time.time()
-            self.on_stage(run_id, "teardown")
+            self._enter(run_id, Stage.TEARDOWN)
             fatal += self.teardown(run, driver)
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
                 job.close()
-        self.on_stage(run_id, "collect")
+        self._enter(run_id, Stage.COLLECT)
         self.collect(run, folder, job)
-        self.on_stage(run_id, "record")
+        self._enter(run_id, Stage.RECORD)
         outcome = self.record(run, folder, job, driver, started, ended)
         result = RunResult(
             run_id,
@@ -209,10 +228,10 @@ class RunExecutor:
         node = self.pool[run.launch.node]
         offset = driver.offsets.get(run.launch.node, 0.0)
         job = _Job(
-            stdout=folder.stream_path(st.STDOUT).open("w", encoding="utf-8"),
-            stderr=folder.stream_path(st.STDERR).open("w", encoding="utf-8"),
-            stdout_times=folder.stream_path(st.STDOUT_TIMES).open("w", encoding="utf-8"),
-            stderr_times=folder.stream_path(st.STDERR_TIMES).open("w", encoding="utf-8"),
+            stdout=folder.stream_path(runformat.STDOUT).open("w", encoding="utf-8"),
+            stderr=folder.stream_path(runformat.STDERR).open("w", encoding="utf-8"),
+            stdout_times=folder.stream_path(runformat.STDOUT_TIMES).open("w", encoding="utf-8"),
+            stderr_times=folder.stream_path(runformat.STDERR_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
         )
         # A result.json left by an earlier run of the same spec (same run folder on the node)
@@ -274,16 +293,21 @@ class RunExecutor:
 
     def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
         """Commit the streamed output and fetch the job's node-side files."""
-        for name in (st.STDOUT, st.STDERR, st.STDOUT_TIMES, st.STDERR_TIMES):
+        for name in (
+            runformat.STDOUT,
+            runformat.STDERR,
+            runformat.STDOUT_TIMES,
+            runformat.STDERR_TIMES,
+        ):
             if folder.stream_path(name).exists():
                 folder.commit_stream(name)
         node = self.pool[run.launch.node]
         remote = f"{run.run_dir}/result.json"
-        local = folder.stream_path(st.RESULT_JSON)
+        local = folder.stream_path(runformat.RESULT_JSON)
         try:  # no result.json (a crash before nccl-tests wrote it) is a failed copy, not an error
             node.get(remote, local)
             if local.stat().st_size:
-                folder.commit_stream(st.RESULT_JSON)
+                folder.commit_stream(runformat.RESULT_JSON)
         except (NodeError, OSError):
             pass
         local.unlink(missing_ok=True)
@@ -305,8 +329,8 @@ class RunExecutor:
     ) -> Outcome:
         """Parse, classify, write the record; COMPLETE last (not for an interrupted run)."""
         path = folder.path
-        stdout, stderr = path / st.STDOUT, path / st.STDERR
-        result_json = path / st.RESULT_JSON
+        stdout, stderr = path / runformat.STDOUT, path / runformat.STDERR
+        result_json = path / runformat.RESULT_JSON
         parsed = parse_outputs(
             stdout if stdout.exists() else None,
             result_json if result_json.exists() else None,
@@ -321,7 +345,7 @@ class RunExecutor:
             interrupted=interrupted,
             parsed=parsed,
             events=events,
-            source=st.STDERR,
+            source=runformat.STDERR,
         )
         outcome = software_fault_check(outcome, run.spec.env, events)
         # a verifying workload's own account (docs/verify.md): wrong elements name iterations
@@ -338,7 +362,7 @@ class RunExecutor:
         folder.write_events(events)
         folder.write_faults(driver.history)
         folder.write_outcome(
-            st.RunEnd(
+            runmodel.RunEnd(
                 outcome=outcome,
                 exit_code=result.exit_code if result else None,
                 started_at=started,

@@ -7,12 +7,11 @@ line and start a setting (a manifest named `x\nlauncher: {command: sh}`)."""
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from r2bench.config.testbed import Testbed
+from r2bench.safeio import atomic_write
 from r2bench.textsafe import printable
 from r2bench.virtual.describe import to_yaml
 
@@ -31,17 +30,13 @@ def testbed_text(testbed: Testbed, header: str = "") -> str:
     return header + to_yaml(testbed)
 
 
+TESTBED_FILE_MODE = 0o600
+"""Testbed files are readable by their owner only, as they have always been written."""
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `text` to `path` atomically (`safeio.atomic_write`), owner-only."""
+    atomic_write(path, text, mode=TESTBED_FILE_MODE)
 
 
 def write_testbed(testbed: Testbed, out: Path | None, header: str = "") -> None:

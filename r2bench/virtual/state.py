@@ -7,12 +7,12 @@ of `up` leaves a record that `down` can clean from.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from r2bench.errors import EnvironmentFailure
+from r2bench.safeio import atomic_write
 
 MANIFEST_VERSION = 1
 
@@ -109,9 +109,7 @@ class Manifest:
     def save(self) -> None:
         """Write atomically (temporary file + rename)."""
         path = StatePaths(Path(self.state_dir)).manifest
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def load(cls, state_dir: Path) -> Manifest | None:

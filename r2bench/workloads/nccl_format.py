@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from r2bench.safeio import atomic_write
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 JSON_FILE_VERSION = 3
@@ -441,8 +443,5 @@ class JsonReport:
 
     def flush(self) -> None:
         """Write the document atomically (temporary file + rename)."""
-        tmp = f"{self.path}.tmp{os.getpid()}"
-        with open(tmp, "w") as fh:
-            json.dump(self.doc, fh, indent=1)
-        os.replace(tmp, self.path)
+        atomic_write(Path(self.path), json.dumps(self.doc, indent=1), durable=False)
         self.last_write = time.monotonic()
