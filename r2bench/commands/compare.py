@@ -29,7 +29,7 @@ from r2bench.compare.verdict import (
     compare_sweeps,
 )
 from r2bench.errors import ExitCode
-from r2bench.records.store import atomic_write
+from r2bench.safeio import atomic_write
 from r2bench.textsafe import printable
 
 

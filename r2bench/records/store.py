@@ -45,17 +45,6 @@ from r2bench.records.runformat import (
 from r2bench.records.runmodel import FaultEvent, RunEnd, RunRecord, load_run, part, stays_in
 from r2bench.safeio import atomic_write, inside, writable
 
-__all__ = [
-    "COMPLETE",
-    "RunFolder",
-    "RunStore",
-    "UnsafePath",
-    "atomic_write",
-    "is_moved_aside",
-    "sweep_folder",
-]
-"""`COMPLETE` and `atomic_write` are named here too for the commands that take them from here."""
-
 _SAFE_PART_RE = re.compile(r"^[A-Za-z0-9_.@:+-][A-Za-z0-9_.@:+ -]{0,199}$")
 # Sweep and run folder names: letters and digits of any script (`résultats`, a folder a user
 # named), never a control, a separator or a character that reorders text.

@@ -34,7 +34,8 @@ from r2bench.nodes import NodeError, NodePool
 from r2bench.plan.build import ExperimentFile, Inputs, load_inputs, make_plan, read_experiment
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.records.models import OutcomeStatus
-from r2bench.records.store import COMPLETE, RunStore
+from r2bench.records.runformat import COMPLETE
+from r2bench.records.store import RunStore
 from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
 from r2bench.setup.report import Status as BuildStatus
 from r2bench.sweep.agent import NodeAgent
