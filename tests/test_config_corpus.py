@@ -13,9 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from r2bench.cli import app
+from cli_runner import invoke_as_main
 
 CORPUS = Path(__file__).parent / "corpus"
 CORPUS_TESTBED = CORPUS / "testbed.yaml"
@@ -41,8 +39,7 @@ def _testbed_for(case: Path) -> Path:
 
 
 def _plan(experiment: Path, testbed: Path) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["plan", str(experiment), "--testbed", str(testbed)])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    result = invoke_as_main("plan", str(experiment), "--testbed", str(testbed))
     return result.exit_code, result.output
 
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_runner import Ran, invoke_as_main
 from sample_sweep import SampleConfig, write_sample_sweep
-from typer.testing import CliRunner
 
-from r2bench.cli import app
 from r2bench.config.errors import ConfigError
 from r2bench.config.load import load_testbed
 from r2bench.config.source import parse_yaml
@@ -30,10 +29,8 @@ BREAKS = ["\n", "\r", "\r\n", "\x85", "\u2028", "\u2029", "\x0b", "\x0c"]
 PAYLOAD = "kind: local\nlauncher: {command: sh}\npaths: {work_dir: /}"
 
 
-def _invoke(*args: str, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
-    result = CliRunner().invoke(app, list(args), env=env, input=stdin)
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
+def _invoke(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Ran:
+    return invoke_as_main(*args, env=env, stdin=stdin)
 
 
 # ---- values in the comment headers of written testbed files ---------------------------------

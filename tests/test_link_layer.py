@@ -13,9 +13,8 @@ from pathlib import Path
 
 import fake_sysfs
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke_as_main
 
-from r2bench.cli import app
 from r2bench.config.testbed import Nic, NicKind
 from r2bench.config.testbed import Node as NodeModel
 from r2bench.faults.catalogue import FAULT_KINDS, link_layer_refusal
@@ -96,7 +95,7 @@ def test_plan_refuses_each_wrong_placement_located_exit_2(tmp_path: Path) -> Non
     testbed.write_text(TESTBED)
     experiment = tmp_path / "exp.yaml"
     experiment.write_text(EXPERIMENT)
-    result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(testbed)])
+    result = invoke_as_main("plan", str(experiment), "-t", str(testbed))
     assert result.exit_code == 2, result.output
     text = result.output
     assert f"{experiment}:7" in text and "ib_port_down does not apply to roce NIC 'bond'" in text
@@ -114,7 +113,7 @@ def test_right_placements_plan(fault: str, tmp_path: Path) -> None:
         EXPERIMENT.split("    faults:")[0]
         + f"    faults:\n      - {{kind: {fault}, node: node1, nic: {target}, trigger: {{after_s: 1}}}}\n"
     )
-    result = CliRunner().invoke(app, ["plan", str(experiment), "-t", str(testbed)])
+    result = invoke_as_main("plan", str(experiment), "-t", str(testbed))
     assert result.exit_code == 0, result.output
 
 
