@@ -8,8 +8,9 @@ writes the HTML report, twice:
 
 - cold: the first build, which parses every run folder (and keeps each run's rows);
 - warm: every later build of the same sweep (`report`, `compare`, `figures` after the sweep):
-  each run's rows are read back instead of parsed (records/rowcache.py), and the table files,
-  built from the same runs, are left as they are.
+  the tables, current, are read back from their Parquet (records/tablefiles.py) and left as
+  they are; a sweep that changed since reads back the rows of each unchanged run instead of
+  parsing it (records/rowcache.py).
 
 It prints wall time and peak memory (ru_maxrss, main process + largest worker) of each, and
 the targets on 2 cores: warm <= 3 s, cold <= 10 s, both <= 1 GiB.

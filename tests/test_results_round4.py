@@ -115,7 +115,7 @@ def _linked_stdout(sweep: Path, into: str) -> tuple[str, Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     (run / runformat.STDOUT).rename(target)
     (run / runformat.STDOUT).symlink_to(target.relative_to(run))
-    return str(runmodel.spec_run_id(run)), target
+    return str(runmodel.load_run(run).spec_run_id), target
 
 
 def _rewrite_in_place(target: Path) -> None:

@@ -3,7 +3,7 @@
 `RunRows.parse_folder` reads a run folder (through `records.run` and `records.recovery`) into
 plain column lists: its result rows, per-iteration blocks, events (log lines, fault steps,
 RAS verdicts), fault windows, provenance fields, its `runs` row and its counter samples.
-`RunRows` of many runs merge in folder order; `to_doc`/`merge_doc` turn them into JSON-able
+`RunRows` of many runs merge in folder order; `to_doc`/`from_doc` turn them into JSON-able
 data and back (`records.rowcache` keeps them between builds). `records.tables` makes the
 frames.
 """
@@ -208,6 +208,9 @@ class RunRows:
         """Faulted runs too short of samples before the fault for a baseline of their own."""
         self.cacheable = False
         """A complete run's rows, computed from its folder alone: worth keeping (rowcache)."""
+        self.spec_run_id: str | None = None
+        """Of one folder's rows: the run id its spec.json names (a copied folder names its
+        original's: the build counts it once)."""
 
     def merge(self, other: RunRows) -> None:
         """Append another builder's rows (built over other run folders)."""
@@ -233,6 +236,7 @@ class RunRows:
         """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
         record an `invalid` one: the rest of the sweep goes on)."""
         record = runmodel.load_run(path)
+        self.spec_run_id = record.spec_run_id
         if record.problems:
             self.add_invalid(record, record.problems)
         elif record.complete:
@@ -287,24 +291,29 @@ class RunRows:
             "runs": self.runs,
             "env_names": sorted(self.env_names),
             "warnings": self.warnings,
+            "spec_run_id": self.spec_run_id,
         }
 
-    def merge_doc(self, doc: dict[str, Any]) -> bool:
-        """Add rows kept by `to_doc`; False (nothing added) when they do not have its shape."""
+    @classmethod
+    def from_doc(cls, sweep_dir: Path, doc: dict[str, Any]) -> RunRows | None:
+        """Rows kept by `to_doc`; None when the document does not have its shape."""
         try:
-            other = RunRows(self.sweep_dir)
-            if doc.get("sweep") != str(self.sweep_dir):
-                return False
+            rows = cls(sweep_dir)
+            if doc.get("sweep") != str(sweep_dir):
+                return None
             for name in _COLUMN_TABLES:
-                _fill(getattr(other, name).data, doc[name])
-            _fill(other.iters.__dict__, doc["iters"])
-            other.runs = [_checked_run_row(row) for row in doc["runs"]]
-            other.env_names = {str(n) for n in doc["env_names"]}
-            other.warnings = [str(w) for w in doc["warnings"]]
+                _fill(getattr(rows, name).data, doc[name])
+            _fill(rows.iters.__dict__, doc["iters"])
+            rows.runs = [_checked_run_row(row) for row in doc["runs"]]
+            rows.env_names = {str(n) for n in doc["env_names"]}
+            rows.warnings = [str(w) for w in doc["warnings"]]
+            run_id = doc["spec_run_id"]
         except (KeyError, TypeError, ValueError, AttributeError):
-            return False
-        self.merge(other)
-        return True
+            return None
+        if run_id is not None and not (isinstance(run_id, str) and run_id):
+            return None
+        rows.spec_run_id = run_id
+        return rows
 
     def add_incomplete(self, rec: runmodel.RunRecord) -> None:
         run = empty_run(rec)

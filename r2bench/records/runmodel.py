@@ -96,6 +96,9 @@ class RunRecord:
     faults: list[FaultEvent]
     problems: tuple[str, ...] = ()
     """Why the record cannot be used, each naming its file and field (the run is skipped)."""
+    spec_run_id: str | None = None
+    """The run id spec.json names, even when the rest of it is bad (None when it names none):
+    a copied folder holds its original's id under another folder name."""
 
     def file(self, name: str) -> Path | None:
         """Path of a part of the run folder, or None when it was not written or is a link that
@@ -333,9 +336,11 @@ def load_run(path: Path) -> RunRecord:
     raw_spec = _read_object(spec_path := safe[SPEC], problems)
     unknown = format_problem(spec_path, raw_spec) if spec_path and raw_spec is not None else None
     if unknown:
+        problems.append(unknown)
         return RunRecord(
-            path.name, path, complete, SpecFields(), {}, None, [], (*problems, unknown)
-        )
+            path.name, path, complete, SpecFields(), {}, None, [], tuple(problems),
+            spec_run_id=_named_run_id(raw_spec),
+        )  # fmt: skip
     return RunRecord(
         run_id=path.name,
         path=path,
@@ -345,17 +350,18 @@ def load_run(path: Path) -> RunRecord:
         end=_read_end(safe[OUTCOME], problems),
         faults=_read_jsonl(faults, FaultEvent, problems) if (faults := safe[FAULTS]) else [],
         problems=tuple(problems),
+        spec_run_id=_named_run_id(raw_spec),
     )
 
 
-def spec_run_id(run_dir: Path) -> str | None:
-    """The run id a run folder's spec.json names (None when it names none or is unreadable)."""
-    path = run_dir / SPEC
-    if not stays_in(run_dir, path) or not path.is_file():
-        return None
-    try:
-        data = load_json_record(path)
-    except RecordError:
-        return None
-    run_id = data.get("run_id") if isinstance(data, dict) else None
+def load_end(run_dir: Path) -> RunEnd | None:
+    """A run folder's outcome.json alone, for what only asks how a run ended (None when it
+    was not written or cannot be used: `load_run` says why)."""
+    path = run_dir / OUTCOME
+    return _read_end(path if stays_in(run_dir, path) else None, [])
+
+
+def _named_run_id(raw_spec: Any) -> str | None:
+    """The run id a spec.json document names (None when it names none)."""
+    run_id = raw_spec.get("run_id") if isinstance(raw_spec, dict) else None
     return run_id if isinstance(run_id, str) and run_id else None

@@ -9,27 +9,27 @@
 - `windows`: one row per fault cycle applied (`records.run.fault_windows`)
 - `provenance`: one row per provenance field of a run
 
-Every time is on the controller's clock. `build_tables(sweep_dir)` takes each run folder's rows
-(`records.rows`: kept from an earlier build by `records.rowcache`, else parsed) and makes one
-DataFrame per table; per-run settings (experiment, library, env columns such as R2CC_MODE,
-scenario, repeat, outcome) are joined onto `results` from `runs` in one merge. `rebuild` also
-writes each table as Parquet and CSV under `results/<sweep>/tables/`.
+Every time is on the controller's clock. `build_tables(sweep_dir)` reads the tables back from
+`results/<sweep>/tables/` while they are current (`records.tablefiles`: built by this code from
+the run folders as they are now); else it takes each run folder's rows (`records.rows`: kept from
+an earlier build by `records.rowcache`, else parsed) and makes one DataFrame per table; per-run
+settings (experiment, library, env columns such as R2CC_MODE, scenario, repeat, outcome) are
+joined onto `results` from `runs` in one merge. `rebuild` also writes each table as Parquet and
+CSV there.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from r2bench.extras import require_report_extra
-from r2bench.records import recovery, rowcache, runformat, runmodel
+from r2bench.records import recovery, rowcache, runformat, tablefiles
 from r2bench.records import store as st
 from r2bench.records.counters import empty_counters, typed_counters
 from r2bench.records.rows import (
@@ -47,14 +47,6 @@ from r2bench.records.rows import (
     env_column,
 )
 from r2bench.records.run import ParsedRun
-from r2bench.safeio import (
-    JSON_RECORD_LIMIT,
-    InputRefused,
-    atomic_write,
-    inside,
-    read_text_bounded,
-    replacing,
-)
 
 # Tables need the `report` extra (pandas, pyarrow); a module that only parses a run imports
 # records.run instead.
@@ -62,7 +54,6 @@ try:
     import numpy as np
     import pandas as pd
     import pyarrow as pa
-    import pyarrow.csv as pa_csv
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
@@ -83,10 +74,6 @@ TABLE_NAMES = (
     *("results", "iterations", "events", "runs", "counters", "windows", "provenance"),
     "traffic",
 )
-BUILD_FILE = "BUILD"
-"""In the tables folder, written last: what the tables were built from (their build key)."""
-WRITE_ROWS = 1 << 20
-"""Rows converted to Arrow at a time when a table is written."""
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
 
@@ -318,7 +305,10 @@ class _Iterations:
         if tables is None:
             return None  # the field's default: made from the blocks
         frame = tables.__dict__.get(self.slot)
-        if frame is None:
+        if frame is None and tables.stored_iterations is not None:
+            frame = tables.stored_iterations.frame()
+            tables.__dict__[self.slot], tables.stored_iterations = frame, None
+        elif frame is None:
             blocks = tables.blocks or IterBlocks()
             frame = _iterations_frame(blocks, _categories(blocks))
             tables.__dict__[self.slot], tables.blocks = frame, None
@@ -333,9 +323,10 @@ class Tables:
     """The tidy tables of a sweep.
 
     `iterations` (one row per timed iteration: 11.8 million at 10,000 runs) may be kept in
-    its compact per-block form (`blocks`) and made into a frame on first read; a reader that
-    needs a few runs asks `iterations_of`, and `write_tables` writes it a slice at a time, so
-    a report never holds it whole."""
+    its compact per-block form (`blocks`), or left in its Parquet file (`stored_iterations`,
+    tables read back), and made into a frame on first read; a reader that needs a few runs
+    asks `iterations_of`, and `write_tables` writes it a slice at a time, so a report never
+    holds it whole."""
 
     results: pd.DataFrame
     iterations: _Iterations = _Iterations()
@@ -350,6 +341,9 @@ class Tables:
     build_key: str = ""
     """What the tables were built from (records.rowcache.build_key); empty when unknown."""
     blocks: IterBlocks | None = field(default=None, repr=False, compare=False)
+    stored_iterations: tablefiles.StoredIterations | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def _made(self) -> pd.DataFrame | None:
@@ -361,11 +355,15 @@ class Tables:
         """Rows of the iterations table, without making it."""
         if self._made is not None:
             return len(self._made)
+        if self.stored_iterations is not None:
+            return len(self.stored_iterations)
         return len(self.blocks.times) if self.blocks else 0
 
     def iterations_of(self, run_ids: Iterable[str]) -> pd.DataFrame:
         """The iterations table's rows of these runs only."""
         ids = {str(r) for r in run_ids}
+        if self._made is None and self.stored_iterations is not None:
+            return self.stored_iterations.of_runs(ids)
         if self._made is not None or self.blocks is None:
             frame = self.iterations
             return frame[frame["run_id"].astype(str).isin(ids)]
@@ -376,6 +374,9 @@ class Tables:
     def iteration_slices(self, rows: int) -> Iterator[pd.DataFrame]:
         """The iterations table in consecutive slices of about `rows` rows (all of it at
         least once, even empty), each with the whole table's categories."""
+        if self._made is None and self.stored_iterations is not None:
+            yield from self.stored_iterations.slices(rows)
+            return
         if self._made is not None or self.blocks is None:
             frame = self.iterations
             for start in range(0, max(len(frame), 1), rows):
@@ -397,33 +398,87 @@ class Tables:
 
 
 def build_tables(sweep_dir: Path, workers: int | None = None, keep: bool = False) -> Tables:
-    """The tables of a sweep: each run folder's rows, kept from an earlier build while the
-    folder is unchanged (records.rowcache), else parsed (and, with `keep`, kept for the next
-    build: `rebuild` keeps them beside the tables it writes).
+    """The tables of a sweep: read back from its tables folder while they are current (built
+    by this code from the run folders as they are now), else built from each run folder's rows,
+    kept from an earlier build while the folder is unchanged (records.rowcache), else parsed
+    (and, with `keep`, kept for the next build: `rebuild` keeps them beside the tables it
+    writes).
 
     Many runs to parse are parsed by `workers` processes (default: one per CPU, at most 8);
-    rows keep folder order.
+    rows keep folder order. A folder holding the same spec.json run id as an earlier one (a
+    copy) is counted once, with a warning.
     """
     require_report_extra("tables")
     sweep_dir = Path(sweep_dir)
     store = st.RunStore.at(sweep_dir)
-    paths, warnings = distinct_runs(list(store.run_dirs()))
-    notes = [*store.links_out(), *warnings]
+    paths = list(store.run_dirs())
+    links = store.links_out()
     prints = {path: rowcache.fingerprint(path) for path in paths}
+    key = rowcache.build_key(sweep_dir, prints, links)
+    stored = _read_back(sweep_dir, key)
+    if stored is not None:
+        return stored
     kept = {path: rowcache.is_kept(sweep_dir, path, prints[path]) for path in paths}
     jobs = [(path, prints[path]) for path in paths if not kept[path]]
-    builder = RunRows(sweep_dir)
-    builder.warnings += notes
+    builder, copies = RunRows(sweep_dir), _Copies()
     with ExitStack() as stack:
         parsed = _parse_all(stack, sweep_dir, jobs, workers, keep)  # in folder order
         for path in paths:
-            doc = rowcache.load(sweep_dir, path, prints[path]) if kept[path] else None
-            if doc is not None and builder.merge_doc(doc):
-                continue
-            one = next(parsed) if not kept[path] else _parse_one(sweep_dir, (path, None), False)
-            builder.merge(one)
+            one = _kept_rows(sweep_dir, path, prints[path]) if kept[path] else next(parsed)
+            if copies.first_of(path, one):
+                builder.merge(one)
+    builder.warnings[:0] = [*links, *copies.warnings]
     tables = _assemble(builder)
-    tables.build_key = rowcache.build_key(sweep_dir, prints, notes)
+    tables.build_key = key
+    return tables
+
+
+def _kept_rows(sweep_dir: Path, path: Path, prints: rowcache.Prints | None) -> RunRows:
+    """A run folder's rows kept by an earlier build, or parsed when they cannot be read."""
+    doc = rowcache.load(sweep_dir, path, prints)
+    rows = RunRows.from_doc(sweep_dir, doc) if doc is not None else None
+    return rows if rows is not None else _parse_one(sweep_dir, (path, None), False)
+
+
+@dataclass
+class _Copies:
+    """Which run folders hold a run id an earlier folder holds (a copy): those are left out.
+    The attempts a resumed sweep moved aside share their run's id by design and are kept."""
+
+    seen: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def first_of(self, path: Path, rows: RunRows) -> bool:
+        """Whether `path` (whose rows are `rows`) is the first folder of its run id."""
+        run_id = None if st.is_moved_aside(path.name) else rows.spec_run_id
+        first = self.seen.setdefault(run_id, path) if run_id else path
+        if first is not path:
+            self.warnings.append(
+                f"{path}: the same run id as {first.name} (spec.json run_id {run_id}); counted once"
+            )
+        return first is path
+
+
+def _read_back(sweep_dir: Path, key: str) -> Tables | None:
+    """The tables written under the sweep's tables folder by a build from `key`; None when
+    there are none (or they cannot be read: they are built again)."""
+    out_dir = sweep_dir / runformat.TABLES_DIR
+    build = tablefiles.current(out_dir, key, list(TABLE_NAMES), root=sweep_dir)
+    if build is None:
+        return None
+    try:
+        frames = {
+            name: tablefiles.read_frame(out_dir, name, build)
+            for name in TABLE_NAMES
+            if name != "iterations"
+        }
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    iterations = tablefiles.StoredIterations(
+        out_dir / "iterations.parquet", build.dtypes["iterations"]
+    )
+    tables = Tables(**frames, warnings=list(build.warnings), build_key=key)
+    tables.stored_iterations = iterations
     return tables
 
 
@@ -455,97 +510,24 @@ def _parse_all(
     return pool.map(_parse_one, [sweep_dir] * n, jobs, [keep] * n, chunksize=chunk)
 
 
-def distinct_runs(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """The run folders with each run id once (a copied folder holds the same spec.json run id
-    under another name), and a warning per folder left out. The attempts a resumed sweep moved
-    aside share their run's id by design and are kept."""
-    seen: dict[str, Path] = {}
-    kept, warnings = [], []
-    for path in paths:
-        run_id = None if st.is_moved_aside(path.name) else runmodel.spec_run_id(path)
-        first = seen.setdefault(run_id, path) if run_id else path
-        if first is path:
-            kept.append(path)
-        else:
-            warnings.append(
-                f"{path}: the same run id as {first.name} (spec.json run_id {run_id}); counted once"
-            )
-    return kept, warnings
-
-
 def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> list[Path]:
-    """Write each table as `<name>.parquet` and `<name>.csv` (atomically); returns the paths.
-    With `root` (the sweep folder), `out_dir` must stay under it once links are followed
-    (OutsideFolder otherwise); a link at a table's path is replaced, never written through."""
+    """Write each table as `<name>.parquet` and `<name>.csv` (atomically), then what they were
+    built from (`records.tablefiles`); returns the paths. With `root` (the sweep folder),
+    `out_dir` must stay under it once links are followed (OutsideFolder otherwise); a link at
+    a table's path is replaced, never written through."""
     require_report_extra("tables")
-    if root is not None:
-        inside(root, out_dir)
-    paths = [out_dir / f"{name}.{ext}" for name in TABLE_NAMES for ext in ("parquet", "csv")]
-    if tables.build_key and _written_from(out_dir, tables.build_key, paths):
-        return paths  # the same runs and code as last time: the same tables are there
-    build = out_dir / BUILD_FILE
-    if build.is_file() and not build.is_symlink():
-        build.unlink()  # a build cut short never looks complete
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in TABLE_NAMES:
-        if name == "iterations":
-            _write_frame(out_dir, name, tables.iteration_slices(WRITE_ROWS))
-        else:
-            frame = getattr(tables, name)
-            schema = pa.Schema.from_pandas(frame, preserve_index=False)
-            slices = (frame.iloc[i : i + WRITE_ROWS] for i in _starts(frame))
-            _write_frame(out_dir, name, slices, schema)
-    if tables.build_key:
-        files = {p.name: _stamp(p) for p in paths}
-        atomic_write(build, json.dumps({"key": tables.build_key, "files": files}), root)
-    return paths
+    parts = [_table_slices(tables, name) for name in TABLE_NAMES]
+    return tablefiles.write(out_dir, parts, tables.build_key, tables.warnings, root)
 
 
-def _stamp(path: Path) -> list[int]:
-    info = path.stat()
-    return [info.st_size, info.st_mtime_ns]
-
-
-def _written_from(out_dir: Path, key: str, paths: list[Path]) -> bool:
-    """Whether `out_dir` holds tables built from `key`, every file as it was written."""
-    build = out_dir / BUILD_FILE
-    try:
-        if build.is_symlink():
-            return False
-        doc = json.loads(read_text_bounded(build, JSON_RECORD_LIMIT, BUILD_FILE))
-        files = doc["files"]
-        return doc["key"] == key and all(
-            not p.is_symlink() and files.get(p.name) == _stamp(p) for p in paths
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, InputRefused):
-        return False
-
-
-def _starts(frame: pd.DataFrame) -> range:
-    return range(0, max(len(frame), 1), WRITE_ROWS)
-
-
-def _write_frame(
-    out_dir: Path, name: str, slices: Iterator[pd.DataFrame], schema: pa.Schema | None = None
-) -> None:
-    """`<name>.parquet` and `<name>.csv` from consecutive slices of a table (their columns
-    and categories alike), each file through a temporary file and a rename (a link at either
-    path is replaced, never written through): a sweep's largest table is never held whole
-    or twice."""
-    import pyarrow.parquet as pq
-
-    first = next(slices)
-    schema = schema or pa.Schema.from_pandas(first, preserve_index=False)
-    with (
-        replacing(out_dir / f"{name}.parquet", durable=False) as parquet_path,
-        replacing(out_dir / f"{name}.csv", durable=False) as csv_path,
-        pq.ParquetWriter(parquet_path, schema) as parquet,
-        pa_csv.CSVWriter(csv_path, schema) as csv,
-    ):
-        for part in chain([first], slices):
-            chunk = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
-            parquet.write_table(chunk)
-            csv.write_table(chunk)
+def _table_slices(tables: Tables, name: str) -> tablefiles.TableSlices:
+    """One table to write, a slice at a time (the iterations table is never made whole)."""
+    rows = tablefiles.WRITE_ROWS
+    if name == "iterations":
+        return tablefiles.TableSlices(name, tables.iteration_slices(rows))
+    frame = getattr(tables, name)
+    slices = (frame.iloc[start : start + rows] for start in range(0, max(len(frame), 1), rows))
+    return tablefiles.TableSlices(name, slices, pa.Schema.from_pandas(frame, preserve_index=False))
 
 
 def rebuild(sweep_dir: Path) -> Tables:
