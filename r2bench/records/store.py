@@ -42,7 +42,15 @@ from r2bench.records.runformat import (
     STDOUT,
     TABLES_DIR,
 )
-from r2bench.records.runmodel import FaultEvent, RunEnd, RunRecord, load_run, part, stays_in
+from r2bench.records.runmodel import (
+    FaultEvent,
+    RunEnd,
+    RunRecord,
+    load_end,
+    load_run,
+    part,
+    stays_in,
+)
 from r2bench.safeio import atomic_write, inside, writable
 
 _SAFE_PART_RE = re.compile(r"^[A-Za-z0-9_.@:+-][A-Za-z0-9_.@:+ -]{0,199}$")
@@ -262,6 +270,10 @@ class RunStore:
     def load(self, run_id: str) -> RunRecord:
         """Read one run back."""
         return load_run(self.run_dir(run_id))
+
+    def end(self, run_id: str) -> RunEnd | None:
+        """How one run ended (its outcome.json alone; None when not written or unusable)."""
+        return load_end(self.run_dir(run_id))
 
     def records(self, include_incomplete: bool = False) -> Iterator[RunRecord]:
         """Every complete run (and the incomplete ones when asked), sorted by folder name."""

@@ -198,7 +198,7 @@ def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[Planned
 
 
 def _status(store: RunStore, run_id: str) -> OutcomeStatus | None:
-    end = store.load(run_id).end
+    end = store.end(run_id)
     return end.outcome.status if end else None
 
 
@@ -290,7 +290,7 @@ def _all_results(plan: Plan, store: RunStore, fresh: dict[str, RunResult]) -> di
         run_id = run.spec.run_id
         if run_id in merged or not store.is_complete(run_id):
             continue
-        end = store.load(run_id).end
+        end = store.end(run_id)
         if end is not None:
             seconds = (end.ended_at or 0.0) - (end.started_at or 0.0)
             merged[run_id] = RunResult(run_id, end.outcome.status, end.outcome.reason, seconds)
