@@ -380,7 +380,7 @@ class RunRows:
     def _add_faults(self, run_id: str, faults: list[runmodel.FaultEvent]) -> None:
         add = self.events.add
         for i, f in enumerate(faults, start=1):
-            when = None if f.time is None else f.time - (f.clock_offset_s or 0.0)
+            when = f.on_controller_clock(f.time)
             extra = {"tag": f.tag, **{k: getattr(f, k) for k in _FAULT_TIMES}}
             details = json.dumps({k: v for k, v in extra.items() if v not in (None, "")})
             add(

@@ -189,8 +189,9 @@ def fault_windows(faults: Iterable[runmodel.FaultEvent], run_end: float | None) 
         inject = steps.get("inject")
         if inject is None or not inject.ok:
             continue
-        offset = inject.clock_offset_s or 0.0
-        applied = inject.applied_at if inject.applied_at is not None else inject.time
+        applied = inject.on_controller_clock(
+            inject.applied_at if inject.applied_at is not None else inject.time
+        )
         if applied is None:
             continue
         back = None
@@ -198,12 +199,10 @@ def fault_windows(faults: Iterable[runmodel.FaultEvent], run_end: float | None) 
             step = steps.get(action)
             if step is not None:
                 node_time = step.applied_at or step.verified_at or step.time
-                if node_time is not None:
-                    back = node_time - (step.clock_offset_s or offset)
+                if node_time is not None:  # a step without its own offset: the inject's
+                    back = step.on_controller_clock(node_time, inject.clock_offset_s or 0.0)
                     break
-        out.append(
-            Window(applied - offset, back, inject.node, inject.nic, inject.kind, fault, cycle)
-        )
+        out.append(Window(applied, back, inject.node, inject.nic, inject.kind, fault, cycle))
     out.sort(key=lambda w: w.applied)
     if run_end is not None:
         out = [w for w in out if w.applied <= run_end]

@@ -70,6 +70,13 @@ class FaultEvent(BaseModel):
         default=None, description="node clock minus controller clock, measured before the run"
     )
 
+    def on_controller_clock(self, node_time: float | None, offset: float = 0.0) -> float | None:
+        """A node-side time of this step (`time`, `applied_at`, `verified_at`) on the
+        controller's clock: minus the clock offset measured for the step (else `offset`)."""
+        if node_time is None:
+            return None
+        return node_time - (self.clock_offset_s or offset)
+
 
 class RunEnd(BaseModel):
     """What `outcome.json` holds: the classified outcome plus how the launch ended."""
