@@ -14,8 +14,8 @@ import pytest
 
 from r2bench.records import runformat, runmodel
 from r2bench.records.importer import import_dir
+from r2bench.records.run import TransportTap, log_events, parse_outputs
 from r2bench.records.run import fault_windows as run_fault_windows
-from r2bench.records.run import transport_of
 from r2bench.records.runmodel import FaultEvent
 from r2bench.records.tables import WINDOW_COLUMNS, Tables, build_tables, rebuild
 from r2bench.report.figures import (
@@ -50,10 +50,30 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tables, str]:
     return sweep, tables, (sweep / "report.html").read_text()
 
 
-def test_transport_is_read_from_nccl_info_lines() -> None:
-    assert transport_of([DATA / "all_reduce_perf.socket.info.txt"]) == "NET/Socket"
-    assert transport_of([DATA / "v2.13.13" / "all_reduce_perf.np2.info.txt"]) == "P2P"
-    assert transport_of([DATA / "v2.18.5" / "all_reduce_perf.g2.c1.txt"]) == ""
+def _transport(log: Path) -> str:
+    tap = TransportTap()
+    tap.read(log)
+    return tap.transport
+
+
+@pytest.mark.parametrize(
+    ("log", "transport"),
+    [
+        ("all_reduce_perf.socket.info.txt", "NET/Socket"),
+        ("v2.13.13/all_reduce_perf.np2.info.txt", "P2P"),
+        ("v2.18.5/all_reduce_perf.g2.c1.txt", ""),
+    ],
+)
+def test_transport_is_read_from_nccl_info_lines(log: str, transport: str) -> None:
+    assert _transport(DATA / log) == transport
+
+
+def test_the_parsers_gather_the_transport_on_their_own_pass() -> None:
+    log = DATA / "all_reduce_perf.socket.info.txt"
+    by_results, by_events = TransportTap(), TransportTap()
+    assert parse_outputs(log, None, "all_reduce", by_results).rows
+    assert log_events([log], by_events)
+    assert by_results.transport == by_events.transport == _transport(log) == "NET/Socket"
 
 
 def test_no_series_mixes_transports_or_outcomes(mixed: tuple[Path, Tables, str]) -> None:

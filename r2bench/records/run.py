@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
 from operator import attrgetter
@@ -213,10 +213,14 @@ def fault_windows(faults: Iterable[runmodel.FaultEvent], run_end: float | None) 
 
 
 def parse_outputs(
-    text_path: Path | None, json_path: Path | None, collective: str | None = None
+    text_path: Path | None,
+    json_path: Path | None,
+    collective: str | None = None,
+    transports: TransportTap | None = None,
 ) -> ParsedNcclTests:
-    """nccl-tests results of a run from its text output and/or -J JSON (either may be None)."""
-    text = _parse_text_file(text_path, collective) if text_path else None
+    """nccl-tests results of a run from its text output and/or -J JSON (either may be None);
+    `transports` gathers what the text output says of them on the same pass."""
+    text = _parse_text_file(text_path, collective, transports) if text_path else None
     try:
         js = _parse_json_file(json_path) if json_path else None
     except runmodel.RecordError as exc:
@@ -246,10 +250,15 @@ def _parse_json_file(path: Path) -> ParsedNcclTests:
         raise runmodel.RecordError(f"{path}: a value it cannot hold ({exc})") from None
 
 
-def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
+def _parse_text_file(
+    path: Path, collective: str | None, transports: TransportTap | None
+) -> ParsedNcclTests:
     binary = f"{collective}_perf" if collective else None
     with path.open("rb") as handle:
-        parsed = parse_text(handle, binary_name=binary)
+        lines = (transports or TransportTap()).passing(handle)
+        parsed = parse_text(lines, binary_name=binary)
+        for _ in lines:  # the tap sees every line, wherever the parse stopped
+            pass
     if not parsed.rows and looks_like_artifact(path):
         # R-2CCL's own hot-repair program (its artifact harness): iterations, ranks, devices
         try:
@@ -261,30 +270,50 @@ def _parse_text_file(path: Path, collective: str | None) -> ParsedNcclTests:
     return parsed
 
 
-def log_events(paths: Iterable[Path]) -> list[tuple[str, Event]]:
-    """(source file name, event) of every log, streamed line by line."""
+def log_events(
+    paths: Iterable[Path], transports: TransportTap | None = None
+) -> list[tuple[str, Event]]:
+    """(source file name, event) of every log, streamed line by line; `transports` gathers
+    what the logs say of them on the same pass."""
     out: list[tuple[str, Event]] = []
+    tap = transports or TransportTap()
     for path in paths:
         with path.open("rb") as handle:
-            out.extend((path.name, ev) for ev in parse_events(handle))
+            lines = tap.passing(handle)
+            out.extend((path.name, ev) for ev in parse_events(lines))
+            for _ in lines:
+                pass
     return out
 
 
-def transport_of(paths: Iterable[Path]) -> str:
-    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), as
-    `NET/Socket`, `NET/IB`, `P2P`, `SHM` joined by `+`; empty when no such line was logged
-    (NCCL_DEBUG=INFO prints them)."""
-    found: set[str] = set()
-    for path in paths:
-        with path.open("rb") as handle:
-            for line in handle:
-                if b"] via " not in line:
-                    continue
+class TransportTap:
+    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), gathered
+    from log lines as another reader passes over them: each log is read once."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+
+    def passing(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        """The lines, unchanged, each looked at on the way."""
+        for line in lines:
+            if b"] via " in line:
                 for match in _VIA_RE.finditer(line):
                     name = match.group(1).decode("ascii", "replace")
                     head, _, sub = name.partition("/")
-                    found.add(f"{head}/{sub}" if head == "NET" and sub else head)
-    return "+".join(sorted(found))
+                    self.found.add(f"{head}/{sub}" if head == "NET" and sub else head)
+            yield line
+
+    def read(self, path: Path) -> None:
+        """Look at every line of a log no other reader passes over."""
+        with path.open("rb") as handle:
+            for _ in self.passing(handle):
+                pass
+
+    @property
+    def transport(self) -> str:
+        """`NET/Socket`, `NET/IB`, `P2P`, `SHM` joined by `+`; empty when no such line was
+        logged (NCCL_DEBUG=INFO prints them)."""
+        return "+".join(sorted(self.found))
 
 
 @dataclass
@@ -325,23 +354,23 @@ class ParsedRun:
 def parse_run(record: runmodel.RunRecord) -> ParsedRun:
     """Parse a run folder's outputs once; the outcome is classified again when outcome.json
     is missing (an incomplete run keeps None)."""
-    collective = record.spec.collective
+    stdout, stderr = record.file(runformat.STDOUT), record.file(runformat.STDERR)
+    transports = TransportTap()
     parsed = parse_outputs(
-        record.file(runformat.STDOUT), record.file(runformat.RESULT_JSON), collective
+        stdout, record.file(runformat.RESULT_JSON), record.spec.collective, transports
     )
     parsed, refused = checked_results(parsed)
     if record.file(runformat.EVENTS):
         events = [(runformat.EVENTS, ev) for ev in record.events()]
+        if stderr:
+            transports.read(stderr)
     else:
-        events = log_events(
-            p for p in (record.file(runformat.STDOUT), record.file(runformat.STDERR)) if p
-        )
+        events = log_events([p for p in (stdout, stderr) if p], transports)
     outcome = record.end.outcome if record.end else None
     if outcome is None and record.complete:
         found = [e for _, e in events]
         env = {k: str(v) for k, v in record.spec.env.items()}
         outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
-    logs = [p for p in (record.file(runformat.STDOUT), record.file(runformat.STDERR)) if p]
     clock = RunClock.of_record(record)
     stamps = read_times(record, runformat.STDOUT_TIMES)
     end = record.end
@@ -350,7 +379,7 @@ def parse_run(record: runmodel.RunRecord) -> ParsedRun:
         parsed,
         events,
         outcome,
-        transport_of(logs),
+        transports.transport,
         clock,
         stamps,
         {key_of(r): (clock.of_row(r, stamps), bus_factor(r)) for r in parsed.rows},
