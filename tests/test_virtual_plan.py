@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_runner import invoke_as_main
 
-from r2bench.commands import testbed as cli
 from r2bench.config import testbed as testbed_model
 from r2bench.config.load import load_testbed
 from r2bench.virtual.describe import build_testbed, to_yaml
@@ -166,16 +165,15 @@ def test_manifest_is_written_on_every_record(tmp_path: Path) -> None:
 
 
 def test_cli_refuses_unknown_kind_and_bad_name() -> None:
-    runner = CliRunner()
-    assert runner.invoke(cli.testbed_app, ["up", "cloudlab"]).exit_code == 2
-    assert runner.invoke(cli.testbed_app, ["up", "virtual", "--name", "Bad Name"]).exit_code == 2
-    assert runner.invoke(cli.testbed_app, ["down", "bad/name"]).exit_code == 2
+    assert invoke_as_main("testbed", "up", "cloudlab").exit_code == 2
+    assert invoke_as_main("testbed", "up", "virtual", "--name", "Bad Name").exit_code == 2
+    assert invoke_as_main("testbed", "down", "bad/name").exit_code == 2
 
 
 def test_up_needs_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("r2bench.virtual.lifecycle.os.geteuid", lambda: 1000)
     args = ["up", "virtual", "--name", "nr", "--state-dir", str(tmp_path / "s")]
-    result = CliRunner().invoke(cli.testbed_app, args)
+    result = invoke_as_main("testbed", *args)
     assert result.exit_code == 2 and "needs root" in result.output
     assert not (tmp_path / "s").exists()
 
@@ -188,12 +186,12 @@ def test_up_names_missing_tools_and_packages(
         "r2bench.virtual.lifecycle.which", lambda tool: None if tool in ("nft", "sshd") else "/x"
     )
     args = ["up", "virtual", "--name", "nt", "--router", "--state-dir", str(tmp_path / "s")]
-    result = CliRunner().invoke(cli.testbed_app, args)
+    result = invoke_as_main("testbed", *args)
     assert result.exit_code == 2
     assert "nft (apt install nftables)" in result.output
     assert "sshd (apt install openssh-server)" in result.output
     # Without --router, nft is not needed (offline GPU hosts often lack it).
-    result = CliRunner().invoke(cli.testbed_app, [a for a in args if a != "--router"])
+    result = invoke_as_main("testbed", *[a for a in args if a != "--router"])
     assert result.exit_code == 2 and "nft" not in result.output
 
 

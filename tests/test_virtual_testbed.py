@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke_as_main
 
-from r2bench.commands import testbed as cli
 from r2bench.config.load import load_testbed
 from r2bench.virtual import sshd
 from r2bench.virtual.plan import default_state_dir, host_ifname
@@ -119,7 +118,7 @@ def live() -> Iterator[Live]:
         start = time.monotonic()
         args = ["up", "virtual", "--name", name, "--nodes", "2", "--nics", "2", "--router"]
         args += ["--rate", RATE]
-        result = CliRunner().invoke(cli.testbed_app, args)
+        result = invoke_as_main("testbed", *args)
         assert result.exit_code == 0, result.output
         yield Live(name, state, before, time.monotonic() - start)
     finally:
@@ -163,7 +162,7 @@ def test_tcp_across_each_rail(live: Live, server: None) -> None:
 
 
 def _status(live: Live) -> dict:
-    result = CliRunner().invoke(cli.testbed_app, ["status", live.name, "--json"])
+    result = invoke_as_main("testbed", "status", live.name, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -236,9 +235,9 @@ def test_rate_is_the_bottleneck_both_ways(live: Live, src: int, dst: int, addres
 
 
 def test_second_testbed_and_second_up_are_refused(live: Live) -> None:
-    again = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", live.name])
+    again = invoke_as_main("testbed", "up", "virtual", "--name", live.name)
     assert again.exit_code == 2 and "already up" in again.output
-    other = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", f"{live.name}x"])
+    other = invoke_as_main("testbed", "up", "virtual", "--name", f"{live.name}x")
     assert other.exit_code == 2 and "198.18.0.0/24 is already used" in other.output
     assert not default_state_dir(f"{live.name}x").exists()
 
@@ -246,14 +245,14 @@ def test_second_testbed_and_second_up_are_refused(live: Live) -> None:
 def test_down_restores_the_host_and_is_idempotent(live: Live) -> None:
     pids = [int(p.read_text()) for p in (live.state / "sshd").glob("*.pid")]
     assert len(pids) == 2
-    first = CliRunner().invoke(cli.testbed_app, ["down", live.name])
+    first = invoke_as_main("testbed", "down", live.name)
     assert first.exit_code == 0 and "removed" in first.output
     after = snapshot()
     assert after == live.before
     assert host_ifname(live.name) not in after["links"]
     assert not any(owned_pid(pid, str(live.state)) for pid in pids)
     assert not live.state.exists()
-    second = CliRunner().invoke(cli.testbed_app, ["down", live.name])
+    second = invoke_as_main("testbed", "down", live.name)
     assert second.exit_code == 0 and "nothing to do" in second.output
 
 
@@ -262,7 +261,7 @@ def test_failed_up_rolls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     before = snapshot()
     monkeypatch.setattr(sshd, "start_command", lambda *_: ["ip", "netns", "exec", "r2b-no-such"])
     try:
-        result = CliRunner().invoke(cli.testbed_app, ["up", "virtual", "--name", name])
+        result = invoke_as_main("testbed", "up", "virtual", "--name", name)
         assert result.exit_code == 1
         assert "`ip netns exec r2b-no-such` exited with" in result.output
         assert snapshot() == before

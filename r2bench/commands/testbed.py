@@ -39,11 +39,11 @@ from r2bench.textsafe import printable
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import (
     SHAPING_HANDLE,
-    PlanError,
     VirtualSpec,
     check_name,
     default_state_dir,
 )
+from r2bench.virtual.runner import CommandError
 from r2bench.virtual.status import known_testbeds, read_status
 from r2bench.virtual.teardown import TestbedError, teardown
 
@@ -60,11 +60,6 @@ StateDirOption = Annotated[
         metavar="DIR",
     ),
 ]
-
-
-def _fail(console: Console, message: str, code: int) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def _progress(console: Console) -> Any:
@@ -135,20 +130,11 @@ def up_command(
     """
     console = Console(stderr=True)
     if kind is not TestbedKind.virtual:
-        raise _fail(
-            console, f"unknown testbed kind {kind!r}: only `virtual` can be created", ExitCode.USAGE
-        )
-    try:
-        spec = VirtualSpec(name, nodes, nics, router, state_dir, rate, gpus, host_gpus)
-        capped = f", each capped at {rate}" if rate else ""
-        console.print(
-            f"creating virtual testbed [bold]{name}[/]: {nodes} nodes x {nics} NICs{capped}"
-        )
-        result = up(spec, _progress(console))
-    except PlanError as exc:
-        raise _fail(console, str(exc), ExitCode.USAGE) from None
-    except TestbedError as exc:
-        raise _fail(console, str(exc), exc.exit_code) from None
+        raise InputError(f"unknown testbed kind {kind!r}: only `virtual` can be created")
+    spec = VirtualSpec(name, nodes, nics, router, state_dir, rate, gpus, host_gpus)
+    capped = f", each capped at {rate}" if rate else ""
+    console.print(f"creating virtual testbed [bold]{name}[/]: {nodes} nodes x {nics} NICs{capped}")
+    result = up(spec, _progress(console))
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     console.print(f"up in {result.seconds:.1f}s; testbed file: {result.testbed_yaml}")
@@ -165,13 +151,11 @@ def down_command(
     Example: [bold]r2bench testbed down vt[/]
     """
     console = Console(stderr=True)
+    check_name(name)
     try:
-        check_name(name)
         done = teardown(name, state_dir or default_state_dir(name), _progress(console))
-    except PlanError as exc:
-        raise _fail(console, str(exc), ExitCode.USAGE) from None
-    except RuntimeError as exc:
-        raise _fail(console, str(exc), ExitCode.FAILED) from None
+    except CommandError as exc:  # a step failed: what is left is listed, run down again
+        raise TestbedError(str(exc)) from exc
     console.print(f"testbed {name}: " + ("removed" if done else "nothing to do"))
 
 
@@ -226,12 +210,7 @@ def status_command(
     """
     console = Console()
     names = [name] if name else known_testbeds()
-    try:
-        statuses = [
-            read_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)
-        ]
-    except PlanError as exc:
-        raise _fail(Console(stderr=True), str(exc), ExitCode.USAGE) from None
+    statuses = [read_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)]
     if as_json:
         typer.echo(json.dumps(statuses if name is None else statuses[0], indent=2))
         return
