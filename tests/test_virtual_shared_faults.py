@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from proc_groups import group_members
 
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
@@ -53,18 +54,6 @@ def link_up(bed: Bed, node: str, ifname: str) -> bool:
         check=True,
     ).stdout
     return "UP" in out.split(">")[0]
-
-
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, IndexError, ProcessLookupError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
 
 
 def test_heal_on_node0_leaves_node1s_fault_and_heal_on_node1_reverts_it(bed: Bed) -> None:
