@@ -15,7 +15,7 @@ from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.records import runformat, runmodel
 from r2bench.records import store as st
-from r2bench.records.tablefiles import BUILD_FILE
+from r2bench.records.tablefiles import BUILD_FILE, TablesChanged
 from r2bench.records.tables import TABLE_NAMES, Tables, build_tables, rebuild
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
@@ -143,3 +143,12 @@ def test_each_spec_is_read_once_per_build(sweep: Path, monkeypatch: pytest.Monke
     assert reads == []
     build_tables(sweep)
     assert reads == []
+
+
+def test_tables_read_back_never_read_a_rewritten_file(sweep: Path) -> None:
+    rebuild(sweep)
+    read = build_tables(sweep)
+    _edit_a_spec(sweep)
+    rebuild(sweep)  # another build rewrote the table files under the tables read back
+    with pytest.raises(TablesChanged, match="rewritten since it was read back"):
+        read.iterations_of(["any"])

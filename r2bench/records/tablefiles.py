@@ -168,29 +168,41 @@ def _restored(table: pa.Table, dtypes: Dtypes) -> pd.DataFrame:
     return frame
 
 
+class TablesChanged(OSError):
+    """A table file was rewritten after its tables were read back (another build ran)."""
+
+
 class StoredIterations:
     """The iterations table read back from its Parquet on demand: whole, the rows of a few
-    runs, or consecutive slices (the largest table is never read whole to write or draw)."""
+    runs, or consecutive slices (the largest table is never read whole to write or draw).
+    Each read checks the file is still the one BUILD named (TablesChanged otherwise)."""
 
-    def __init__(self, path: Path, dtypes: Dtypes) -> None:
+    def __init__(self, path: Path, dtypes: Dtypes, stamp: list[int]) -> None:
         self.path = path
         self.dtypes = dtypes
+        self.stamp = stamp
+
+    def _file(self) -> pq.ParquetFile:
+        if not self.path.is_file() or _stamp(self.path) != self.stamp:
+            raise TablesChanged(f"{self.path}: rewritten since it was read back; run again")
+        return pq.ParquetFile(self.path)
 
     def __len__(self) -> int:
-        return int(pq.ParquetFile(self.path).metadata.num_rows)
+        return int(self._file().metadata.num_rows)
 
     def frame(self) -> pd.DataFrame:
         """The whole table."""
-        return _restored(pq.read_table(self.path), self.dtypes)
+        return _restored(self._file().read(), self.dtypes)
 
     def of_runs(self, run_ids: set[str]) -> pd.DataFrame:
         """The rows of these runs only."""
+        self._file()
         wanted = sorted(run_ids)
         return _restored(pq.read_table(self.path, filters=[("run_id", "in", wanted)]), self.dtypes)
 
     def slices(self, rows: int) -> Iterator[pd.DataFrame]:
         """Consecutive slices of about `rows` rows (all of it at least once, even empty)."""
-        source = pq.ParquetFile(self.path)
+        source = self._file()
         empty = True
         for batch in source.iter_batches(batch_size=rows):
             empty = False
