@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from r2bench.config.load import load_testbed
@@ -27,6 +29,7 @@ from r2bench.records.run import fault_windows
 from r2bench.records.runformat import COMPLETE
 from r2bench.records.runmodel import FaultEvent, RunEnd
 from r2bench.records.store import RunStore
+from r2bench.records.tables import TABLE_NAMES, build_tables
 from r2bench.virtual.lifecycle import UpResult
 from r2bench.virtual.plan import netns_name
 
@@ -174,6 +177,15 @@ def test_sweep_end_to_end_then_resume_skips_everything(bed: Bed, tmp_path: Path)
     assert (results / "e2e" / "report.html").stat().st_size > 10_000
     assert "outcomes" in out and "report:" in out
     assert leftovers(bed) == []
+    # The sweep kept each run's rows from the outputs it read to classify the run, and built
+    # its tables from them: they are what parsing every run folder afresh gives.
+    swept = build_tables(results / "e2e")
+    assert swept.stored_iterations is not None  # the sweep's own tables, read back
+    tables = {name: getattr(swept, name) for name in TABLE_NAMES}
+    shutil.rmtree(results / "e2e" / "tables")
+    fresh = build_tables(results / "e2e")
+    for name in TABLE_NAMES:
+        pd.testing.assert_frame_equal(tables[name], getattr(fresh, name))
 
     again = sweep(experiment, bed, results)
     out, _ = again.communicate(timeout=120)

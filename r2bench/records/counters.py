@@ -15,17 +15,17 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from r2bench.records.nictraffic import CounterRow, counter_rows, read_counter_file
+from r2bench.records.nictraffic import (
+    COUNTER_COLUMNS,
+    CounterRow,
+    counter_rows,
+    read_counter_file,
+)
 
-# pandas/numpy come with the `report` extra; the sweep imports records.tables (and so this
-# module) on machines without it, where no table is built.
+# pandas/numpy come with the `report` extra; a module that only parses runs imports
+# records.nictraffic instead.
 with contextlib.suppress(ImportError):  # pragma: no cover - exercised in a subprocess test
     import pandas as pd
-
-COUNTER_COLUMNS = (
-    *("run_id", "node", "nic", "source", "time", "tx_bytes", "rx_bytes", "state"),
-    *("tx_gbit_s", "rx_gbit_s"),
-)
 
 
 def empty_counters() -> pd.DataFrame:

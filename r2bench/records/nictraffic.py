@@ -158,6 +158,13 @@ CounterRow = tuple[
 where a counter was unreadable or a rate undefined (JSON-safe: the kept rows hold these)."""
 
 
+COUNTER_COLUMNS = (
+    *("run_id", "node", "nic", "source", "time", "tx_bytes", "rx_bytes", "state"),
+    *("tx_gbit_s", "rx_gbit_s"),
+)
+"""The counters table's columns: a run id, then a `CounterRow`."""
+
+
 def counter_rows(lines: CounterLines, offset: Callable[[str], float]) -> list[CounterRow]:
     """The counters table's rows: every sample on the controller clock, with the throughput
     since the NIC's previous sample (NaN for its first one, and across a counter that went

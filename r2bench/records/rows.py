@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from array import array
 from collections.abc import Iterable
@@ -21,10 +22,9 @@ from pathlib import Path
 from sys import intern
 from typing import Any, NamedTuple
 
-from r2bench.records import recovery, runformat, runmodel
-from r2bench.records.counters import COUNTER_COLUMNS
+from r2bench.records import recovery, rowcache, runformat, runmodel
 from r2bench.records.models import ParsedNcclTests
-from r2bench.records.nictraffic import counter_rows
+from r2bench.records.nictraffic import COUNTER_COLUMNS, counter_rows
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.ras import RAS_FILE, ras_verdict
 from r2bench.records.run import (
@@ -32,18 +32,12 @@ from r2bench.records.run import (
     LINE_STAMP_RESOLUTION,
     RESULT_VALUES,
     ParsedRun,
+    RunOutputs,
     block_end_times,
     empty_run,
     parse_run,
 )
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
-
-# Frames need the `report` extra, like the tables.
-try:
-    import numpy as np
-    import pandas as pd
-except ImportError:  # pragma: no cover - exercised in a subprocess test
-    pass
 
 INCOMPLETE = "incomplete"
 INVALID = "invalid"
@@ -116,13 +110,10 @@ class Cols:
             column.append(value)
         self._next = (start + len(values)) % len(self._lists)
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.data, columns=list(self.names))
-
 
 @dataclass
 class IterBlocks:
-    """Per-iteration times: one flat array of times plus per-block columns (np.repeat later).
+    """Per-iteration times: one flat array of times plus per-block columns (repeated per iteration when the table is made).
     The times are the bulk of a sweep's data: kept as C doubles, not Python floats."""
 
     times: array[float] = field(default_factory=lambda: array("d"))
@@ -232,16 +223,17 @@ class RunRows:
         self.warnings.extend(other.warnings)
         self.thin.extend(other.thin)
 
-    def parse_folder(self, path: Path) -> None:
+    def parse_folder(self, path: Path, outputs: RunOutputs | None = None) -> None:
         """Parse and add one run folder (an incomplete one only gets its `runs` row, a bad
-        record an `invalid` one: the rest of the sweep goes on)."""
+        record an `invalid` one: the rest of the sweep goes on). `outputs`: what its output
+        files say, when they were read already (`records.run.parse_run`)."""
         record = runmodel.load_run(path)
         self.spec_run_id = record.spec_run_id
         if record.problems:
             self.add_invalid(record, record.problems)
         elif record.complete:
             try:
-                run = parse_run(record)
+                run = parse_run(record, outputs)
             except runmodel.RecordError as exc:
                 self.add_invalid(record, (str(exc),))
                 return
@@ -345,8 +337,8 @@ class RunRows:
             blocks.placement.append(p.placement)
             blocks.cycle.append(p.cycle)
             blocks.n.append(len(p.times_us))
-            blocks.bus_factor.append(run.row_times.get(key, (np.nan, 1.0))[1])
-            blocks.end_time.append(ends.get(key, np.nan))
+            blocks.bus_factor.append(run.row_times.get(key, (math.nan, 1.0))[1])
+            blocks.end_time.append(ends.get(key, math.nan))
 
     def _add_events(self, run_id: str, run: ParsedRun) -> None:
         """Add log events; a line's own stamp put on the controller clock."""
@@ -423,6 +415,23 @@ class RunRows:
 
 
 # --------------------------------------------------------------------------- the runs row
+
+
+def folder_rows(
+    sweep_dir: Path,
+    run_dir: Path,
+    prints: rowcache.Prints | None,
+    keep: bool,
+    outputs: RunOutputs | None = None,
+) -> RunRows:
+    """One run folder's rows, parsed (from `outputs` when its output files were read already),
+    and with `keep` kept for the next build (records.rowcache) when the run is complete and
+    its folder still has the fingerprint `prints` it had before."""
+    rows = RunRows(sweep_dir)
+    rows.parse_folder(run_dir, outputs)
+    if keep and rows.cacheable and rowcache.fingerprint(run_dir) == prints:
+        rowcache.save(sweep_dir, run_dir, rows.to_doc(), prints)
+    return rows
 
 
 def env_column(name: str) -> str:

@@ -351,21 +351,45 @@ class ParsedRun:
         return self.outcome.status.value if self.outcome else None
 
 
-def parse_run(record: runmodel.RunRecord) -> ParsedRun:
-    """Parse a run folder's outputs once; the outcome is classified again when outcome.json
-    is missing (an incomplete run keeps None)."""
+@dataclass(frozen=True)
+class RunOutputs:
+    """What a run's output files say, each file read once: its nccl-tests results (as parsed,
+    before `checked_results`), its events when they come from the logs, the verifying
+    workload's account and the transports NCCL set up. The sweep reads them to classify a run
+    and hands them on (`parse_run`), so a run's logs are not parsed again for its rows."""
+
+    parsed: ParsedNcclTests
+    log_events: list[tuple[str, Event]] | None
+    """(source file, event) parsed from stdout and stderr; None: the events are events.jsonl's."""
+    verification: Verification | None
+    transport: str
+
+
+def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
+    """A run folder's output files, each read once (stdout is also searched for a verifying
+    workload's account)."""
     stdout, stderr = record.file(runformat.STDOUT), record.file(runformat.STDERR)
     transports = TransportTap()
     parsed = parse_outputs(
         stdout, record.file(runformat.RESULT_JSON), record.spec.collective, transports
     )
-    parsed, refused = checked_results(parsed)
-    if record.file(runformat.EVENTS):
-        events = [(runformat.EVENTS, ev) for ev in record.events()]
-        if stderr:
-            transports.read(stderr)
-    else:
+    events = None
+    if not record.file(runformat.EVENTS):
         events = log_events([p for p in (stdout, stderr) if p], transports)
+    elif stderr:
+        transports.read(stderr)
+    return RunOutputs(parsed, events, read_verification(stdout), transports.transport)
+
+
+def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> ParsedRun:
+    """Parse a run folder once (its output files as `outputs` says, when given); the outcome
+    is classified again when outcome.json is missing (an incomplete run keeps None)."""
+    if outputs is None:
+        outputs = read_outputs(record)
+    parsed, refused = checked_results(outputs.parsed)
+    events = outputs.log_events
+    if events is None:
+        events = [(runformat.EVENTS, ev) for ev in record.events()]
     outcome = record.end.outcome if record.end else None
     if outcome is None and record.complete:
         found = [e for _, e in events]
@@ -379,14 +403,14 @@ def parse_run(record: runmodel.RunRecord) -> ParsedRun:
         parsed,
         events,
         outcome,
-        transports.transport,
+        outputs.transport,
         clock,
         stamps,
         {key_of(r): (clock.of_row(r, stamps), bus_factor(r)) for r in parsed.rows},
         fault_windows(record.faults, end.ended_at if end else None),
         refused,
     )
-    run.verification = read_verification(record.file(runformat.STDOUT))
+    run.verification = outputs.verification
     run.outcome = with_verification(run.outcome, run.verification)
     run.counter_lines = read_counter_lines(record.node_files())
     if any(w.nic for w in run.windows):

@@ -45,6 +45,7 @@ from r2bench.records.rows import (
     IterBlocks,
     RunRows,
     env_column,
+    folder_rows,
 )
 from r2bench.records.run import ParsedRun
 
@@ -86,7 +87,7 @@ def _assemble(rows: RunRows) -> Tables:
     large sweep's rows and frames are never all held at once)."""
     env_names = sorted(rows.env_names)
     runs = _runs_frame(rows.runs, env_names)
-    results = rows.results.frame()
+    results = _frame(rows.results)
     rows.results = Cols(rows.results.names)
     blocks, rows.iters = rows.iters, IterBlocks()
     if rows.thin:
@@ -99,14 +100,18 @@ def _assemble(rows: RunRows) -> Tables:
     return Tables(
         results=results,
         blocks=blocks,
-        events=_typed_events(rows.events.frame()),
+        events=_typed_events(_frame(rows.events)),
         runs=runs,
-        counters=typed_counters(rows.counters.frame()),
-        windows=_typed_windows(rows.windows.frame()),
-        provenance=rows.provenance.frame(),
-        traffic=_typed_traffic(rows.traffic.frame()),
+        counters=typed_counters(_frame(rows.counters)),
+        windows=_typed_windows(_frame(rows.windows)),
+        provenance=_frame(rows.provenance),
+        traffic=_typed_traffic(_frame(rows.traffic)),
         warnings=list(rows.warnings),
     )
+
+
+def _frame(cols: Cols) -> pd.DataFrame:
+    return pd.DataFrame(cols.data, columns=list(cols.names))
 
 
 def _series_baselines(
@@ -474,23 +479,18 @@ def _read_back(sweep_dir: Path, key: str) -> Tables | None:
         }
     except (OSError, ValueError, pa.ArrowException):
         return None
-    iterations = tablefiles.StoredIterations(
-        out_dir / "iterations.parquet", build.dtypes["iterations"]
-    )
+    path = out_dir / "iterations.parquet"
     tables = Tables(**frames, warnings=list(build.warnings), build_key=key)
-    tables.stored_iterations = iterations
+    tables.stored_iterations = tablefiles.StoredIterations(
+        path, build.dtypes["iterations"], build.files[path.name]
+    )
     return tables
 
 
 def _parse_one(sweep_dir: Path, job: tuple[Path, rowcache.Prints | None], keep: bool) -> RunRows:
-    """One run folder's rows, parsed (and, with `keep`, kept when the run is complete and
-    did not change while it was parsed)."""
+    """One run folder's rows, parsed (and, with `keep`, kept: `rows.folder_rows`)."""
     path, prints = job
-    one = RunRows(sweep_dir)
-    one.parse_folder(path)
-    if keep and one.cacheable and rowcache.fingerprint(path) == prints:
-        rowcache.save(sweep_dir, path, one.to_doc(), prints)
-    return one
+    return folder_rows(sweep_dir, path, prints, keep)
 
 
 def _parse_all(

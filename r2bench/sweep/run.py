@@ -8,6 +8,7 @@ killed mid-run leaves the output so far on disk.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import threading
 import time
@@ -17,6 +18,7 @@ from concurrent.futures import wait as wait_futures
 from contextlib import suppress
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import IO, TypeVar
 
 from r2bench.config.testbed import Testbed
@@ -29,7 +31,15 @@ from r2bench.records import store as st
 from r2bench.records.models import Outcome, OutcomeStatus
 from r2bench.records.outcome import classify, software_fault_check
 from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
-from r2bench.records.run import evidence_outcome, log_events, parse_outputs
+from r2bench.records.rowcache import fingerprint
+from r2bench.records.rows import folder_rows
+from r2bench.records.run import (
+    RunOutputs,
+    TransportTap,
+    evidence_outcome,
+    log_events,
+    parse_outputs,
+)
 from r2bench.records.verify import read_verification, with_verification
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
@@ -38,6 +48,8 @@ from r2bench.sweep.firstresult import FirstResultWatch
 from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.observers import collect_observers, start_observers
 from r2bench.sweep.preflight import preflight_problems
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -336,7 +348,9 @@ class RunExecutor:
             result_json if result_json.exists() else None,
             run.spec.collective,
         )
-        events = [e for _, e in log_events(p for p in (stdout, stderr) if p.exists())]
+        transports = TransportTap()
+        logs = [p for p in (stdout, stderr) if p.exists()]
+        events = [e for _, e in log_events(logs, transports)]
         result = job.result if job else None
         interrupted = self.interrupted.is_set()
         outcome = classify(
@@ -371,7 +385,17 @@ class RunExecutor:
         )
         if not interrupted:
             folder.mark_complete()
+            outputs = RunOutputs(parsed, None, check, transports.transport)
+            self._keep_rows(path, outputs)
         return outcome
+
+    def _keep_rows(self, run_dir: Path, outputs: RunOutputs) -> None:
+        """Keep the run's table rows, made from the outputs just read: the tables built after
+        the sweep do not parse the run again."""
+        try:
+            folder_rows(self.store.sweep_dir, run_dir, fingerprint(run_dir), True, outputs)
+        except Exception as exc:  # the rows are a cache: losing them costs a parse, not the sweep
+            log.warning("%s: table rows not kept (%s); the next build parses the run", run_dir, exc)
 
     # ---- helpers ----------------------------------------------------------------------------
     def _offsets(self, run: PlannedRun) -> dict[str, float]:
