@@ -266,7 +266,11 @@ def test_manual_fault_on_the_management_nic_is_refused() -> None:
     testbed = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
     with pytest.raises(ConfigError) as caught:
         manual_fault_step(testbed, ManualFault("link_down", "node1", "mgmt0", {}))
-    assert "management" in caught.value.issues[0].render()
+    refusal = caught.value.issues[0].render()
+    assert "management" in refusal
+    # located at the arguments it came from, not at a line of the experiment written for them
+    assert refusal.startswith("r2bench inject arguments: nic: "), refusal
+    assert "<command line>" not in refusal and "scenarios[0]" not in refusal
     step, _ = manual_fault_step(testbed, ManualFault("link_down", "node1", "nic1", {}, 120))
     assert step.tag == "r2b-hand-node1-nic1" and "--tag r2b-hand-node1-nic1" in step.revert.command
     assert "--lease-s 120" in step.inject.command

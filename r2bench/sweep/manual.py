@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 from rich.console import Console
 from rich.table import Table
 
+from r2bench.config.errors import ConfigError, ConfigIssue
 from r2bench.config.experiment import Experiment
 from r2bench.config.load import load_testbed
 from r2bench.config.recipes import load_recipes
@@ -146,14 +147,34 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
         },
         sort_keys=False,
     )
-    doc = parse_yaml(text, "<command line>")
-    experiment = validate_model(Experiment, doc)
-    inputs = Inputs(
-        experiment, testbed, load_recipes(None), doc, "<command line>", testbed_doc_name
-    )
-    plan = make_plan(inputs)
+    doc = parse_yaml(text, _WRITTEN)
+    try:
+        experiment = validate_model(Experiment, doc)
+        inputs = Inputs(experiment, testbed, load_recipes(None), doc, _WRITTEN, testbed_doc_name)
+        plan = make_plan(inputs)
+    except ConfigError as exc:
+        raise ConfigError([_at_arguments(issue) for issue in exc.issues]) from exc
     step = next(r for r in plan.runs if r.faults).faults[0]
     return _retagged(step, manual_tag(fault)), testbed.paths.work_dir
+
+
+_WRITTEN = "<experiment written for the arguments>"
+"""The name of the one-fault experiment `manual_fault_step` writes: no file of the user's."""
+_FAULT_PATH: tuple[str | int, ...] = ("scenarios", 0, "faults", 0)
+_ARGUMENT_OF = {"deadline_s": ("lease_s",), "trigger": ()}
+
+
+def _at_arguments(issue: ConfigIssue) -> ConfigIssue:
+    """An issue of the experiment written for a fault given by hand, located at the argument
+    it came from (kind, node, nic, params, lease_s); issues of the testbed file stay there."""
+    if issue.file != _WRITTEN:
+        return issue
+    path = issue.path
+    if path[: len(_FAULT_PATH)] == _FAULT_PATH:
+        path = path[len(_FAULT_PATH) :]
+    if path and path[0] in _ARGUMENT_OF:
+        path = (*_ARGUMENT_OF[str(path[0])], *path[1:])
+    return replace(issue, file="r2bench inject arguments", line=None, column=None, path=path)
 
 
 def manual_tag(fault: ManualFault) -> str:
