@@ -303,3 +303,25 @@ def test_summary_counts_outcomes_per_scenario_and_mode() -> None:
     text = console.export_text()
     assert "crashed" in text and "nccl-emulated" in text
     assert "r2ccl-m0 mode 0" in text and "r2ccl-m2 mode 2" in text
+
+
+def test_the_interrupt_handler_imports_nothing() -> None:
+    """A signal can land in the middle of an import (rich loads its emoji table on the first
+    print): the handler must not need a module that may be half made at that moment."""
+    code = """
+import io, signal, sys
+from rich.console import Console
+from r2bench.sweep.interrupts import Interrupts
+handler = Interrupts(Console(file=io.StringIO()))
+before = set(sys.modules)
+handler.handle(signal.SIGINT, None)
+handler.handle(signal.SIGINT, None)
+print(sorted(set(sys.modules) - before))
+print(handler.console.file.getvalue())
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    imported, said = out.split("\n", 1)
+    assert imported == "[]", imported
+    assert "interrupted: finishing the current step" in said and "already stopping" in said

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from rich.console import Console
+from rich.text import Text
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -27,20 +28,20 @@ class Interrupts:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.flag = threading.Event()
+        # Made here, printed as they are: a signal may land in the middle of an import (rich
+        # loads its emoji table on a first print), so the handler parses and imports nothing.
+        self._first = Text(
+            "interrupted: finishing the current step (faults reverted, job stopped), then the "
+            "final heal and the report...",
+            style="yellow",
+        )
+        self._again = Text("already stopping, faults are being reverted; please wait", "yellow")
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """Set the flag, and say what happens now."""
         first = not self.flag.is_set()
         self.flag.set()
-        if first:
-            self.console.print(
-                "[yellow]interrupted: finishing the current step (faults reverted, job "
-                "stopped), then the final heal and the report...[/]"
-            )
-        else:
-            self.console.print(
-                "[yellow]already stopping, faults are being reverted; please wait[/]"
-            )
+        self.console.print(self._first if first else self._again, highlight=False)
 
     @contextmanager
     def installed(self) -> Iterator[threading.Event]:
