@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records import runformat, runmodel
+from r2bench.records import runformat, runmodel, tablefiles
 from r2bench.records import store as st
 from r2bench.records.tablefiles import BUILD_FILE, TablesChanged
 from r2bench.records.tables import TABLE_NAMES, Tables, build_tables, rebuild
@@ -152,3 +152,29 @@ def test_tables_read_back_never_read_a_rewritten_file(sweep: Path) -> None:
     rebuild(sweep)  # another build rewrote the table files under the tables read back
     with pytest.raises(TablesChanged, match="rewritten since it was read back"):
         read.iterations_of(["any"])
+
+
+def test_the_rows_of_a_run_are_read_from_the_row_groups_that_hold_them(
+    sweep: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tablefiles, "ROW_GROUP_ROWS", 97)  # runs span groups, groups span runs
+    built = rebuild(sweep)
+    read = build_tables(sweep)
+    assert read.stored_iterations is not None
+    runs = [str(r) for r in built.runs["run_id"]]
+    for chosen in ([runs[0]], [runs[-1]], [runs[2], runs[0]], runs, ["no such run"]):
+        pd.testing.assert_frame_equal(read.iterations_of(chosen), built.iterations_of(chosen))
+
+
+def test_rows_not_written_run_by_run_are_still_found(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {"run_id": pd.Categorical(["a", "a", "b", "a"]), "time_us": [1.0, 2.0, 3.0, 4.0]}
+    )
+    path = tmp_path / "iterations.parquet"
+    frame.to_parquet(path, index=False)
+    info = path.stat()
+    stored = tablefiles.StoredIterations(
+        path, {"run_id": "category", "time_us": "float64"}, [info.st_size, info.st_mtime_ns]
+    )
+    assert list(stored.of_runs({"a"})["time_us"]) == [1.0, 2.0, 4.0]
+    assert list(stored.of_runs({"b"})["time_us"]) == [3.0]

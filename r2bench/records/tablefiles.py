@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
+from r2bench.errors import InputError
 from r2bench.extras import require_report_extra
 from r2bench.safeio import (
     JSON_RECORD_LIMIT,
@@ -28,6 +29,7 @@ from r2bench.safeio import (
 )
 
 try:
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
     import pyarrow.csv as pa_csv
@@ -39,6 +41,8 @@ BUILD_FILE = "BUILD"
 """In the tables folder, written last: what the tables were built from (see the module doc)."""
 WRITE_ROWS = 1 << 20
 """Rows converted to Arrow at a time when a table is written."""
+ROW_GROUP_ROWS = 1 << 16
+"""Rows per Parquet row group: the rows of a few runs are read a group or two at a time."""
 FORMAT = 2
 """Of the BUILD file; a BUILD of another format is never read back (the tables are rebuilt)."""
 
@@ -110,7 +114,7 @@ def _write_table(out_dir: Path, table: TableSlices) -> Dtypes:
     ):
         for part in chain([first], table.slices):
             chunk = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
-            parquet.write_table(chunk)
+            parquet.write_table(chunk, row_group_size=ROW_GROUP_ROWS)
             csv.write_table(chunk)
     return {str(name): str(dtype) for name, dtype in first.dtypes.items()}
 
@@ -150,6 +154,23 @@ def read_frame(out_dir: Path, name: str, build: Build) -> pd.DataFrame:
     return _restored(pq.read_table(out_dir / f"{name}.parquet"), build.dtypes[name])
 
 
+def _read_rows(source: pq.ParquetFile, rows: range) -> pa.Table:
+    """The rows `rows` of a Parquet file, reading only the row groups that hold them."""
+    groups: list[int] = []
+    offset = at = 0
+    for group in range(source.num_row_groups):
+        size = source.metadata.row_group(group).num_rows
+        if at < rows.stop and rows.start < at + size:
+            offset = offset if groups else rows.start - at
+            groups.append(group)
+        at += size
+    if not groups and source.num_row_groups:
+        groups = [0]  # no rows: none of the first group's, with the table's categories
+    if not groups:
+        return source.schema_arrow.empty_table()
+    return source.read_row_groups(groups).slice(offset, len(rows))
+
+
 def _restored(table: pa.Table, dtypes: Dtypes) -> pd.DataFrame:
     """The frame of an Arrow table, each column at its written dtype. A column written as
     `object` comes back as strings or floats: it is made `object` again, a missing value
@@ -168,8 +189,9 @@ def _restored(table: pa.Table, dtypes: Dtypes) -> pd.DataFrame:
     return frame
 
 
-class TablesChanged(OSError):
-    """A table file was rewritten after its tables were read back (another build ran)."""
+class TablesChanged(InputError):
+    """A table file was rewritten after its tables were read back (another build ran): the
+    command is run again (exit 2)."""
 
 
 class StoredIterations:
@@ -181,6 +203,8 @@ class StoredIterations:
         self.path = path
         self.dtypes = dtypes
         self.stamp = stamp
+        self._rows_of: dict[str, range] | None = None
+        self._indexed = False
 
     def _file(self) -> pq.ParquetFile:
         if not self.path.is_file() or _stamp(self.path) != self.stamp:
@@ -195,10 +219,35 @@ class StoredIterations:
         return _restored(self._file().read(), self.dtypes)
 
     def of_runs(self, run_ids: set[str]) -> pd.DataFrame:
-        """The rows of these runs only."""
-        self._file()
-        wanted = sorted(run_ids)
-        return _restored(pq.read_table(self.path, filters=[("run_id", "in", wanted)]), self.dtypes)
+        """The rows of these runs only, in table order: only the row groups that hold them
+        are read."""
+        source = self._file()
+        rows_of = self._index(source)
+        if rows_of is None:  # not one stretch per run: filtered on the whole file
+            wanted = sorted(run_ids)
+            found = pq.read_table(self.path, filters=[("run_id", "in", wanted)])
+            return _restored(found, self.dtypes)
+        ranges = sorted((rows_of[r] for r in run_ids if r in rows_of), key=lambda r: r.start)
+        parts = [_read_rows(source, rows) for rows in ranges] or [_read_rows(source, range(0))]
+        return _restored(pa.concat_tables(parts), self.dtypes)
+
+    def _index(self, source: pq.ParquetFile) -> dict[str, range] | None:
+        """Where each run's rows are (one stretch per run: the table is written run by run),
+        from the run id column alone, read once; None when a run's rows are not one stretch."""
+        if not self._indexed:
+            self._indexed = True
+            ids = source.read(columns=["run_id"]).column("run_id").to_pandas()
+            codes = ids.cat.codes.to_numpy() if isinstance(ids.dtype, pd.CategoricalDtype) else None
+            if codes is not None:
+                edges = np.flatnonzero(np.diff(codes)) + 1
+                starts, stops = np.r_[0, edges], np.r_[edges, len(codes)]
+                stretches = [(a, b) for a, b in zip(starts, stops, strict=True) if b > a]
+                if len(stretches) == len(np.unique(codes)):  # one stretch per run
+                    self._rows_of = {
+                        str(ids.cat.categories[codes[a]]): range(int(a), int(b))
+                        for a, b in stretches
+                    }
+        return self._rows_of
 
     def slices(self, rows: int) -> Iterator[pd.DataFrame]:
         """Consecutive slices of about `rows` rows (all of it at least once, even empty)."""
