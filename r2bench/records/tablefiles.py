@@ -70,7 +70,7 @@ class Build:
     warnings: list[str]
 
 
-def paths(out_dir: Path, names: Iterable[str]) -> list[Path]:
+def _paths(out_dir: Path, names: Iterable[str]) -> list[Path]:
     """Every file the tables `names` are written to, Parquet and CSV."""
     return [out_dir / f"{name}.{ext}" for name in names for ext in ("parquet", "csv")]
 
@@ -85,7 +85,7 @@ def write(
     require_report_extra("tables")
     if root is not None:
         inside(root, out_dir)
-    files = paths(out_dir, [t.name for t in tables])
+    files = _paths(out_dir, [t.name for t in tables])
     if key and current(out_dir, key, [t.name for t in tables]) is not None:
         return files  # the same runs and code as last time: the same tables are there
     build = out_dir / BUILD_FILE
@@ -140,7 +140,7 @@ def current(out_dir: Path, key: str, names: list[str], root: Path | None = None)
         found = Build(doc["key"], doc["files"], doc["dtypes"], [str(w) for w in doc["warnings"]])
         unchanged = all(
             not p.is_symlink() and found.files.get(p.name) == _stamp(p)
-            for p in paths(out_dir, names)
+            for p in _paths(out_dir, names)
         )
         has_types = all(isinstance(found.dtypes.get(name), dict) for name in names)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, InputRefused, OutsideFolder):
