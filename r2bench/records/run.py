@@ -257,8 +257,7 @@ def _parse_text_file(
     with path.open("rb") as handle:
         lines = (transports or TransportTap()).passing(handle)
         parsed = parse_text(lines, binary_name=binary)
-        for _ in lines:  # the tap sees every line, wherever the parse stopped
-            pass
+        _to_end(lines)
     if not parsed.rows and looks_like_artifact(path):
         # R-2CCL's own hot-repair program (its artifact harness): iterations, ranks, devices
         try:
@@ -281,9 +280,15 @@ def log_events(
         with path.open("rb") as handle:
             lines = tap.passing(handle)
             out.extend((path.name, ev) for ev in parse_events(lines))
-            for _ in lines:
-                pass
+            _to_end(lines)
     return out
+
+
+def _to_end(lines: Iterator[bytes]) -> None:
+    """Read what is left of a tapped log: the tap sees every line, wherever its reader
+    stopped."""
+    for _ in lines:
+        pass
 
 
 class TransportTap:
@@ -306,8 +311,7 @@ class TransportTap:
     def read(self, path: Path) -> None:
         """Look at every line of a log no other reader passes over."""
         with path.open("rb") as handle:
-            for _ in self.passing(handle):
-                pass
+            _to_end(self.passing(handle))
 
     @property
     def transport(self) -> str:
