@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from proc_groups import proc_stats
 
 SSHD = "/usr/sbin/sshd"
 
@@ -66,13 +67,7 @@ def _keygen(path: Path) -> None:
 
 def _children(pid: int) -> list[int]:
     """Every descendant of `pid`, read from /proc."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
+    parents = {pid: int(fields[1]) for pid, fields in proc_stats()}
     found, frontier = [], [pid]
     while frontier:
         parent = frontier.pop()

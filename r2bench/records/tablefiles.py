@@ -148,10 +148,23 @@ def current(out_dir: Path, key: str, names: list[str], root: Path | None = None)
     return found if unchanged and has_types else None
 
 
-def read_frame(out_dir: Path, name: str, build: Build) -> pd.DataFrame:
-    """A table read back whole, at the dtypes it was written with. Raises ValueError (or
-    OSError) when the file does not hold what BUILD says."""
-    return _restored(pq.read_table(out_dir / f"{name}.parquet"), build.dtypes[name])
+def read_frames(out_dir: Path, names: list[str], build: Build) -> dict[str, pd.DataFrame] | None:
+    """The tables `names` read back whole, each column at the dtype it was written with; None
+    when a file does not hold what BUILD says (the tables are built again)."""
+    try:
+        return {
+            name: _restored(pq.read_table(out_dir / f"{name}.parquet"), build.dtypes[name])
+            for name in names
+        }
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+def frame_slices(name: str, frame: pd.DataFrame) -> TableSlices:
+    """A table held whole, to write WRITE_ROWS rows at a time."""
+    starts = range(0, max(len(frame), 1), WRITE_ROWS)
+    slices = (frame.iloc[start : start + WRITE_ROWS] for start in starts)
+    return TableSlices(name, slices, pa.Schema.from_pandas(frame, preserve_index=False))
 
 
 def _read_rows(source: pq.ParquetFile, rows: range) -> pa.Table:

@@ -49,12 +49,11 @@ from r2bench.records.rows import (
 )
 from r2bench.records.run import ParsedRun
 
-# Tables need the `report` extra (pandas, pyarrow); a module that only parses a run imports
-# records.run instead.
+# Tables need the `report` extra (pandas here, pyarrow in records.tablefiles); a module that
+# only parses a run imports records.run instead.
 try:
     import numpy as np
     import pandas as pd
-    import pyarrow as pa
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
@@ -471,13 +470,8 @@ def _read_back(sweep_dir: Path, key: str) -> Tables | None:
     build = tablefiles.current(out_dir, key, list(TABLE_NAMES), root=sweep_dir)
     if build is None:
         return None
-    try:
-        frames = {
-            name: tablefiles.read_frame(out_dir, name, build)
-            for name in TABLE_NAMES
-            if name != "iterations"
-        }
-    except (OSError, ValueError, pa.ArrowException):
+    frames = tablefiles.read_frames(out_dir, [n for n in TABLE_NAMES if n != "iterations"], build)
+    if frames is None:
         return None
     path = out_dir / "iterations.parquet"
     tables = Tables(**frames, warnings=list(build.warnings), build_key=key)
@@ -522,12 +516,9 @@ def write_tables(tables: Tables, out_dir: Path, root: Path | None = None) -> lis
 
 def _table_slices(tables: Tables, name: str) -> tablefiles.TableSlices:
     """One table to write, a slice at a time (the iterations table is never made whole)."""
-    rows = tablefiles.WRITE_ROWS
     if name == "iterations":
-        return tablefiles.TableSlices(name, tables.iteration_slices(rows))
-    frame = getattr(tables, name)
-    slices = (frame.iloc[start : start + rows] for start in range(0, max(len(frame), 1), rows))
-    return tablefiles.TableSlices(name, slices, pa.Schema.from_pandas(frame, preserve_index=False))
+        return tablefiles.TableSlices(name, tables.iteration_slices(tablefiles.WRITE_ROWS))
+    return tablefiles.frame_slices(name, getattr(tables, name))
 
 
 def rebuild(sweep_dir: Path) -> Tables:
