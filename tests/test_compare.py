@@ -18,7 +18,7 @@ from rich.console import Console
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.commands.compare import compare_command
-from r2bench.compare.policy import Policy, Statistic, load_policy
+from r2bench.compare.policy import METRICS, Policy, Statistic, load_policy
 from r2bench.compare.provenance import compare_provenance, sweep_facts
 from r2bench.compare.reference import load_reference, reference_from_sweep, reference_yaml
 from r2bench.compare.samples import CompareInputError, SweepData
@@ -65,6 +65,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         mp.setattr(sample_sweep, "MODE_SLOWDOWN", {"2": 1.4})  # mode 1 now dies at the fault
         out["crash"] = _sweep(root, "crash", 4)
     out["short"] = _sweep(root, "short", 5, iterations=2, repeats=1)
+    out["short2"] = _sweep(root, "short2", 6, iterations=2, repeats=1)
     return out
 
 
@@ -72,14 +73,12 @@ def _quiet() -> Console:
     return Console(file=open("/dev/null", "w"), width=200)
 
 
-def test_identical_inputs_never_flagged(sweeps: dict[str, Path]) -> None:
+def test_identical_inputs_are_the_same_and_pass(sweeps: dict[str, Path]) -> None:
     base = load_sweep(sweeps["base"])
     result = compare_sweeps(base, base, Policy())
-    assert result.regressions == []
-    assert {r.verdict for r in result.rows} <= {Verdict.SAME, Verdict.UNDECIDED}
-    # undecided rows (the crashed runs' few samples) fail the gate unless allowed
-    assert result.exit_code == (1 if result.unjudged else 0)
-    assert dataclasses.replace(result, gate=Gate(allow_undecided=True)).exit_code == 0
+    # the crashed runs' few samples too: identical sides leave nothing to decide
+    assert {r.verdict for r in result.rows} == {Verdict.SAME}
+    assert result.exit_code == 0
     assert all(r.change == 0 for r in result.rows if r.metric != "outcome")
 
 
@@ -121,10 +120,12 @@ def test_xfail_turns_an_expected_regression_into_xfail(
 
 
 def test_too_few_samples_is_undecided_never_a_pass(sweeps: dict[str, Path]) -> None:
-    result = compare_sweeps(load_sweep(sweeps["short"]), load_sweep(sweeps["short"]), Policy())
-    metric_rows = [r for r in result.rows if r.metric != "outcome"]
+    result = compare_sweeps(load_sweep(sweeps["short"]), load_sweep(sweeps["short2"]), Policy())
+    metric_rows = [r for r in result.rows if r.metric in METRICS]  # 2 samples a cell
     assert metric_rows and all(r.verdict is Verdict.UNDECIDED for r in metric_rows)
     assert all("too few samples" in r.note for r in metric_rows)
+    assert result.exit_code == 1
+    assert dataclasses.replace(result, gate=Gate(allow_undecided=True)).exit_code == 0
 
 
 def test_deterministic(sweeps: dict[str, Path]) -> None:

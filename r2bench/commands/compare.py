@@ -46,7 +46,8 @@ def compare_command(
     allow_provenance_mismatch: bool = False,
 ) -> int:
     """Compare, print, write the requested files; returns the exit code. `gate` says what may
-    pass unjudged (by default nothing: incomplete, missing and undecided cells fail); a
+    pass unjudged besides what the policy lets pass (by default nothing: incomplete, missing
+    and undecided cells fail; the policy's `undecided: pass` lets undecided ones pass); a
     baseline whose testbed, nccl-tests or library version differs from the candidate's is
     refused (CompareInputError) unless `allow_provenance_mismatch`."""
     out = console or Console()
@@ -69,7 +70,7 @@ def compare_command(
         cand = load_sweep(candidate)
         _warn(err, cand.tables.warnings)
         result = _compare(baseline, cand, policy, allow_provenance_mismatch, err)
-        result.gate = gate or Gate()
+        result.gate = result.gate.widened(gate or Gate())
     print_table(result, out, everything=show_all)
     if markdown_file is not None:
         atomic_write(markdown_file, markdown(result))

@@ -4,7 +4,8 @@
 confidence: 0.95          # two-sided bootstrap interval
 resamples: 2000           # bootstrap resamples (seeded: the same inputs give the same verdicts)
 seed: 0
-min_samples: 5            # fewer samples on a side: `undecided`
+min_samples: 5            # fewer samples on a side: `undecided` (identical sides: `same`)
+undecided: fail           # whether `undecided` rows fail the gate (fail) or pass it (pass)
 run_noise: 0.0            # the testbed's relative run-to-run spread (sd), beyond the samples
 reference_tolerance: 0.10 # bounds --write-reference writes (at least this, relative)
 metrics:
@@ -64,6 +65,13 @@ class Statistic(str, Enum):
 
     MEDIAN = "median"
     MEAN = "mean"
+
+
+class UndecidedGate(str, Enum):
+    """What an `undecided` row does to the gate."""
+
+    FAIL = "fail"  # the gate passes only on what it could judge (more repeats decide more)
+    PASS = "pass"  # a testbed too noisy to decide most cells: the gate catches what it can
 
 
 class _Strict(BaseModel):
@@ -139,6 +147,9 @@ class Policy(_Strict):
     resamples: int = Field(2000, ge=100, le=100_000)
     seed: int = 0
     min_samples: int = Field(5, ge=2)
+    undecided: UndecidedGate = Field(
+        UndecidedGate.FAIL, description="Whether `undecided` rows fail the gate or pass it."
+    )
     run_noise: float = Field(
         0.0, ge=0, lt=1, description="Known relative run-to-run spread (sd) of the testbed."
     )

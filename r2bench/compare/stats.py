@@ -36,6 +36,15 @@ class Verdict(str, Enum):
     INCOMPLETE = "incomplete"  # candidate runs of the series that did not finish
 
 
+class Undecided(str, Enum):
+    """Why a row is `undecided`: what would get it a verdict differs."""
+
+    TOO_FEW_SAMPLES = "too few samples"  # fewer than min_samples on a side: more repeats
+    TOO_NOISY = "too noisy"  # the interval reaches past the minimum effect: more repeats
+    NO_VALUE = "no value"  # nothing finite to compare (a zero or missing statistic)
+    NO_FINISHED_RUN = "no finished run"  # a series' outcomes: no run finished on a side
+
+
 def rng_for(seed: int, *parts: str) -> np.random.Generator:
     """A generator seeded by the policy seed and stable text (a cell key, a metric)."""
     return np.random.default_rng([seed & 0xFFFFFFFF, *(zlib.crc32(p.encode()) for p in parts)])
@@ -47,6 +56,14 @@ def point(groups: list[np.ndarray], statistic: Statistic) -> float:
     if pooled.size == 0:
         return float("nan")
     return float(np.median(pooled) if statistic is Statistic.MEDIAN else np.mean(pooled))
+
+
+def identical(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two sides hold the same samples (as multisets, at least one): every statistic
+    and every resample of them is the same, so no test could tell them apart, however few."""
+    pooled_a = np.sort(np.concatenate(a)) if a else np.empty(0)
+    pooled_b = np.sort(np.concatenate(b)) if b else np.empty(0)
+    return bool(pooled_a.size) and np.array_equal(pooled_a, pooled_b)
 
 
 def _thin(groups: list[np.ndarray]) -> list[np.ndarray]:

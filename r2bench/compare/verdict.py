@@ -9,7 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from r2bench.compare.policy import HIGHER_IS_BETTER, METRICS, RECOVERY_METRICS, Policy, XFail
+from r2bench.compare.policy import (
+    HIGHER_IS_BETTER,
+    METRICS,
+    RECOVERY_METRICS,
+    Policy,
+    UndecidedGate,
+    XFail,
+)
 from r2bench.compare.reference import Reference, reference_keyed
 from r2bench.compare.samples import (
     Cell,
@@ -23,10 +30,12 @@ from r2bench.compare.samples import (
 )
 from r2bench.compare.stats import (
     Change,
+    Undecided,
     Verdict,
     bootstrap,
     decide,
     decide_bounds,
+    identical,
     point,
     relative_change,
     rng_for,
@@ -51,6 +60,18 @@ class Gate:
     allow_incomplete: bool = False
     allow_undecided: bool = False
 
+    @classmethod
+    def of(cls, policy: Policy) -> Gate:
+        """The gate a policy sets (`undecided: pass` lets undecided rows pass)."""
+        return cls(allow_undecided=policy.undecided is UndecidedGate.PASS)
+
+    def widened(self, other: Gate) -> Gate:
+        """What either gate lets pass (command-line flags add to the policy's gate)."""
+        return Gate(
+            self.allow_incomplete or other.allow_incomplete,
+            self.allow_undecided or other.allow_undecided,
+        )
+
     def blocks(self, verdict: Verdict) -> bool:
         """Whether a row with this verdict fails the gate although nothing regressed."""
         if verdict in NOT_DATA:
@@ -74,6 +95,7 @@ class Row:
     n_candidate: int = 0
     threshold: str = ""
     note: str = ""
+    undecided: Undecided | None = None  # why, when the verdict is `undecided`
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -165,12 +187,18 @@ def _metric_row(
     ]
     cand_value = point(cand.samples[metric], settings.statistic)
     base_value = point(base.samples[metric], settings.statistic) if base is not None else ref_value
+    if base is not None and identical(base.samples[metric], cand.samples[metric]):
+        return Row(
+            key, metric, Verdict.SAME, base_value, cand_value, 0.0, n_baseline=n_base,
+            n_candidate=n_cand, threshold=threshold, note="identical samples",
+        )  # fmt: skip
     if too_few:
         change = cand_value / base_value - 1 if base_value else None
         return Row(
             key, metric, Verdict.UNDECIDED, base_value, cand_value, change,
             n_baseline=n_base, n_candidate=n_cand, threshold=threshold,
             note=f"too few samples ({', '.join(too_few)} < {policy.min_samples})",
+            undecided=Undecided.TOO_FEW_SAMPLES,
         )  # fmt: skip
     rng = rng_for(policy.seed, str(key), metric)
     cand_boot = bootstrap(cand.samples[metric], settings.statistic, policy.resamples, rng)
@@ -196,8 +224,16 @@ def _metric_row(
         verdict = decide_bounds(ch, bounds[0], bounds[1], higher)
     return Row(
         key, metric, verdict, base_value, cand_value, ch.change, ch.change_low, ch.change_high,
-        n_base, n_cand, threshold,
+        n_base, n_cand, threshold, undecided=_why_undecided(verdict, ch),
     )  # fmt: skip
+
+
+def _why_undecided(verdict: Verdict, change: Change) -> Undecided | None:
+    """With enough samples: no finite estimate to judge, or an interval too wide for it."""
+    if verdict is not Verdict.UNDECIDED:
+        return None
+    finite = np.isfinite([change.change, change.change_low, change.change_high]).all()
+    return Undecided.TOO_NOISY if finite else Undecided.NO_VALUE
 
 
 def _outcome_text(outcomes: Counter[str]) -> str:
@@ -212,7 +248,8 @@ def _outcome_row(key: Key, base: Counter[str], cand: Counter[str]) -> Row:
     nb, nc = sum(b.values()), sum(c.values())
     if not nb or not nc:
         return Row(key, OUTCOME, Verdict.UNDECIDED, text_b, text_c, n_baseline=nb,
-                   n_candidate=nc, note="no finished run on a side")  # fmt: skip
+                   n_candidate=nc, note="no finished run on a side",
+                   undecided=Undecided.NO_FINISHED_RUN)  # fmt: skip
     ok_b, ok_c = b["ok"] / nb, c["ok"] / nc
     if ok_c < ok_b:
         verdict, note = Verdict.REGRESSION, "runs that ended ok now fail"
@@ -263,7 +300,7 @@ def _cell_rows(
 def compare_sweeps(base: SweepData, cand: SweepData, policy: Policy) -> Comparison:
     """Two sweeps, cell by cell and series by series."""
     names = series_columns(base.tables, cand.tables)
-    out = Comparison(base.name, cand.name, names, policy)
+    out = Comparison(base.name, cand.name, names, policy, gate=Gate.of(policy))
     rows, out.matched_cells = _cell_rows(
         cells(base.tables, names), cells(cand.tables, names), policy
     )
@@ -302,7 +339,9 @@ def _recovery_rows(
 def compare_reference(ref: Reference, cand: SweepData, policy: Policy) -> Comparison:
     """A sweep against a reference file: each cell against its value and bounds."""
     names = ref.series_columns
-    out = Comparison(f"reference {ref.sweep}".strip(), cand.name, names, policy)
+    out = Comparison(
+        f"reference {ref.sweep}".strip(), cand.name, names, policy, gate=Gate.of(policy)
+    )
     ref_cells, ref_series = reference_keyed(ref)
     cand_cells = cells(cand.tables, names)
     rows: list[Row] = []
