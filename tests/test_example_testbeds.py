@@ -24,10 +24,12 @@ from r2bench.testbeds.discover import merge_testbed, parse_discovery
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "experiments" / "testbeds" / "dgx-h100-2node.yaml"
 HARDWARE = ROOT / "tests" / "data" / "hardware" / "dgx-h100-ibdev2netdev.txt"
+CLUSTER_FIRST = ROOT / "experiments" / "cluster-first.yaml"
 # Every experiment whose comment says it runs as is on the example.
 ON_THE_EXAMPLE = [
     *sorted((ROOT / "experiments" / "paper").glob("*.yaml")),
     ROOT / "experiments" / "ci" / "real-2node.yaml",
+    CLUSTER_FIRST,
 ]
 
 
@@ -91,3 +93,39 @@ def test_experiments_plan_on_the_discovered_example(
             assert node is not None
             nic = node.nic(fault.nic)
             assert nic is not None and not nic.management, (experiment.name, fault.nic)
+
+
+def test_cluster_first_sweep_is_small_and_faults_a_data_hca_mid_run() -> None:
+    """docs/cluster.md's first sweep plans on the example as written, with no warning: stock
+    NCCL and R-2CCL mode 0, fault-free and with one of node1's IB data HCAs disabled after the
+    first result line, 2 sizes, 1 repeat."""
+    plan = make_plan(load_inputs(CLUSTER_FIRST, EXAMPLE))
+    assert plan.notes == []
+    runs = {
+        (r.spec.library.recipe, r.spec.env.get("R2CC_MODE"), r.spec.scenario) for r in plan.runs
+    }
+    assert runs == {
+        (library, mode, scenario)
+        for library, mode in (("vanilla", None), ("r2ccl", "0"))
+        for scenario in ("none", "nic-down")
+    }
+    assert len(plan.runs) == len(runs)
+    node1 = load_testbed(EXAMPLE).node("node1")
+    assert node1 is not None
+    for run in plan.runs:
+        spec = run.spec
+        assert (spec.collective, spec.size_begin, spec.size_end, spec.size_factor) == (
+            "all_reduce",
+            16 << 20,
+            256 << 20,
+            16,
+        )
+        assert spec.options.cycles and spec.options.timeout_s
+        if spec.scenario == "none":
+            assert not spec.faults
+            continue
+        (fault,) = spec.faults
+        assert fault.kind == "ib_port_down" and fault.node == "node1"
+        nic = node1.nic(fault.nic) if fault.nic else None
+        assert nic is not None and nic.kind is NicKind.IB and not nic.management
+        assert fault.trigger.since.value == "first_result" and fault.duration_s is None
