@@ -36,6 +36,7 @@ from r2bench.testbeds.yamlio import (
     write_text_atomic,
 )
 from r2bench.textsafe import printable
+from r2bench.virtual.hold import HeldError, live_holder
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import (
     SHAPING_HANDLE,
@@ -145,15 +146,32 @@ def up_command(
 def down_command(
     name: Annotated[str, typer.Argument(help="Testbed name.")],
     state_dir: StateDirOption = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Remove it even while a sweep holds it (that sweep then fails)."
+        ),
+    ] = False,
 ) -> None:
     """Remove everything `up` created for NAME (safe to run twice).
+
+    A testbed a running sweep holds (the embedded one, while `r2bench sweep` uses it) is not
+    removed: the holder is named; the sweep takes down what it brought up when it ends.
 
     Example: [bold]r2bench testbed down vt[/]
     """
     console = Console(stderr=True)
     check_name(name)
+    state = state_dir or default_state_dir(name)
+    holder = live_holder(state)
+    if holder is not None and not holder.is_me() and not force:
+        raise HeldError(
+            f"testbed {name} is held by sweep {holder.describe()}: removing it would pull it "
+            "from under that sweep; wait for it to end (it takes down what it brought up), "
+            "stop it with Ctrl-C, or pass --force"
+        )
     try:
-        done = teardown(name, state_dir or default_state_dir(name), _progress(console))
+        done = teardown(name, state, _progress(console))
     except CommandError as exc:  # a step failed: what is left is listed, run down again
         raise TestbedError(str(exc)) from exc
     console.print(f"testbed {name}: " + ("removed" if done else "nothing to do"))
@@ -185,6 +203,8 @@ def _print_status(console: Console, status: dict[str, Any]) -> None:
         console.print(f"testbed {status['name']}: not up{extra}")
         return
     console.print(_status_table(status))
+    if status.get("held_by"):
+        console.print(f"held by sweep {status['held_by']}", markup=False, highlight=False)
     missing = [ns for ns, present in status["namespaces"].items() if not present]
     console.print(f"host link {status['host_link']['name']}: {status['host_link']['state']}")
     if missing:

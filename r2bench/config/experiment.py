@@ -204,6 +204,11 @@ class NcclTestsOptions(StrictModel):
 class VirtualTestbedSpec(StrictModel):
     """The virtual testbed `r2bench sweep` brings up for this experiment when no -t is given."""
 
+    name: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,23}$",
+        description="Its name (namespaces r2b-NAME-*; default: r2bench, r2benchgpu with gpus).",
+    )
     nodes: StrictInt = Field(2, ge=1, le=8, description="Namespace nodes.")
     nics: StrictInt = Field(4, ge=1, le=8, description="Data NICs per node.")
     rate: VirtualRate | None = Field(

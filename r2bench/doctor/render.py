@@ -33,6 +33,7 @@ def results_table(testbed: Testbed, results: list[CheckResult]) -> Table:
 
 
 ROW_ORDER = (
+    "held by",
     "reachable",
     "clock",
     "os/kernel",

@@ -14,6 +14,7 @@ from r2bench.config.testbed import Node as NodeModel
 from r2bench.config.testbed import Testbed, TestbedKind
 from r2bench.doctor.checks import CheckResult, run_checks
 from r2bench.doctor.facts import NodeFacts, facts_script, parse_sections
+from r2bench.doctor.holder import attribute_to_holder
 from r2bench.doctor.testbed_setup import host_checks, setup_checks, setup_sections
 from r2bench.nodes import Node, NodeError, NodePool
 
@@ -107,4 +108,6 @@ def diagnose(testbed: Testbed, pool: NodePool | None = None) -> list[CheckResult
     # fault left behind; GPUs, MPI and the same OS as the GPU nodes are not asked of it.
     ranks = [f for f in facts if (model := testbed.node(f.node)) and model.runs_ranks]
     others = [f for f in facts if f not in ranks]
-    return run_checks(testbed, ranks) + host_checks(testbed, others) + setup_checks(testbed, facts)
+    results = run_checks(testbed, ranks) + host_checks(testbed, others)
+    # Another live sweep's runs are named as its own, never as strays to kill.
+    return attribute_to_holder(testbed, results + setup_checks(testbed, facts))

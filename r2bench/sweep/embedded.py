@@ -4,19 +4,25 @@ By default two nodes (network namespaces on this host) with four data NICs each,
 capped by tbf so the NICs, not the CPU, are the bottleneck: losing one NIC then visibly costs
 bandwidth. An experiment's `virtual_testbed` section changes the shape (nodes, NICs, rate, GPUs
 shared from this host, CUDA/MPI/NCCL homes).
-An embedded testbed that is already up is used as it is; one the sweep brought up is taken
-down at the end (unless asked to keep it).
+The embedded testbed is held by one sweep at a time, host-wide (`r2bench.virtual.hold`): a
+second sweep waits for it (`--wait-testbed`) or refuses, naming the holder, and never adopts a
+testbed another live process holds. One that is up and held by no live process (kept with
+`--keep-testbed`, or brought up by `testbed up`) is used as it is and left up; one the sweep
+brought up is taken down at the end (unless asked to keep it), then let go.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from r2bench.config.experiment import VirtualTestbedSpec
 from r2bench.errors import EnvironmentFailure
 from r2bench.virtual.describe import build_testbed, to_yaml
+from r2bench.virtual.hold import TestbedHold
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import VirtualSpec, default_state_dir, plan_testbed
 from r2bench.virtual.state import Manifest, StatePaths
@@ -30,17 +36,34 @@ class EmbeddedTestbedError(EnvironmentFailure, RuntimeError):
 
 
 @dataclass(frozen=True)
+class HoldRequest:
+    """Who asks for the embedded testbed, and how long they wait for another sweep's."""
+
+    results: str
+    """The asking sweep's results folder (the hold file names it to whoever finds it held)."""
+    wait_s: float = 0.0
+    notify: Callable[[str], None] = print
+    stop: threading.Event | None = None
+    """Set (Ctrl-C) to stop waiting."""
+
+
+@dataclass(frozen=True)
 class EmbeddedTestbed:
-    """A virtual testbed the sweep uses; `created` when this sweep brought it up."""
+    """A virtual testbed the sweep uses and holds; `created` when this sweep brought it up."""
 
     name: str
     state: Path
     testbed_file: Path
     created: bool
+    hold: TestbedHold
 
     def take_down(self) -> None:
         """Remove the testbed (only call when `created`)."""
         teardown(self.name, self.state, lambda _: None)
+
+    def release(self) -> None:
+        """Let another sweep have the testbed (after taking it down, or leaving it up)."""
+        self.hold.release()
 
 
 def virtual_spec(wanted: VirtualTestbedSpec, name: str = EMBEDDED_NAME) -> VirtualSpec:
@@ -62,7 +85,10 @@ def virtual_spec(wanted: VirtualTestbedSpec, name: str = EMBEDDED_NAME) -> Virtu
 
 
 def embedded_name(wanted: VirtualTestbedSpec, name: str = EMBEDDED_NAME) -> str:
-    """The embedded testbed's name: a GPU one has its own, so the CPU one may stay up beside it."""
+    """The embedded testbed's name: the experiment's, else `name`; a GPU one has its own, so
+    the CPU one may stay up beside it."""
+    if wanted.name is not None:
+        return wanted.name
     return f"{name}gpu" if wanted.gpus else name
 
 
@@ -78,22 +104,36 @@ def embedded_description(folder: Path, wanted: VirtualTestbedSpec | None = None)
 
 
 def embedded_testbed(
-    wanted: VirtualTestbedSpec | None = None, name: str = EMBEDDED_NAME
+    wanted: VirtualTestbedSpec | None = None,
+    request: HoldRequest | None = None,
+    name: str = EMBEDDED_NAME,
 ) -> EmbeddedTestbed:
-    """Use the embedded testbed if it is up, else bring it up (root needed) as the experiment's
-    `virtual_testbed` section says."""
+    """Hold the embedded testbed (waiting or refusing while another live sweep holds it), then
+    use it if it is up, else bring it up (root needed) as the experiment's `virtual_testbed`
+    section says. The caller releases the hold (`EmbeddedTestbed.release`)."""
     wanted = wanted or VirtualTestbedSpec()
-    spec = virtual_spec(wanted, embedded_name(wanted, name))
-    state = spec.state
-    paths = StatePaths(state)
-    if Manifest.load(state) is not None and paths.testbed_yaml.is_file():
-        return EmbeddedTestbed(name, state, paths.testbed_yaml, created=False)
+    request = request or HoldRequest(results="")
     if os.geteuid() != 0:
         raise EmbeddedTestbedError(
             "with no --testbed, the sweep runs on a virtual testbed of network namespaces, "
             "which needs root: run it as root (e.g. `sudo r2bench sweep ...`), or give your "
             "own testbed with -t TESTBED.yaml"
         )
+    spec = virtual_spec(wanted, embedded_name(wanted, name))
+    hold = TestbedHold(spec.name, spec.state, request.results)
+    hold.acquire(request.wait_s, request.notify, request.stop)
+    try:
+        return _use_or_bring_up(spec, hold)
+    except BaseException:
+        hold.release()
+        raise
+
+
+def _use_or_bring_up(spec: VirtualSpec, hold: TestbedHold) -> EmbeddedTestbed:
+    state = spec.state
+    paths = StatePaths(state)
+    if Manifest.load(state) is not None and paths.testbed_yaml.is_file():
+        return EmbeddedTestbed(spec.name, state, paths.testbed_yaml, created=False, hold=hold)
     try:
         result = up(spec)
     except TestbedError as exc:
@@ -103,4 +143,4 @@ def embedded_testbed(
             else ""
         )
         raise EmbeddedTestbedError(f"cannot bring up the virtual testbed: {exc}{hint}") from exc
-    return EmbeddedTestbed(name, state, result.testbed_yaml, created=True)
+    return EmbeddedTestbed(spec.name, state, result.testbed_yaml, created=True, hold=hold)

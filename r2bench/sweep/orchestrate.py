@@ -40,11 +40,12 @@ from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
 from r2bench.setup.report import Status as BuildStatus
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
-from r2bench.sweep.embedded import EmbeddedTestbed, embedded_testbed
+from r2bench.sweep.embedded import EmbeddedTestbed, HoldRequest, embedded_testbed
 from r2bench.sweep.interrupts import Interrupts
 from r2bench.sweep.lock import SweepLock
 from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
+from r2bench.virtual.hold import HeldError
 
 HEAL_TIMEOUT_S = 300.0
 
@@ -62,6 +63,8 @@ class SweepOptions:
     skip_setup: bool = False
     skip_doctor: bool = False
     recipes: Path | None = None
+    wait_testbed_s: float = 0.0
+    """How long to wait for the embedded testbed while another sweep holds it (0: refuse)."""
     rerun_line: str = "r2bench sweep"
     """The command that resumes this sweep, kept in each run's record."""
 
@@ -97,18 +100,62 @@ def _on_testbed(
     if testbed_file is None:
         # A bad experiment file is reported before any namespace is made for it.
         experiment = read_experiment(options.experiment)
-        embedded = embedded_testbed(experiment.experiment.virtual_testbed)
+        request = HoldRequest(
+            str(options.results / experiment.experiment.name),
+            options.wait_testbed_s,
+            lambda line: console.print(line, markup=False, highlight=False),
+            interrupted,
+        )
+        try:
+            embedded = embedded_testbed(experiment.experiment.virtual_testbed, request)
+        except HeldError:
+            if not interrupted.is_set():
+                raise
+            return ExitCode.INTERRUPTED
         testbed_file = embedded.testbed_file
-        how = "brought up" if embedded.created else "already up, used as it is"
-        console.print(f"testbed: embedded virtual testbed {embedded.name} ({how}): {testbed_file}")
+        console.print(_embedded_line(embedded, options.keep_testbed), highlight=False)
     try:
         inputs = load_inputs(experiment, testbed_file, options.recipe_dirs)
         plan = make_plan(inputs)
         return _sweep(options, inputs, plan, console, interrupted, outputs)
     finally:
-        if embedded is not None and embedded.created and not options.keep_testbed:
+        if embedded is not None:
+            _leave_embedded(embedded, options.keep_testbed, console)
+
+
+def _embedded_line(embedded: EmbeddedTestbed, keep: bool) -> str:
+    """What the user can do with the embedded testbed: its file only where it outlives the
+    sweep (a testbed taken down at the end takes its file with it)."""
+    name = embedded.name
+    if not embedded.created:
+        return (
+            f"testbed: embedded virtual testbed {name} (already up, held by no other sweep: "
+            f"used as it is and left up): {embedded.testbed_file}"
+        )
+    if keep:
+        return (
+            f"testbed: embedded virtual testbed {name} (brought up; left up at the end, "
+            f"--keep-testbed): {embedded.testbed_file}"
+        )
+    return (
+        f"testbed: embedded virtual testbed {name} (brought up for this sweep and removed at "
+        "its end; --keep-testbed keeps it, to use with -t afterwards)"
+    )
+
+
+def _leave_embedded(embedded: EmbeddedTestbed, keep: bool, console: Console) -> None:
+    """Take down the testbed this sweep brought up (unless kept), then let another sweep have it."""
+    try:
+        if embedded.created and not keep:
             embedded.take_down()
             console.print(f"testbed {embedded.name} taken down (--keep-testbed keeps it)")
+        elif embedded.created:
+            console.print(
+                f"testbed {embedded.name} left up: -t {embedded.testbed_file}; "
+                f"`r2bench testbed down {embedded.name}` removes it"
+            )
+    finally:
+        embedded.release()
 
 
 def _sweep(

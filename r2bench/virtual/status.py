@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from r2bench.virtual.hold import live_holder
 from r2bench.virtual.plan import DEFAULT_STATE_ROOT, PREFIX
 from r2bench.virtual.runner import run
 from r2bench.virtual.state import Manifest
@@ -61,10 +62,12 @@ def read_status(name: str, state_dir: Path) -> dict[str, Any]:
     info = manifest.info
     recorded = info.get("namespaces", [])
     host_if = info.get("host_if", "")
+    holder = live_holder(state_dir)
     return {
         "name": name,
         "state_dir": str(state_dir),
         "up": True,
+        "held_by": holder.describe() if holder else None,
         "namespaces": {ns: ns in present for ns in recorded},
         "host_link": {"name": host_if, "state": link_states(None).get(host_if, "absent")},
         "nodes": [_node_status(node, manifest, present) for node in info.get("nodes", [])],
