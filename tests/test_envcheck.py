@@ -171,3 +171,23 @@ def test_a_failover_timer_longer_than_the_run_is_named(tmp_path: Path) -> None:
     assert (
         "libraries.r2ccl.env.NCCL_R2CC_FAILOVER_TIMEOUT_MS" in note and "never fails over" in note
     )
+
+
+def test_info_logging_of_the_emulator_is_not_warned_about(tmp_path: Path) -> None:
+    """The emulated benchmark writes its NCCL-style log on stderr and whole result rows on
+    stdout, where the first-result trigger reads them: nothing to warn about. A library the
+    benchmark loads (R-2CCL's libnccl.so) shares its stdout and is still warned about."""
+    emulated = (
+        "benchmark: {recipe: emulated}\nlibraries:\n  m0: {recipe: emulated-lib}\n"
+        "env:\n  NCCL_DEBUG: INFO\n"
+    )
+    assert _notes(tmp_path, emulated, VIRTUAL) == []
+    real = "libraries:\n  r2ccl: {recipe: r2ccl}\nenv:\n  NCCL_DEBUG: INFO\n"
+    (note,) = _notes(tmp_path, real, VIRTUAL)
+    assert "NCCL_DEBUG=INFO with no NCCL_DEBUG_FILE" in note
+
+
+def test_the_quickstart_plans_with_no_warnings() -> None:
+    quickstart = ROOT / "experiments" / "quickstart.yaml"
+    notes = make_plan(load_inputs(quickstart, VIRTUAL)).notes
+    assert [n for n in notes if "warning:" in n] == []

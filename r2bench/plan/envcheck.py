@@ -200,9 +200,14 @@ def _logging_cost(setting: _Setting, debug: str) -> tuple[str, str] | None:
 
 
 def _log_on_stdout(setting: _Setting) -> tuple[str, str] | None:
-    """NCCL at INFO logging to stdout: its buffered lines land inside nccl-tests' result rows."""
-    real_library = setting.recipe.home is not None  # the emulator logs to stderr by itself
-    if not real_library or setting.value.strip().upper() not in ("INFO", "TRACE"):
+    """NCCL at INFO logging to stdout: its buffered lines land inside nccl-tests' result rows.
+
+    Only a library the benchmark loads (one with a `lib_dir`: libnccl.so shares the benchmark's
+    stdout) does that. The emulated libraries have none: the emulated benchmark is one program
+    that writes its NCCL-style log on stderr and its result rows whole on stdout, where the
+    first-result trigger reads them."""
+    loaded_by_benchmark = setting.recipe.lib_dir is not None
+    if not loaded_by_benchmark or setting.value.strip().upper() not in ("INFO", "TRACE"):
         return None
     if "NCCL_DEBUG_FILE" in setting.env:
         return None
