@@ -26,7 +26,7 @@ from typer.core import TyperGroup
 from r2bench import version_line
 from r2bench.commands.failures import debug_requested, report_error
 from r2bench.commands.figures import figures_command
-from r2bench.errors import ExitCode
+from r2bench.errors import ExitCode, InputError
 from r2bench.textsafe import prepare_streams, printable
 
 # Commands in the order of a user's work; commands added later are listed after these.
@@ -65,7 +65,9 @@ LAZY_GROUPS = {
         "Create, inspect and remove testbeds (virtual: network namespaces).",
     ),
     "cloudlab": LazyGroup(
-        "r2bench.commands.testbed", "cloudlab_app", "CloudLab: a testbed file from a manifest."
+        "r2bench.commands.testbed",
+        "cloudlab_app",
+        "Write a testbed file from a CloudLab manifest.",
     ),
 }
 
@@ -104,8 +106,9 @@ app = typer.Typer(
     name="r2bench",
     cls=WorkflowGroup,
     help="Fault-injection and benchmarking harness for R2CCL and NCCL.\n\n"
-    "Typical flow: [bold]testbed up[/] (or write a testbed file), [bold]plan[/] to see every "
-    "command a sweep will run, [bold]setup[/], [bold]sweep[/], [bold]report[/].",
+    "Typical flow: [bold]plan[/] EXP.yaml to see every command a sweep will run, then "
+    "[bold]sweep[/] EXP.yaml (on the embedded virtual testbed it brings up, or on yours with "
+    "-t TESTBED.yaml: write one, or [bold]testbed up[/]), then [bold]report[/].",
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
@@ -170,12 +173,22 @@ TestbedOpt = Annotated[
         "--testbed", "-t", help="Testbed YAML file.", show_default=False, metavar="TESTBED.yaml"
     ),
 ]
+EmbeddedTestbedOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--testbed",
+        "-t",
+        help="Testbed YAML file (default: the embedded virtual testbed `sweep` brings up).",
+        show_default=False,
+        metavar="TESTBED.yaml",
+    ),
+]
 
 
 @app.command()
 def plan(
     experiment: ExperimentArg,
-    testbed: TestbedOpt,
+    testbed: EmbeddedTestbedOpt = None,
     commands: Annotated[
         bool, typer.Option("--commands", "-c", help="Show every command of every run.")
     ] = False,
@@ -193,18 +206,25 @@ def plan(
         ),
     ] = None,
 ) -> None:
-    """Expand an experiment into runs and show exactly what each will execute. Touches nothing
-    on the nodes.
+    """Show every run of an experiment and the commands it executes.
+
+    Pure: it touches nothing on the nodes and brings nothing up. With no --testbed it plans on
+    the embedded virtual testbed that `r2bench sweep` would bring up (shaped by the
+    experiment's `virtual_testbed` section). `r2bench sweep EXP.yaml --dry-run` prints the
+    same plan as `plan EXP.yaml --commands`. Warnings about the experiment's settings (a
+    variable its library never reads, a log that breaks result rows) are printed after it.
 
     Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
     file, line, column and field).
 
-    Example: [bold]r2bench plan experiments/quickstart.yaml -t experiments/testbeds/virtual-example.yaml --commands[/]
+    Example: [bold]r2bench plan experiments/quickstart.yaml --commands[/]
     """
-    from r2bench.plan.build import load_inputs, make_plan
+    from r2bench.commands.sweep import embedded_note, plan_of
     from r2bench.plan.render import plan_json, print_plan
 
-    result = make_plan(load_inputs(experiment, testbed))
+    result = plan_of(experiment, testbed)
+    if testbed is None and not as_json:
+        _stderr().print(embedded_note(result), markup=False, highlight=False)
     if script is not None:
         from r2bench.commands.plan_script import write_scripts
 
@@ -229,9 +249,10 @@ def schema(
         ),
     ] = None,
 ) -> None:
-    """JSON Schema of the testbed, experiment and recipe files (for editor completion).
+    """Print the JSON Schema of r2bench's files, for editors.
 
-    Without --out, prints one JSON object {"testbed": ..., "experiment": ..., "recipe": ...}.
+    The schemas of the testbed, experiment and recipe files, for editor completion and
+    checking. Without --out, prints one JSON object {"testbed": ..., "experiment": ..., "recipe": ...}.
 
     Example: [bold]r2bench schema --out .schemas[/]
     """
@@ -272,8 +293,11 @@ def setup(
         typer.Option("--timeout", help="Seconds allowed per build step.", metavar="SECONDS"),
     ] = None,
 ) -> None:
-    """Fetch and build what an experiment needs (library under test, nccl-tests) on every node,
-    in parallel, cached: an unchanged second setup does nothing and says so.
+    """Build what an experiment needs on every node, cached.
+
+    Fetches and builds the library under test and the benchmark (nccl-tests) on every node in
+    parallel; an unchanged second setup does nothing and says so. `r2bench sweep` runs it
+    itself.
 
     Exit codes: 0 built or up to date, 1 a build failed on some node (its first compiler error,
     the known cause and the log path are shown), 2 invalid experiment or testbed file.
@@ -296,7 +320,7 @@ def setup(
 
 @app.command()
 def doctor(
-    testbed: TestbedOpt,
+    testbed: EmbeddedTestbedOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
     discover: Annotated[
         bool,
@@ -310,12 +334,19 @@ def doctor(
         bool, typer.Option("--dry-run", help="With --discover: show the diff, write nothing.")
     ] = False,
 ) -> None:
-    """Check that every node is ready: reachable, same OS/driver/MPI, GPUs and NICs present and
-    up, passwordless ssh between nodes, clocks in sync, builds present, no stray workload or
-    active fault. Each failed check says how to fix it.
+    """Check that every node of a testbed is ready for a sweep.
 
-    Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 invalid testbed file.
-    With --discover: 0 written (or nothing to change), 1 a node could not be asked.
+    Per node: reachable, same OS/driver/MPI, GPUs and NICs present and up, passwordless ssh
+    between nodes, clocks in sync, builds present, no stray workload or active fault. Each
+    failed check says how to fix it; processes and faults of a sweep that holds the testbed
+    are named as that sweep's (wait for it), not as strays to kill.
+
+    With no --testbed it checks the embedded virtual testbed when it is up, and otherwise says
+    how to bring it up (`r2bench sweep` brings it up, and runs doctor, by itself).
+
+    Exit codes: 0 all checks passed (warnings allowed), 1 a check failed or (no --testbed) the
+    embedded testbed is not up, 2 invalid testbed file. With --discover: 0 written (or nothing
+    to change), 1 a node could not be asked.
 
     Example: [bold]r2bench doctor -t experiments/testbeds/virtual-example.yaml[/]
     """
@@ -324,6 +355,8 @@ def doctor(
     if discover:
         from r2bench.commands.testbed import discover_command
 
+        if testbed is None:
+            raise InputError("--discover needs the testbed file to fill in: -t TESTBED.yaml")
         raise typer.Exit(discover_command(testbed, dry_run))
 
     code = doctor_command(testbed, as_json)
@@ -344,8 +377,10 @@ def parse(
         bool, typer.Option("--json", help="One JSON object per file (JSON Lines).")
     ] = False,
 ) -> None:
-    """Parse nccl-tests outputs and NCCL/R2CC logs: result rows, events and the run's outcome
-    (ok, wrong_results, crashed, timeout, launch_failed...) with the lines that justify it.
+    """Parse nccl-tests outputs and NCCL/R2CC logs into results.
+
+    Result rows, typed events and the run's outcome (ok, wrong_results, crashed, timeout,
+    launch_failed...) with the lines that justify it.
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
     nccl-tests output, 2 a file could not be read.
@@ -373,9 +408,11 @@ def import_logs(
         "results"
     ),
 ) -> None:
-    """Turn a folder of existing nccl-tests logs (text and/or -J JSON, paired by the text's
-    `Writing JSON output to` line, else by file stem) into a results sweep, one run folder per
-    run (a log holding several runs gives several), so `r2bench report` works on them.
+    """Turn a folder of nccl-tests logs into a results sweep.
+
+    Text and/or -J JSON logs, paired by the text's `Writing JSON output to` line, else by file
+    stem, become one run folder per run (a log holding several runs gives several), so
+    `r2bench report` works on them.
 
     Exit codes: 0 imported, 2 DIR is not a folder.
 
@@ -405,8 +442,9 @@ def report(
         typer.Option("--format", help="Also write each figure as a static file."),
     ] = None,
 ) -> None:
-    """Rebuild a sweep's tables (Parquet + CSV) and write one self-contained HTML report that
-    works offline: a table of every run, busbw vs size per series (runs that share collective,
+    """Rebuild a sweep's tables and write its HTML report.
+
+    The tables (Parquet + CSV) and one self-contained HTML report that works offline: a table of every run, busbw vs size per series (runs that share collective,
     library and version, R2CC_MODE, transport, ranks, GPUs, nodes and NCCL_* settings) with
     spread over repeats, overhead vs a named no-fault baseline, per-iteration timelines with
     fault windows shaded and R2CC events marked, the outcome matrix, and the provenance.
@@ -480,8 +518,9 @@ def compare(
         ),
     ] = False,
 ) -> None:
-    """Noise-aware regression verdicts, per collective x size x library/mode x scenario: a
-    seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
+    """Compare a sweep with a baseline: noise-aware regression verdicts.
+
+    Per collective x size x library/mode x scenario: a seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
     outcome changes (ok -> crashed/timeout/wrong_results) always a regression. The gate counts
     every cell: candidate runs that did not finish, missing cells and `undecided` ones (too few
     samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass.
@@ -526,12 +565,16 @@ def version() -> None:
     typer.echo(version_line())
 
 
-app.command("figures")(figures_command)
+app.command("figures", short_help="Draw the paper's figures from sweeps and check their claims.")(
+    figures_command
+)
 
 
-SWEEP_HELP = """Run an experiment end to end: plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report.
+SWEEP_HELP = """Run an experiment end to end and write its report.
 
-With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 250 Mbit/s, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed.
+Plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report. `--dry-run` (or `r2bench plan EXP.yaml --commands`) shows the plan and runs nothing.
+
+With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 250 Mbit/s, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed. One sweep at a time holds it: a second one refuses at once, naming the holder (pid, results folder, since when), or with --wait-testbed waits for it; it never shares it.
 
 Running it again resumes: complete runs are skipped, incomplete ones redone; --rerun failed also redoes runs whose outcome was not ok. Ctrl-C reverts the current run's faults, stops its job on every node, marks it interrupted and writes the tables.
 
@@ -569,8 +612,21 @@ def sweep(
         bool, typer.Option("--dry-run", help="Only show the plan (`r2bench plan --commands`).")
     ] = False,
     keep_testbed: Annotated[
-        bool, typer.Option("--keep-testbed", help="Leave the embedded testbed up.")
+        bool,
+        typer.Option(
+            "--keep-testbed", help="Leave the embedded testbed up (for -t, doctor, plan)."
+        ),
     ] = False,
+    wait_testbed: Annotated[
+        float,
+        typer.Option(
+            "--wait-testbed",
+            help="While another sweep holds the embedded testbed, wait up to this long for "
+            "it (default: refuse at once, naming it).",
+            metavar="SECONDS",
+            min=0,
+        ),
+    ] = 0.0,
     skip_setup: Annotated[
         bool, typer.Option("--skip-setup", help="Do not build (the nodes already have it).")
     ] = False,
@@ -608,6 +664,7 @@ def sweep(
         skip_setup,
         skip_doctor,
         recipes,
+        wait_testbed,
     )
     # The sweep handles Ctrl-C itself while it runs (r2bench.sweep.interrupts). Before its
     # handler is in place and after it is gone, Ctrl-C is ignored, so the process never dies of
@@ -621,8 +678,9 @@ TestbedRequired = TestbedOpt
 
 @app.command()
 def heal(testbed: TestbedRequired) -> None:
-    """Revert every r2bench fault still recorded on every node of the testbed, and say what
-    was found and reverted per node. Exit 0 when every node is clean, 1 otherwise.
+    """Revert every r2bench fault still active on a testbed.
+
+    Says what was found and reverted per node. Exit 0 when every node is clean, 1 otherwise.
 
     Example: [bold]r2bench heal -t experiments/testbeds/dgx-h100-2node.yaml[/]
     """
@@ -671,8 +729,9 @@ def _fault_command(action: str) -> Callable[..., None]:
 
     verb = "Inject" if action == "inject" else "Revert"
     command.__doc__ = (
-        f"{verb} one fault by hand, through the same interlocks as an experiment file "
-        "(never the management NIC, the bootstrap interface or the controller's path).\n\n"
+        f"{verb} one fault by hand, with a sweep's safety checks.\n\n"
+        "The same interlocks as an experiment file: never the management NIC, the bootstrap "
+        "interface or the controller's path.\n\n"
         f"Example: [bold]r2bench {action} link_down node1 nic1 -t testbed.yaml[/]"
     )
     return command

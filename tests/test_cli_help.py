@@ -65,3 +65,33 @@ def test_testbed_kind_is_a_fixed_choice() -> None:
 def test_report_format_is_a_fixed_choice() -> None:
     result = RUNNER.invoke(app, ["report", "x", "--format", "gif"], env=ENV)
     assert result.exit_code == 2
+
+
+def _command_lines(text: str) -> dict[str, list[str]]:
+    """Each command of the Commands panel with its description's lines, as shown."""
+    panel = text[text.index("─ Commands ") :]
+    rows: dict[str, list[str]] = {}
+    current = ""
+    for line in panel.splitlines()[1:]:
+        if not line.startswith("│"):
+            break
+        name, description = line[2:12].strip(), line[12:].rstrip(" │")
+        if name:
+            current = name
+            rows[current] = []
+        rows[current].append(description.strip())
+    return rows
+
+
+def test_every_command_is_described_by_one_whole_sentence_at_80_columns() -> None:
+    """`r2bench --help` shows the first paragraph of each command's help with its own line
+    breaks: a summary must be one short sentence, or the list breaks mid-sentence."""
+    text = RUNNER.invoke(app, ["--help"], env={**ENV, "COLUMNS": "80"}).output
+    rows = _command_lines(text)
+    assert list(rows) == list(WORKFLOW_ORDER)
+    for name, lines in rows.items():
+        assert len(lines) == 1, f"{name}: description broken over lines: {lines}"
+        sentence = lines[0]
+        assert sentence[:1].isupper() and sentence.endswith("."), f"{name}: {sentence!r}"
+        own = RUNNER.invoke(app, [name, "--help"], env={**ENV, "COLUMNS": "80"}).output
+        assert sentence.rstrip(".") in " ".join(own.split()) or name == "figures", name

@@ -1,4 +1,8 @@
-"""`r2bench doctor`: check every node of a testbed, print the table or JSON; exit 1 on failure."""
+"""`r2bench doctor`: check every node of a testbed, print the table or JSON; exit 1 on failure.
+
+With no testbed file it checks the embedded virtual testbed (`r2bench sweep`'s default) when it
+is up, and otherwise says that it is not up and how to bring it up.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +16,65 @@ from r2bench.doctor.checks import failed
 from r2bench.doctor.render import print_report, results_json
 from r2bench.doctor.run import diagnose
 from r2bench.errors import ExitCode
+from r2bench.sweep.embedded import EMBEDDED_NAME
+from r2bench.virtual.hold import live_holder
+from r2bench.virtual.plan import default_state_dir
+from r2bench.virtual.state import StatePaths
+
+EMBEDDED_NAMES = (EMBEDDED_NAME, f"{EMBEDDED_NAME}gpu")
+"""The embedded testbeds a sweep with no -t brings up: the CPU one and the `--gpus` one."""
 
 
-def doctor_command(testbed: Path, json_out: bool, console: Console | None = None) -> int:
-    """Check every node of a testbed; print a report; return 0 if nothing failed, else 1.
+def embedded_testbed_files(names: tuple[str, ...] = EMBEDDED_NAMES) -> list[Path]:
+    """The testbed files of the embedded testbeds that are up now."""
+    files = [StatePaths(default_state_dir(name)).testbed_yaml for name in names]
+    return [path for path in files if path.is_file()]
+
+
+def not_up_message(names: tuple[str, ...] = EMBEDDED_NAMES) -> str:
+    """What doctor says with no -t when no embedded testbed is up."""
+    return (
+        f"the embedded virtual testbed {names[0]} is not up, so there is nothing to check: "
+        "`r2bench sweep EXPERIMENT.yaml` brings it up for the sweep (and doctors it first); "
+        "to check it on its own, keep one up with `r2bench sweep EXPERIMENT.yaml "
+        f"--keep-testbed` or `r2bench testbed up virtual --name {names[0]} --nics 4 --rate "
+        "250mbit`, or give your own testbed with -t TESTBED.yaml"
+    )
+
+
+def doctor_command(
+    testbed: Path | None,
+    json_out: bool,
+    console: Console | None = None,
+    names: tuple[str, ...] = EMBEDDED_NAMES,
+) -> int:
+    """Check every node of a testbed (none given: the embedded ones that are up); print a
+    report; return 0 if nothing failed, else 1 (also when no testbed is up to check).
 
     An invalid testbed file raises ConfigError (the main CLI reports it).
     """
-    model = load_testbed(testbed)
+    console = console or Console()
+    if testbed is not None:
+        return _doctor_one(testbed, json_out, console)
+    files = embedded_testbed_files(names)
+    if not files:
+        Console(stderr=True).print(not_up_message(names), markup=False, highlight=False)
+        return ExitCode.FAILED
+    codes = [_doctor_one(path, json_out, console, embedded=True) for path in files]
+    return max(codes)
+
+
+def _doctor_one(path: Path, json_out: bool, console: Console, embedded: bool = False) -> int:
+    model = load_testbed(path)
+    if embedded and not json_out:
+        holder = live_holder(path.parent)
+        held = f", held by sweep {holder.describe()}" if holder else ""
+        console.print(
+            f"embedded virtual testbed {model.name} ({path}{held})", markup=False, highlight=False
+        )
     results = diagnose(model)
     if json_out:
         sys.stdout.write(results_json(model, results) + "\n")
     else:
-        print_report(model, results, console or Console())
+        print_report(model, results, console)
     return ExitCode.FAILED if failed(results) else ExitCode.OK

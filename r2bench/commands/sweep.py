@@ -20,7 +20,8 @@ from pathlib import Path
 from rich.console import Console
 
 from r2bench.errors import ExitCode
-from r2bench.plan.build import ExperimentFile, load_inputs, make_plan, read_experiment
+from r2bench.plan.build import load_inputs, make_plan, read_experiment
+from r2bench.plan.model import Plan
 from r2bench.plan.render import print_plan
 from r2bench.records.store import RunStore
 from r2bench.sweep.embedded import embedded_description
@@ -69,15 +70,37 @@ def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     return run_sweep(options, TablesAndReport(), console or Console(stderr=True))
 
 
+EMBEDDED_LABEL = (
+    "the embedded virtual testbed {name} that `r2bench sweep` brings up ({description})"
+)
+"""What a plan made with no -t names as its testbed file (the description is not kept)."""
+
+
+def plan_of(experiment: Path, testbed: Path | None, recipe_dirs: list[Path] | None = None) -> Plan:
+    """The plan of an experiment on a testbed file, or with no testbed on the embedded one as
+    `sweep` would bring it up (described from the experiment's `virtual_testbed` section;
+    nothing is brought up)."""
+    if testbed is not None:
+        return make_plan(load_inputs(experiment, testbed, recipe_dirs))
+    loaded = read_experiment(experiment)
+    with tempfile.TemporaryDirectory() as tmp:
+        description = embedded_description(Path(tmp), loaded.experiment.virtual_testbed)
+        inputs = load_inputs(loaded, description, recipe_dirs)
+        plan = make_plan(inputs)
+    label = EMBEDDED_LABEL.format(name=plan.testbed, description=inputs.testbed.description)
+    return plan.model_copy(update={"testbed_file": label})
+
+
+def embedded_note(plan: Plan) -> str:
+    """The line that says a plan made with no -t is of the embedded testbed, and its shape."""
+    return f"testbed: {plan.testbed_file} (plan brings nothing up; -t TESTBED.yaml plans on yours)"
+
+
 def dry_run(options: SweepOptions) -> int:
     """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it (with no testbed
     given: the embedded one as it would be brought up; nothing is brought up)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        experiment: Path | ExperimentFile = options.experiment
-        testbed = options.testbed
-        if testbed is None:
-            experiment = read_experiment(options.experiment)
-            testbed = embedded_description(Path(tmp), experiment.experiment.virtual_testbed)
-        inputs = load_inputs(experiment, testbed, options.recipe_dirs)
-        print_plan(make_plan(inputs), Console(), commands=True)
+    plan = plan_of(options.experiment, options.testbed, options.recipe_dirs)
+    if options.testbed is None:
+        Console(stderr=True).print(embedded_note(plan), markup=False, highlight=False)
+    print_plan(plan, Console(), commands=True)
     return ExitCode.OK
