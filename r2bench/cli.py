@@ -506,7 +506,7 @@ def compare(
         typer.Option(
             "--allow-undecided",
             help="Let `undecided` cells (too few samples, or a change the data cannot tell "
-            "from noise) pass the gate.",
+            "from noise) pass the gate, as the policy's `undecided: pass` does.",
         ),
     ] = False,
     allow_provenance_mismatch: Annotated[
@@ -521,9 +521,12 @@ def compare(
     """Compare a sweep with a baseline: noise-aware regression verdicts.
 
     Per collective x size x library/mode x scenario: a seeded bootstrap interval over repeats and iterations, a minimum effect per metric, and
-    outcome changes (ok -> crashed/timeout/wrong_results) always a regression. The gate counts
-    every cell: candidate runs that did not finish, missing cells and `undecided` ones (too few
-    samples) fail it too, unless --allow-incomplete / --allow-undecided let them pass.
+    outcome changes (ok -> crashed/timeout/wrong_results) always a regression. Identical
+    samples are `same` (a sweep compared with itself passes). The gate counts every cell:
+    candidate runs that did not finish, missing cells and `undecided` ones (too few samples,
+    or too noisy: more repeats decide them) fail it too, unless --allow-incomplete /
+    --allow-undecided (or the policy's `undecided: pass`) let them pass. The first lines say
+    the verdict, why, and how to get a decision.
 
     A BASELINE measured on another testbed, or with another nccl-tests version or NCCL version
     of a library both sides ran, is refused, naming the field and both values, unless
@@ -578,7 +581,7 @@ With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs
 
 Running it again resumes: complete runs are skipped, incomplete ones redone; --rerun failed also redoes runs whose outcome was not ok. Ctrl-C reverts the current run's faults, stops its job on every node, marks it interrupted and writes the tables.
 
-Exit codes: 0 every run ended (whatever its outcome), 1 some run could not be carried out (doctor or setup failed, node lost, revert failed), 2 bad input, 130 interrupted.
+Exit codes: 0 every run ended (whatever its outcome), 1 some run could not be carried out (doctor or setup failed, node lost, revert failed), 2 bad input (or the embedded testbed held by another sweep), 130 interrupted.
 
 Example: [bold]r2bench sweep experiments/quickstart.yaml[/] """
 
@@ -614,7 +617,8 @@ def sweep(
     keep_testbed: Annotated[
         bool,
         typer.Option(
-            "--keep-testbed", help="Leave the embedded testbed up (for -t, doctor, plan)."
+            "--keep-testbed",
+            help="Leave the embedded testbed up (its testbed file stays, for -t and doctor).",
         ),
     ] = False,
     wait_testbed: Annotated[
@@ -625,6 +629,7 @@ def sweep(
             "it (default: refuse at once, naming it).",
             metavar="SECONDS",
             min=0,
+            show_default=False,
         ),
     ] = 0.0,
     skip_setup: Annotated[

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from r2bench.compare.output import junit, markdown, print_table
+from r2bench.compare.output import junit, markdown
 from r2bench.compare.policy import Policy, load_policy
 from r2bench.compare.provenance import check_provenance, sweep_facts
 from r2bench.compare.reference import (
@@ -22,6 +22,7 @@ from r2bench.compare.reference import (
     reference_yaml,
 )
 from r2bench.compare.samples import CompareInputError, SweepData, load_sweep
+from r2bench.compare.terminal import print_details, print_verdict
 from r2bench.compare.verdict import (
     Comparison,
     Gate,
@@ -68,10 +69,11 @@ def compare_command(
         if candidate is None:
             raise CompareInputError("CANDIDATE is missing (a sweep folder)")
         cand = load_sweep(candidate)
-        _warn(err, cand.tables.warnings)
-        result = _compare(baseline, cand, policy, allow_provenance_mismatch, err)
+        result, warnings = _compare(baseline, cand, policy, allow_provenance_mismatch)
         result.gate = result.gate.widened(gate or Gate())
-    print_table(result, out, everything=show_all)
+    print_verdict(result, out)  # the verdict first, then what it stands on
+    _warn(err, [*cand.tables.warnings, *warnings])
+    print_details(result, out, everything=show_all)
     if markdown_file is not None:
         atomic_write(markdown_file, markdown(result))
     if junit_file is not None:
@@ -95,14 +97,15 @@ def _warn(err: Console, lines: list[str]) -> None:
 
 
 def _compare(
-    baseline: Path, cand: SweepData, policy: Policy, allow_mismatch: bool, err: Console
-) -> Comparison:
+    baseline: Path, cand: SweepData, policy: Policy, allow_mismatch: bool
+) -> tuple[Comparison, list[str]]:
     """Load the baseline (a reference file or a sweep), check that its provenance matches the
-    candidate's (ProvenanceMismatch otherwise), and compare."""
+    candidate's (ProvenanceMismatch otherwise), and compare; the warnings come back to be
+    shown after the verdict."""
     if is_reference_file(baseline):
         ref = load_reference(baseline)
-        _warn(err, check_provenance(ref.provenance, sweep_facts(cand), allow_mismatch))
-        return compare_reference(ref, cand, policy)
+        warnings = check_provenance(ref.provenance, sweep_facts(cand), allow_mismatch)
+        return compare_reference(ref, cand, policy), warnings
     base = load_sweep(baseline)
-    _warn(err, check_provenance(sweep_facts(base), sweep_facts(cand), allow_mismatch))
-    return compare_sweeps(base, cand, policy)
+    warnings = check_provenance(sweep_facts(base), sweep_facts(cand), allow_mismatch)
+    return compare_sweeps(base, cand, policy), [*base.tables.warnings, *warnings]

@@ -1,4 +1,5 @@
-"""The comparison as a rich table, as markdown (a pull-request comment) and as JUnit XML."""
+"""The comparison as markdown (a pull-request comment) and as JUnit XML, and the texts of a
+row that every output shares (the terminal's table: `compare.terminal`)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,11 @@ import math
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
+from r2bench.compare.explain import headline, reasons
+from r2bench.compare.samples import Key
 from r2bench.compare.stats import Verdict
 from r2bench.compare.verdict import OUTCOME, Comparison, Row
 from r2bench.markup import markdown_text, xml_text
-from r2bench.textsafe import printable
 
 ORDER = (
     Verdict.REGRESSION, Verdict.INCOMPLETE, Verdict.MISSING, Verdict.UNDECIDED, Verdict.XFAIL,
@@ -30,8 +28,6 @@ STYLE = {
     Verdict.SAME: "",
 }
 MAX_ROWS = 200
-NAMED = 10  # cells named in the summary line when they fail the gate unjudged
-GATE_FLAGS = "--allow-incomplete / --allow-undecided"
 SIZE_UNITS = ("B", "K", "M", "G", "T")
 
 
@@ -48,7 +44,8 @@ def human_size(n: Any) -> str:
     return str(n)
 
 
-def _value(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A baseline or candidate value: 4 significant digits, `-` for none."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
@@ -56,7 +53,8 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-def _pct(v: float | None) -> str:
+def pct_text(v: float | None) -> str:
+    """A relative change: `+1.5%`, `-` for none."""
     if v is None or not math.isfinite(v):
         return "-"
     return f"{v:+.1%}"
@@ -77,8 +75,13 @@ def cell_label(
     row: Row, columns: list[str], shared: set[str] | frozenset[str] = frozenset()
 ) -> str:
     """The cell without the fields every row shares: `mode=1 none 4M`."""
+    return key_label(row.key, shared)
+
+
+def key_label(key: Key, shared: set[str] | frozenset[str] = frozenset()) -> str:
+    """A key (a cell's, a series', or part of one) without the fields every row shares."""
     parts = []
-    for name, value in row.key:
+    for name, value in key:
         if value in ("", None) or name in shared:
             continue
         if name == "size_bytes":
@@ -92,10 +95,11 @@ def cell_label(
     return " ".join(p for p in parts if p)
 
 
-def _interval(row: Row) -> str:
+def interval_text(row: Row) -> str:
+    """The interval of a row's change: `[-1.2%, +3.4%]`, `-` for none."""
     if row.low is None or row.high is None:
         return "-"
-    return f"[{_pct(row.low)}, {_pct(row.high)}]"
+    return f"[{pct_text(row.low)}, {pct_text(row.high)}]"
 
 
 def sorted_rows(cmp: Comparison) -> list[Row]:
@@ -105,57 +109,13 @@ def sorted_rows(cmp: Comparison) -> list[Row]:
 
 
 def summary(cmp: Comparison) -> str:
-    """One line: the gate's verdict, counts per verdict, and the cells it could not judge."""
+    """One line of counts: what matched, and rows per verdict (the verdict itself and why:
+    `explain.headline`, `explain.reasons`)."""
     counts = cmp.count()
     parts = [f"{counts[v.value]} {v.value}" for v in ORDER if counts[v.value]]
-    code = cmp.exit_code
-    head = {0: "no regression", 2: "could not compare (nothing matched)"}.get(code, "")
-    if code == 1:
-        head = "REGRESSION" if cmp.regressions else "NOT PASSED (cells not judged)"
-    line = (
-        f"{head}: {cmp.matched_cells} cells and {cmp.matched_series} series "
-        f"matched; " + ", ".join(parts or ["no verdicts"])
+    return f"{cmp.matched_cells} cells and {cmp.matched_series} series matched; " + ", ".join(
+        parts or ["no verdicts"]
     )
-    unjudged = cmp.unjudged
-    if unjudged and code != 2:
-        shared = shared_fields(cmp)
-        names = [f"{cell_label(r, cmp.series_columns, shared) or r.metric} ({r.verdict.value})"
-                 for r in unjudged[:NAMED]]  # fmt: skip
-        more = f" and {len(unjudged) - NAMED} more" if len(unjudged) > NAMED else ""
-        line += (
-            f"; {len(unjudged)} not judged fail the gate ({GATE_FLAGS} lets them pass): "
-            + ", ".join(names)
-            + more
-        )
-    return line
-
-
-def print_table(cmp: Comparison, console: Console, everything: bool = False) -> None:
-    """The verdicts as a rich table (rows that are `same` only with `everything`)."""
-    table = Table(title=Text(printable(f"{cmp.baseline} -> {cmp.candidate}")), show_lines=False)
-    for name in ("cell", "metric", "baseline", "candidate", "change", "interval", "n", "bound",
-                 "verdict", "note"):  # fmt: skip
-        table.add_column(name, overflow="fold")
-    shared = shared_fields(cmp)
-    rows = [r for r in sorted_rows(cmp) if everything or r.verdict is not Verdict.SAME]
-    for row in rows[:MAX_ROWS]:
-        style = STYLE[row.verdict]
-        table.add_row(
-            Text(printable(cell_label(row, cmp.series_columns, shared))),
-            Text(printable(row.metric)), _value(row.baseline),
-            _value(row.candidate), _pct(row.change), _interval(row),
-            f"{row.n_baseline}/{row.n_candidate}", row.threshold,
-            f"[{style}]{row.verdict.value}[/]" if style else row.verdict.value,
-            Text(printable(row.note)),
-        )  # fmt: skip
-    if rows:
-        console.print(table)
-    if len(rows) > MAX_ROWS:
-        console.print(f"... {len(rows) - MAX_ROWS} more rows (see --markdown or --junit)")
-    same = sum(r.verdict is Verdict.SAME for r in cmp.rows)
-    if same and not everything:
-        console.print(f"{same} rows `same` not shown.")
-    console.print(Text(printable(summary(cmp))))
 
 
 def markdown(cmp: Comparison) -> str:
@@ -166,6 +126,10 @@ def markdown(cmp: Comparison) -> str:
         f"### {icon} r2bench compare: {markdown_text(cmp.baseline)} → "
         f"{markdown_text(cmp.candidate)}",
         "",
+        f"**{markdown_text(headline(cmp))}**",
+        "",
+        *[f"- {markdown_text(line.strip())}" for line in reasons(cmp)],
+        *([""] if reasons(cmp) else []),
         markdown_text(summary(cmp) + "."),
         "",
         f"Bootstrap {p.confidence:.0%} intervals ({p.resamples} resamples, seed {p.seed}), "
@@ -188,8 +152,8 @@ def markdown(cmp: Comparison) -> str:
         return [head, rule] + [
             "| " + " | ".join(
                 [*(markdown_text(x) for x in (
-                    cell_label(r, cmp.series_columns, shared), r.metric, _value(r.baseline),
-                    _value(r.candidate), _pct(r.change), _interval(r),
+                    cell_label(r, cmp.series_columns, shared), r.metric, value_text(r.baseline),
+                    value_text(r.candidate), pct_text(r.change), interval_text(r),
                     f"{r.n_baseline}/{r.n_candidate}", r.threshold)),
                  f"**{r.verdict.value}**" if fails(r) else r.verdict.value,
                  markdown_text(r.note)]
@@ -223,8 +187,8 @@ def junit(cmp: Comparison) -> str:
         )
         counts["tests"] += 1
         text = xml_text(
-            f"{row.metric}: baseline {_value(row.baseline)}, candidate {_value(row.candidate)}, "
-            f"change {_pct(row.change)} {_interval(row)}, n {row.n_baseline}/{row.n_candidate}, "
+            f"{row.metric}: baseline {value_text(row.baseline)}, candidate {value_text(row.candidate)}, "
+            f"change {pct_text(row.change)} {interval_text(row)}, n {row.n_baseline}/{row.n_candidate}, "
             f"bound {row.threshold}. {row.note}".strip()
         )
         if row.verdict is Verdict.REGRESSION:

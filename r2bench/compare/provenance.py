@@ -110,14 +110,26 @@ def compare_provenance(baseline: Facts, candidate: Facts) -> tuple[list[Differen
                     "none); only the others are checked"
                 )
     fields = baseline.keys() & candidate.keys() | {"testbed", "nccl_tests_version"}
+    unknown: dict[str, list[str]] = {}  # fields neither side knows
     for field in sorted(f for f in fields if not f.endswith(UNKNOWN_IN)):
         base, cand = baseline.get(field), candidate.get(field)
         if base is None or cand is None:
-            side = "baseline" if base is None else "candidate"
-            other = f" (the other side: {base or cand!r})" if base or cand else ""
-            warnings.append(f"provenance: {field} is unknown in the {side}{other}; not checked")
+            side = "in the baseline" if base is None else "in the candidate"
+            if base or cand:
+                warnings.append(
+                    f"provenance: {field} is unknown {side} (the other side: "
+                    f"{base or cand!r}); not checked"
+                )
+            else:
+                unknown.setdefault("on both sides", []).append(field)
         elif base != cand:
             differences.append(Difference(field, base, cand))
+    # one line for all the fields no run recorded (a library that prints no version line)
+    warnings += [
+        f"provenance: {', '.join(names)} {'is' if len(names) == 1 else 'are'} unknown {side}; "
+        "not checked"
+        for side, names in unknown.items()
+    ]
     return differences, warnings
 
 
