@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,7 @@ from r2bench.records.importer import import_dir
 from r2bench.records.nccltests.jsonfile import parse_json
 from r2bench.records.nccltests.runs import combine
 from r2bench.records.nccltests.text import parse_text
+from r2bench.records.run import TransportTap
 from r2bench.records.store import RunStore
 
 
@@ -47,7 +49,9 @@ def test_results_match_the_parsed_outputs(captured: tuple[Path, tb.Tables]) -> N
         run_id = t.runs[(t.runs["scenario"] == scenario) & (t.runs["collective"] == "all_reduce")]
         rows = t.results[t.results["run_id"] == run_id["run_id"].iloc[0]]
         assert len(rows) == len(parsed.rows)
-        assert rows["busbw_gbps"].tolist() == [r.busbw_gbps for r in parsed.rows]
+        # bandwidths from time and size (records.bandwidth): the printed ones to 2 decimals
+        printed = [r.busbw_gbps for r in parsed.rows]
+        assert rows["busbw_gbps"].tolist() == pytest.approx(printed, abs=0.005 + 1e-9)
         assert rows["time_us"].tolist() == [r.time_us for r in parsed.rows]
     assert len(t.results) == 254  # every row of the 17 imported outputs
     assert len(t.runs) == 17
@@ -58,17 +62,26 @@ def test_a_few_exact_values(captured: tuple[Path, tb.Tables]) -> None:
     r = t.results
     ar = r[(r["collective"] == "all_reduce") & (r["scenario"] == "socket.c1")]
     row = ar[(ar["size_bytes"] == 33554432) & (ar["placement"] == "in_place")].iloc[0]
-    assert (row["time_us"], row["busbw_gbps"], row["wrong"], row["outcome"]) == (
-        10251.5,
-        3.27,
-        0,
-        "ok",
-    )
+    assert (row["time_us"], row["wrong"], row["outcome"]) == (10251.5, 0, "ok")
+    assert row["busbw_gbps"] == pytest.approx(33554432 / 10251.5 / 1e3)  # printed 3.27
     rs = r[r["collective"] == "reduce_scatter"]
     assert rs["wrong"].isna().all()  # -c 0: #wrong printed as N/A
     s1 = r[r["scenario"] == "socket.S1"]
     assert s1["timestamp"].notna().all()
     assert s1["timestamp"].min() == pd.Timestamp("2026-11-22 03:54:36", tz="UTC").timestamp()
+
+
+def test_result_bandwidths_come_from_time_and_size(captured: tuple[Path, tb.Tables]) -> None:
+    """Printed busbw has 2 decimals (0.05 GB/s: a 10 % step); the table's is size / time x
+    2(n-1)/n, which the time's 6 digits carry."""
+    _, t = captured
+    r = t.results
+    rows = r[(r["scenario"] == "socket.c1") & (r["collective"] == "all_reduce")]
+    small = rows[rows["size_bytes"] == 2048].iloc[0]  # printed 43.53 us, 0.05 GB/s
+    computed = 2048 / small["time_us"] / 1e3  # 2 ranks: factor 1
+    assert small["busbw_gbps"] == pytest.approx(computed, rel=1e-12)
+    assert small["algbw_gbps"] == pytest.approx(computed, rel=1e-12)
+    assert round(small["busbw_gbps"], 2) != small["busbw_gbps"]
 
 
 def test_iterations_come_from_the_json(captured: tuple[Path, tb.Tables]) -> None:
@@ -185,3 +198,42 @@ def test_combine_keeps_text_rows(captured: tuple[Path, tb.Tables]) -> None:
     rows = t.results[t.results["run_id"] == run_of(t, "socket.I1")]
     assert rows["time_us"].tolist() == [r.time_us for r in both.rows]
     assert RunStore.at(captured[0]).is_complete(run_of(t, "socket.I1"))
+
+
+def test_transport_where_the_logs_say_it_and_none_where_they_do_not(
+    captured: tuple[Path, tb.Tables],
+) -> None:
+    _, t = captured
+    runs = t.runs[t.runs["collective"] == "all_reduce"].set_index("scenario")
+    assert runs.loc["socket.info", "transport"] == "NET/Socket"  # `[receive] via NET/Socket/0`
+    no_info = runs.loc["socket.c1"]  # nccl-tests' output alone: NCCL_DEBUG unset
+    assert no_info["transport"] is None or pd.isna(no_info["transport"])
+    assert (runs["transport"].astype("string").fillna("x") != "").all()  # never an empty string
+    listed = runs.drop(index="not_enough_slots")  # a launch that failed lists no device
+    assert (listed["device_kind"] == "GPU").all() and (listed["gpus_per_rank"] == 1).all()
+    assert pd.isna(runs.loc["not_enough_slots", "device_kind"])
+
+
+def test_the_emulator_is_a_cpu_over_tcp(tmp_path: Path) -> None:
+    """The emulator logs no `via` line; its banner says `TCP over 4 NIC(s) per rank` and its
+    devices `emulated CPU (...)`: no GPU per rank."""
+    sweep = tmp_path / "quickstart"
+    shutil.copytree(Path(__file__).parent / "data" / "sweeps" / "quickstart-nccl-emulated", sweep)
+    runs = tb.build_tables(sweep).runs
+    assert runs["transport"].tolist() == ["TCP (emulated)"] * 2
+    assert runs["device_kind"].tolist() == ["CPU"] * 2
+    assert runs["gpus_per_rank"].isna().all()
+
+
+@pytest.mark.parametrize(
+    ("log", "transport"),
+    [
+        (DATA / "v2.13.13" / "all_reduce_perf.np2.info.txt", "P2P"),  # `via P2P/CUMEM`
+        (DATA.parent / "gpu-netns" / "stock-nic3-down.stdout.txt", "NET/Socket"),
+        (DATA / "all_reduce_perf.p2p.c1.txt", None),  # NCCL_DEBUG unset: no INFO line
+    ],
+)
+def test_the_transport_tap_reads_real_gpu_logs(log: Path, transport: str | None) -> None:
+    tap = TransportTap()
+    tap.read(log)
+    assert tap.transport == transport

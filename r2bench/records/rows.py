@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import os
+import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
@@ -23,7 +24,7 @@ from sys import intern
 from typing import Any, NamedTuple
 
 from r2bench.records import recovery, rowcache, runformat, runmodel
-from r2bench.records.models import ParsedNcclTests
+from r2bench.records.models import ParsedNcclTests, PerIteration
 from r2bench.records.nictraffic import COUNTER_COLUMNS, counter_rows
 from r2bench.records.provenance import nccl_version_text
 from r2bench.records.ras import RAS_FILE, ras_verdict
@@ -35,6 +36,7 @@ from r2bench.records.run import (
     RunOutputs,
     block_end_times,
     empty_run,
+    key_of,
     parse_run,
 )
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
@@ -71,11 +73,17 @@ WINDOW_COLUMNS = (
     *("run_id", "fault", "cycle", "kind", "node", "nic", "applied_at", "back_at"),
     *("verdict", "before_bytes", "live_bytes", "after_bytes", "after_what", "iteration"),
     "evidence",
+    *("link_back_at", "ended_by"),
 )
-"""One row per fault cycle applied, on the controller clock (`records.run.fault_windows`);
-`back_at` empty when the link never came back during the run. The failure evidence of a NIC
-fault (`records.evidence`): the verdict, the target NIC's bytes before, just before and
-after it, the iteration in flight and the evidence line (empty for process faults)."""
+"""One row per fault cycle applied, on the controller clock (`records.run.fault_windows`).
+`back_at` is where the window ends: the link's return, or the job's end when that came first
+or the link never came back (`records.jobend`; empty when neither is known); `ended_by` says
+which (`link_back`, `job_end`) and `link_back_at` when the link came back (empty: never,
+during the run). The failure evidence of a NIC fault (`records.evidence`): the verdict, the
+target NIC's bytes before, just before and after it, the iteration in flight and the evidence
+line (empty for process faults)."""
+LINK_BACK = "link_back"
+JOB_END = "job_end"
 TRAFFIC_COLUMNS = (
     *("run_id", "iteration", "size_bytes", "start", "end", "node", "nic"),
     *("tx_bytes", "rx_bytes", "completed"),
@@ -86,6 +94,9 @@ PROVENANCE_COLUMNS = ("run_id", "field", "value")
 """One row per provenance.json field of a run (`env:NAME` for its job environment)."""
 RAS_VERDICT = "ras_verdict"
 """Event kind of an NCCL RAS observer's verdict (`records.ras`): host = the observer's node."""
+CPU, GPU = "CPU", "GPU"
+"""The runs table's `device_kind` values (`device_kind`)."""
+_CPU_DEVICE_RE = re.compile(r"\bCPU\b")
 _FAULT_TIMES = ("planned_at", "requested_at", "applied_at", "verified_at", "clock_offset_s")
 
 
@@ -124,6 +135,9 @@ class IterBlocks:
     n: list[int] = field(default_factory=list)
     bus_factor: list[float] = field(default_factory=list)
     end_time: list[float] = field(default_factory=list)
+    row_printed: list[bool] = field(default_factory=list)
+    """Whether the block's size printed its result row (false: a crash cut it short, and its
+    iterations come from the workload's `#iter` lines)."""
 
     def select(self, blocks: Iterable[int]) -> IterBlocks:
         """The blocks at these indices (in order), with their times."""
@@ -327,18 +341,27 @@ class RunRows:
             )
 
     def _add_iterations(self, run_id: str, run: ParsedRun, resolution: float) -> None:
-        blocks = self.iters
+        """Add the `-J` per-iteration blocks (ends estimated, `block_end_times`), then those
+        only the workload's `#iter` lines hold (ends as it logged them)."""
         ends = block_end_times(run, resolution)
         for p in run.parsed.per_iteration:
-            key = (p.size_bytes, p.placement, p.cycle)
-            blocks.times.extend(p.times_us)
-            blocks.run_id.append(run_id)
-            blocks.size_bytes.append(p.size_bytes)
-            blocks.placement.append(p.placement)
-            blocks.cycle.append(p.cycle)
-            blocks.n.append(len(p.times_us))
-            blocks.bus_factor.append(run.row_times.get(key, (math.nan, 1.0))[1])
-            blocks.end_time.append(ends.get(key, math.nan))
+            self._add_block(run_id, run, p, ends.get(key_of(p), math.nan))
+        for logged in run.logged:
+            self._add_block(run_id, run, logged.times, logged.end)
+
+    def _add_block(self, run_id: str, run: ParsedRun, p: PerIteration, end: float) -> None:
+        blocks, key = self.iters, key_of(p)
+        printed = run.row_times.get(key)
+        factor = printed[1] if printed else run.bus_factor
+        blocks.times.extend(p.times_us)
+        blocks.run_id.append(run_id)
+        blocks.size_bytes.append(p.size_bytes)
+        blocks.placement.append(p.placement)
+        blocks.cycle.append(p.cycle)
+        blocks.n.append(len(p.times_us))
+        blocks.bus_factor.append(math.nan if factor is None else factor)
+        blocks.end_time.append(end)
+        blocks.row_printed.append(printed is not None)
 
     def _add_events(self, run_id: str, run: ParsedRun) -> None:
         """Add log events; a line's own stamp put on the controller clock."""
@@ -356,7 +379,11 @@ class RunRows:
 
     def _add_windows(self, run_id: str, run: ParsedRun) -> None:
         evidence = {(e.window.fault, e.window.cycle): e for e in run.evidence}
+        job = run.job_end.at if run.job_end else None
         for w in run.windows:
+            end, ended_by = w.back, LINK_BACK if w.back is not None else None
+            if job is not None and (end is None or job < end):
+                end, ended_by = max(job, w.applied), JOB_END
             ev = evidence.get((w.fault, w.cycle))
             facts: tuple[Any, ...] = (None,) * 7
             if ev is not None:
@@ -366,8 +393,9 @@ class RunRows:
                     ev.after_what, it, ev.line,
                 )  # fmt: skip
             self.windows.add(
-                run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, w.back, *facts
-            )
+                run_id, w.fault, w.cycle, w.kind, w.node, w.nic, w.applied, end, *facts,
+                w.back, ended_by,
+            )  # fmt: skip
 
     def _add_faults(self, run_id: str, faults: list[runmodel.FaultEvent]) -> None:
         add = self.events.add
@@ -444,6 +472,7 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
     rec, spec, end = run.record, run.record.spec, run.record.end
     times = [t for t, _ in run.row_times.values() if t == t]
     outcome = run.outcome
+    kind = device_kind(run.parsed)
     row: dict[str, Any] = {
         "run_id": rec.run_id,
         "experiment": spec.experiment,
@@ -456,8 +485,9 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "nodes": ",".join(spec.nodes),
         # MPI ranks (processes): one process driving 8 GPUs (`-g 8`) is 1 rank x 8 GPUs.
         "ranks": run.parsed.processes or run.parsed.ranks,
-        "gpus_per_rank": _gpus_per_process(run.parsed),
+        "gpus_per_rank": _gpus_per_process(run.parsed) if kind == GPU else None,
         "gpu": "+".join(sorted({d.name for d in run.parsed.devices if d.name})) or None,
+        "device_kind": kind,
         "n_nodes": len({d.host for d in run.parsed.devices}) or len(spec.nodes) or None,
         "transport": run.transport,
         "complete": rec.complete,
@@ -488,6 +518,16 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
     row.update(metrics)  # detect_s, stall_s, ... (records/metrics.py, docs/recovery.md)
     row["env"] = spec.env
     return row
+
+
+def device_kind(parsed: ParsedNcclTests) -> str | None:
+    """`CPU` when every device the output lists is a CPU (the emulator's `emulated CPU (TCP
+    NICs ...)`), `GPU` when it lists others (nccl-tests' and rccl-tests' devices are GPUs),
+    None when it lists none."""
+    names = [d.name for d in parsed.devices if d.name]
+    if not names:
+        return None
+    return CPU if all(_CPU_DEVICE_RE.search(name) for name in names) else GPU
 
 
 def _gpus_per_process(parsed: ParsedNcclTests) -> int | None:

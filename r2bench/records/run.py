@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.records import runformat, runmodel
+from r2bench.records.bandwidth import bus_factor_of, precise_results
 from r2bench.records.events import parse_events
 from r2bench.records.evidence import (
     FaultEvidence,
@@ -31,7 +32,16 @@ from r2bench.records.evidence import (
     fault_evidence,
     iteration_traffic,
 )
-from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests, ResultRow
+from r2bench.records.iterlines import LoggedBlock, logged_blocks
+from r2bench.records.jobend import JobEnd, job_end
+from r2bench.records.models import (
+    Event,
+    Outcome,
+    OutcomeStatus,
+    ParsedNcclTests,
+    PerIteration,
+    ResultRow,
+)
 from r2bench.records.nccltests.jsonfile import parse_json
 from r2bench.records.nccltests.runs import combine
 from r2bench.records.nccltests.text import parse_text
@@ -58,6 +68,9 @@ is not used: the rows' own stamps are."""
 RESULT_VALUES = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 # `via NET/Socket/0`, `via P2P/CUMEM`, `via SHM/direct/direct`: NCCL INFO channel set-up lines.
 _VIA_RE = re.compile(rb"\] via ([A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*)?)")
+# The emulator's banner (`r2bench.workloads.ring_allreduce.banner`): it logs no `via` line.
+_EMULATED_RE = re.compile(rb"^# r2bench emulated .*: (TCP) over \d+ NIC")
+EMULATED_TRANSPORT = "TCP (emulated)"
 _OWN_STAMP_RE = re.compile(r"^\[(?P<ts>[^\]]{1,64})\]")
 _EPOCH_STAMP_RE = re.compile(r"^\d{9,11}(?:\.(?P<frac>\d+))?$")
 _DATE_STAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,](?P<frac>\d{1,9}))?")
@@ -292,8 +305,9 @@ def _to_end(lines: Iterator[bytes]) -> None:
 
 
 class TransportTap:
-    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), gathered
-    from log lines as another reader passes over them: each log is read once."""
+    """The transports NCCL said it set up (`... via NET/Socket/0`, `via P2P/CUMEM`), or the
+    emulator's banner says it uses (`TCP over 4 NIC(s)`), gathered from log lines as another
+    reader passes over them: each log is read once."""
 
     def __init__(self) -> None:
         self.found: set[str] = set()
@@ -306,6 +320,8 @@ class TransportTap:
                     name = match.group(1).decode("ascii", "replace")
                     head, _, sub = name.partition("/")
                     self.found.add(f"{head}/{sub}" if head == "NET" and sub else head)
+            elif line.startswith(b"# r2bench emulated ") and _EMULATED_RE.match(line):
+                self.found.add(EMULATED_TRANSPORT)
             yield line
 
     def read(self, path: Path) -> None:
@@ -314,10 +330,10 @@ class TransportTap:
             _to_end(self.passing(handle))
 
     @property
-    def transport(self) -> str:
-        """`NET/Socket`, `NET/IB`, `P2P`, `SHM` joined by `+`; empty when no such line was
-        logged (NCCL_DEBUG=INFO prints them)."""
-        return "+".join(sorted(self.found))
+    def transport(self) -> str | None:
+        """`NET/Socket`, `NET/IB`, `P2P`, `SHM` (or the emulator's `TCP (emulated)`) joined by
+        `+`; None when the logs say none: not logged (NCCL_DEBUG=INFO prints them)."""
+        return "+".join(sorted(self.found)) or None
 
 
 @dataclass
@@ -329,7 +345,8 @@ class ParsedRun:
     parsed: ParsedNcclTests
     events: list[tuple[str, Event]]
     outcome: Outcome | None
-    transport: str = ""
+    transport: str | None = None
+    """What the logs say NCCL set up (`TransportTap`); None: not logged."""
     clock: RunClock = field(default_factory=RunClock)
     stdout_times: list[float] | None = None
     """Arrival of every stdout line on the launch node (a sweep's `stdout.times`)."""
@@ -348,6 +365,13 @@ class ParsedRun:
     """`measurement_samples` of this run, computed once (evidence and metrics share it)."""
     verification: Verification | None = None
     """What a verifying workload checked (its `#iter` and `#verify` lines, `records.verify`)."""
+    logged: list[LoggedBlock] = field(default_factory=list)
+    """Per-iteration times of the sizes the `-J` results lack, from the workload's `#iter`
+    lines (`records.iterlines`): a crashed run's last size, whose row never printed."""
+    job_end: JobEnd | None = None
+    """When the job ended (`records.jobend`): its fault windows end no later."""
+    bus_factor: float | None = None
+    """busbw/algbw of the run's collective at its rank count (None when either is unknown)."""
 
     @property
     def outcome_status(self) -> str | None:
@@ -366,7 +390,8 @@ class RunOutputs:
     log_events: list[tuple[str, Event]] | None
     """(source file, event) parsed from stdout and stderr; None: the events are events.jsonl's."""
     verification: Verification | None
-    transport: str
+    transport: str | None
+    """None: not logged."""
 
 
 def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
@@ -391,6 +416,10 @@ def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> 
     if outputs is None:
         outputs = read_outputs(record)
     parsed, refused = checked_results(outputs.parsed)
+    collective = record.spec.collective or parsed.collective
+    ranks = parsed.ranks or (outputs.verification.ranks if outputs.verification else None)
+    factor = bus_factor_of(collective, ranks)
+    parsed = precise_results(parsed, collective, ranks)
     events = outputs.log_events
     if events is None:
         events = [(runformat.EVENTS, ev) for ev in record.events()]
@@ -410,12 +439,26 @@ def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> 
         outputs.transport,
         clock,
         stamps,
-        {key_of(r): (clock.of_row(r, stamps), bus_factor(r)) for r in parsed.rows},
+        {key_of(r): (clock.of_row(r, stamps), factor or bus_factor(r)) for r in parsed.rows},
         fault_windows(record.faults, end.ended_at if end else None),
         refused,
     )
+    run.bus_factor = factor
     run.verification = outputs.verification
     run.outcome = with_verification(run.outcome, run.verification)
+    options = record.spec.options
+    run.logged = logged_blocks(
+        run.verification,
+        (key_of(p) for p in parsed.per_iteration),
+        (options.iterations if options else None) or parsed.iters,
+        clock.launch_offset,
+    )
+    run.job_end = job_end(
+        end.ended_at if end else None,
+        run.outcome.status if run.outcome else None,
+        ranks_last_seen(run),
+        (w.applied for w in run.windows),
+    )
     run.counter_lines = read_counter_lines(record.node_files())
     if any(w.nic for w in run.windows):
         series = counter_series(run)
@@ -434,6 +477,17 @@ def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> 
         )
         run.outcome = apply_to_outcome(run.outcome, run.evidence)
     return run
+
+
+def ranks_last_seen(run: ParsedRun) -> list[float]:
+    """Times the run's ranks were heard from, on the controller clock: the arrival of their
+    last stdout line, and every NCCL log line with its own stamp and a process id."""
+    seen = [run.stdout_times[-1] - run.clock.launch_offset] if run.stdout_times else []
+    for _, event in run.events:
+        when = run.clock.of_event(event) if event.pid is not None else None
+        if when is not None:
+            seen.append(when[0])
+    return seen
 
 
 def evidence_outcome(
@@ -491,8 +545,8 @@ def empty_run(record: runmodel.RunRecord) -> ParsedRun:
     return ParsedRun(record, ParsedNcclTests(), [], None)
 
 
-def key_of(row: ResultRow) -> RowKey:
-    """A result row's key: (size, placement, cycle)."""
+def key_of(row: ResultRow | PerIteration) -> RowKey:
+    """A result row's (or per-iteration block's) key: (size, placement, cycle)."""
     return (row.size_bytes, row.placement, row.cycle)
 
 

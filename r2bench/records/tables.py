@@ -1,8 +1,10 @@
 """Tidy tables derived from run folders (and only from them: rebuild them at any time).
 
 - `results`: one row per run x size x placement x cycle (nccl-tests result lines)
-- `iterations`: one row per timed iteration (`-I 1` per-iteration times from `-J`), with an
-  estimated timestamp when the run printed `-S 1` timestamps or was timed by the sweep
+- `iterations`: one row per timed iteration (`-I 1` per-iteration times from `-J`, else from
+  a verifying workload's `#iter` lines: `row_printed` false for a size whose result row never
+  printed), with an estimated timestamp when the run printed `-S 1` timestamps or was timed
+  by the sweep
 - `events`: one row per log event, fault step and RAS verdict
 - `runs`: one row per run folder (complete or not): outcome, reason, times, recovery metrics
 - `counters`: one row per node x NIC x counter sample (`records.counters`)
@@ -234,6 +236,7 @@ def _iterations_frame(
         "time_us": times,
         "busbw_gbps": busbw,
         "timestamp": timestamp,
+        "row_printed": np.repeat(np.asarray(b.row_printed, dtype=bool), n),
     }
     del size, index, times, busbw, timestamp
     return pd.DataFrame(columns)
@@ -255,10 +258,13 @@ def _repeated_categories(
 def _typed_windows(frame: pd.DataFrame) -> pd.DataFrame:
     for name in ("fault", "cycle"):
         frame[name] = frame[name].astype("int64")
-    for name in ("applied_at", "back_at", "before_bytes", "live_bytes", "after_bytes"):
+    for name in (
+        *("applied_at", "back_at", "before_bytes", "live_bytes", "after_bytes"),
+        "link_back_at",
+    ):
         frame[name] = frame[name].astype("float64")
     frame["iteration"] = frame["iteration"].astype("Int64")
-    for name in ("verdict", "after_what", "evidence"):
+    for name in ("verdict", "after_what", "evidence", "ended_by"):
         frame[name] = frame[name].astype(object)
     return frame
 
