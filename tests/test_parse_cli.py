@@ -212,3 +212,81 @@ def test_escape_sequences_and_markup_in_a_log_never_reach_the_terminal(
     shown = out.out + out.err
     assert "\x1b" not in shown and "\x07" not in shown
     assert "\\e[31m" in shown  # the file name, escaped
+
+
+SWEEP = Path(__file__).parent / "data" / "sweeps" / "quickstart-nccl-emulated"
+CRASHED = SWEEP / "all_reduce-nccl-emulated-nic1-down-r0-a2fcee58fe"
+CLEAN = SWEEP / "all_reduce-nccl-emulated-none-r0-645366c18b"
+
+
+def _json_docs(capsys: pytest.CaptureFixture[str], *paths: Path) -> list[dict]:
+    assert parse_command(list(paths), as_json=True) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_a_run_folders_stdout_and_stderr_are_one_run(capsys: pytest.CaptureFixture[str]) -> None:
+    [doc] = _json_docs(capsys, CRASHED / "stdout.txt", CRASHED / "stderr.txt")
+    assert doc["run_folder"] is True and Path(doc["file"]) == CRASHED
+    assert {"stdout.txt", "stderr.txt", "result.json", "outcome.json"} <= set(doc["files"])
+    assert (doc["outcome"], doc["failed_rank"], doc["failed_host"]) == ("crashed", 0, "node0")
+    assert doc["outcome_recorded"] is True and doc["exit_code"] == 3
+    assert (doc["collective"], doc["collective_from"]) == ("all_reduce", "run_spec")
+    assert doc["transport"] == "TCP (emulated)"
+    # the 32 MiB iterations completed before the crash, whose row never printed
+    big = [p for p in doc["per_iteration"] if p["size_bytes"] == 32 << 20]
+    assert [len(p["times_us"]) for p in big] == [8]
+
+
+def test_the_folder_itself_and_its_files_say_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    [by_folder] = _json_docs(capsys, CRASHED)
+    [by_file] = _json_docs(capsys, CRASHED / "stdout.txt")
+    assert by_folder == by_file
+
+
+def test_a_log_outside_a_run_folder_is_still_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "stdout.txt"
+    copy.write_bytes((CRASHED / "stdout.txt").read_bytes())
+    [doc] = _json_docs(capsys, copy)
+    assert "run_folder" not in doc and doc["collective"] is None
+
+
+def test_what_parse_cannot_tell_is_said_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "stdout.txt"
+    copy.write_bytes((CLEAN / "stdout.txt").read_bytes())
+    assert parse_command([copy], as_json=False) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "?" not in out
+    assert "collective: not stated in this file" in out
+    assert "nccl-tests: version not printed in this file" in out
+    assert out.count("avg busbw") == 1 and "avg busbw: 0.103273 GB/s" in out
+
+
+def test_an_unknown_rank_is_said_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The crashed run's stdout alone: its failure line names the host, not the rank."""
+    copy = tmp_path / "stdout.txt"
+    copy.write_bytes((CRASHED / "stdout.txt").read_bytes())
+    [doc] = _json_docs(capsys, copy)
+    assert doc["outcome"] == "crashed"
+    assert "a rank (its number not logged) on node0" in doc["reason"]
+    assert "?" not in doc["reason"]
+
+
+def test_a_run_folder_prints_each_figure_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_command([CLEAN / "stdout.txt", CLEAN / "stderr.txt"], as_json=False) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.count("read as one run:") == 1  # one run, not one per file
+    assert out.count("avg busbw") == 1  # the recorded reason names it: no second line
+    assert "transport: TCP (emulated)" in out and "?" not in out
+
+
+def test_a_folder_that_is_no_run_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert parse_command([tmp_path], as_json=False) == 2
+    assert "give a file" in capsys.readouterr().err

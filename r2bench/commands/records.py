@@ -11,6 +11,7 @@ import math
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,13 @@ from rich.text import Text
 
 from r2bench.errors import ExitCode
 from r2bench.records.events import read_log
+from r2bench.records.folderparse import FolderRun, read_folder, run_folder_of
 from r2bench.records.importer import import_dir
 from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
 from r2bench.records.nccltests.jsonfile import parse_json
 from r2bench.records.outcome import classify
 from r2bench.records.provenance import nccl_version_text
+from r2bench.records.runmodel import RecordError
 from r2bench.records.store import RunStore, sweep_folder
 from r2bench.records.verify import Verification, verifications, with_verification
 from r2bench.safeio import (
@@ -97,9 +100,14 @@ def _close(source: Iterable[bytes]) -> None:
 
 
 def file_summary(
-    path: Path, parsed: ParsedNcclTests, events: list[Event], outcome: Outcome
+    path: Path,
+    parsed: ParsedNcclTests,
+    events: list[Event],
+    outcome: Outcome,
+    recovery: bool = True,
 ) -> dict[str, Any]:
-    """The JSON object `r2bench parse --json` prints for one file."""
+    """The JSON object `r2bench parse --json` prints for one file (with `recovery`, the
+    metrics of the run folder holding it)."""
     rows = []
     for r in parsed.rows:
         row = r.model_dump(mode="json", include=_ROW_KEYS)
@@ -127,9 +135,10 @@ def file_summary(
     }
     if parsed.avg_busbw_gbps is not None:
         doc["avg_busbw_gbps"] = parsed.avg_busbw_gbps
-    from r2bench.records.recovery import recovery_doc  # needs pandas (the report extra)
+    if recovery:
+        from r2bench.records.recovery import recovery_doc  # needs pandas (the report extra)
 
-    doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
+        doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
     return doc
 
 
@@ -165,7 +174,8 @@ def _num(value: float | int | None) -> str:
 
 def _rich_table(doc: dict[str, Any]) -> Table:
     run = f" (run {doc['run']})" if "run" in doc else ""
-    title = Text(printable(f"{doc['file']}{run}: {doc['collective'] or '?'} -> {doc['outcome']}"))
+    collective = doc["collective"] or "collective not stated"
+    title = Text(printable(f"{doc['file']}{run}: {collective} -> {doc['outcome']}"))
     table = Table(title=title, title_justify="left")
     for col in (
         "size (B)",
@@ -193,62 +203,118 @@ def _rich_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def _print_human(console: Console, doc: dict[str, Any]) -> None:
-    console.print(_rich_table(doc))
+def _facts(doc: dict[str, Any]) -> list[str]:
+    """One line per thing a reader asks of a run, each said once; what the input does not
+    tell is named as such, never a `?`."""
+    where = "this run's files" if doc.get("run_folder") else "this file"
     how = (
         f" (from the {doc['collective_from'].replace('_', ' ')})" if doc["collective_from"] else ""
     )
     family = str(doc.get("library_family") or "").upper().replace("R2CCL", "R-2CCL")
     library = doc.get("library_version") or doc["nccl_library"]
-    head = (
-        f"collective {doc['collective'] or '?'}{how}; nccl-tests "
-        f"{doc['nccl_tests_version'] or '?'}, {family or 'NCCL'} {library or '?'}"
-    )
-    console.print(
-        Text(
-            printable(
-                f"{head}; {len(doc['events'])} events; outcome {doc['outcome']}: {doc['reason']}"
-            )
-        )
-    )
+    lines = [
+        f"collective: {doc['collective']}{how}"
+        if doc["collective"]
+        else f"collective: not stated in {where}",
+        f"nccl-tests: version {doc['nccl_tests_version']}"
+        if doc["nccl_tests_version"]
+        else f"nccl-tests: version not printed in {where} (nccl-tests before 2.17.4 prints none)",
+        f"library: {family or 'NCCL'} {library}"
+        if library
+        else f"library: {family + ', ' if family else ''}version not printed in {where}",
+    ]
+    if doc.get("run_folder"):
+        transport = doc.get("transport") or "not logged (no NCCL INFO `via` line)"
+        lines.insert(0, f"read as one run: {', '.join(doc['files'])}")
+        lines.append(f"transport: {transport}")
+    judged = " (as the sweep recorded it)" if doc.get("outcome_recorded") else ""
+    lines.append(f"outcome{judged}: {doc['outcome']}: {doc['reason']}")
+    return lines
+
+
+def _print_human(console: Console, doc: dict[str, Any]) -> None:
+    console.print(_rich_table(doc))
+    facts = _facts(doc)
+    for line in facts[:-1]:
+        console.print(Text(printable(line)))
+    console.print(Text(printable(facts[-1])))
     for ev in doc["evidence"]:
-        console.print(Text(printable(f"  line {ev.get('line') or '?'}: {ev['text']}"), style="dim"))
-    if "avg_busbw_gbps" in doc:
-        console.print(Text(printable(f"avg busbw {doc['avg_busbw_gbps']:g} GB/s")))
+        line = f"line {ev['line']}" if ev.get("line") else "line not known"
+        console.print(Text(printable(f"  {line}: {ev['text']}"), style="dim"))
+    sources = Counter(str(e.get("source")) for e in doc["events"] if e.get("source"))
+    per = ", ".join(f"{n} from {source}" for source, n in sources.items())
+    console.print(Text(printable(f"events: {len(doc['events'])}" + (f" ({per})" if per else ""))))
+    # an outcome recorded by an older r2bench names the average in its reason: said once
+    if "avg_busbw_gbps" in doc and "avg busbw" not in str(doc["reason"]):
+        console.print(Text(printable(f"avg busbw: {doc['avg_busbw_gbps']:g} GB/s (the footer)")))
+
+
+def folder_summary(run: FolderRun) -> dict[str, Any]:
+    """The JSON object `r2bench parse --json` prints for a run folder: a file's keys, plus
+    `run_folder`, `files` (what was read), `outcome_recorded`, `exit_code`, `transport`, each
+    event's `source` file, and the folder's recovery metrics."""
+    doc = file_summary(run.path, run.parsed, [], run.outcome, recovery=False)
+    doc["events"] = [
+        {"source": source, **e.model_dump(mode="json", exclude_defaults=True)}
+        for source, e in run.events
+    ]
+    doc.update(
+        run_folder=True,
+        files=run.files,
+        outcome_recorded=run.recorded,
+        exit_code=run.exit_code,
+        transport=run.transport,
+        verification=run.verification.as_json() if run.verification else None,
+    )
+    from r2bench.records.recovery import run_recovery  # needs pandas (the report extra)
+
+    doc["recovery"] = run_recovery(run.path).columns()
+    return doc
+
+
+def _inputs(files: list[Path]) -> list[tuple[Path, bool]]:
+    """(path, is a run folder) of each input, in order: a run folder's own files given
+    together (stdout.txt and stderr.txt) are its folder, once."""
+    out: list[tuple[Path, bool]] = []
+    seen: set[Path] = set()
+    for path in files:
+        folder = run_folder_of(path) if str(path) != "-" else None
+        if folder is None:
+            out.append((path, False))
+        elif folder.resolve() not in seen:
+            seen.add(folder.resolve())
+            out.append((folder, True))
+    return out
 
 
 def parse_command(files: list[Path], as_json: bool) -> int:
-    """Parse nccl-tests outputs (text or -J JSON) and NCCL logs: result rows, events, outcome.
+    """Parse nccl-tests outputs (text or -J JSON), NCCL logs and run folders: result rows,
+    events, outcome.
 
-    `-` reads stdin. A file holding several runs gives one result per run. With --json, print
-    one JSON object per run (JSON Lines). A crashed or hung run is not an error (its outcome
-    says crashed/timeout): exit 0; exit 1 if an input is not nccl-tests output at all; exit 2 if
-    a file cannot be read.
+    `-` reads stdin. A file holding several runs gives one result per run. A run folder (or
+    any of its own files: stdout.txt, stderr.txt, ...) is one run: its stdout and stderr read
+    together with its -J results, spec and recorded outcome. With --json, print one JSON
+    object per run (JSON Lines). A crashed or hung run is not an error (its outcome says
+    crashed/timeout): exit 0; exit 1 if an input is not nccl-tests output at all; exit 2 if a
+    file cannot be read.
     """
     console, errors = Console(width=max(Console().width, 132)), Console(stderr=True, soft_wrap=True)
     status = ExitCode.OK
-    for path in files:
+    for path, is_folder in _inputs(files):
         try:
-            runs = parse_file(path)
+            docs = [folder_summary(read_folder(path))] if is_folder else _file_docs(path)
         except RecursionError:
             deep = "nested too deeply to read (a JSON twin of thousands of levels)"
             errors.print(Text(printable(f"r2bench parse: cannot read {path}: {deep}")), style="red")
             status = ExitCode.USAGE
             continue
-        except (OSError, InputRefused) as exc:
+        except (OSError, InputRefused, RecordError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             errors.print(Text(printable(f"r2bench parse: cannot read {path}: {why}")), style="red")
             status = ExitCode.USAGE
             continue
-        checks = _verifications(path, [parsed for parsed, _, _ in runs])
-        for index, (run, check) in enumerate(zip(runs, checks, strict=True)):
-            outcome = with_verification(run[2], check, path.name) or run[2]
-            run = (run[0], run[1], outcome)
-            doc = file_summary(path, *run)
-            doc["verification"] = check.as_json() if check else None
-            if len(runs) > 1:
-                doc["run"] = index + 1
-            if run[2].status is OutcomeStatus.NOT_NCCL_TESTS and status == ExitCode.OK:
+        for doc in docs:
+            if doc["outcome"] == OutcomeStatus.NOT_NCCL_TESTS.value and status == ExitCode.OK:
                 status = ExitCode.FAILED
             if as_json:
                 # Strict JSON: a value that is not a number (NaN, inf) is written as null.
@@ -257,6 +323,21 @@ def parse_command(files: list[Path], as_json: bool) -> int:
                 _print_human(console, doc)
     sys.stdout.flush()
     return status
+
+
+def _file_docs(path: Path) -> list[dict[str, Any]]:
+    """The JSON object of each run a file holds."""
+    runs = parse_file(path)
+    checks = _verifications(path, [parsed for parsed, _, _ in runs])
+    docs = []
+    for index, (run, check) in enumerate(zip(runs, checks, strict=True)):
+        outcome = with_verification(run[2], check, path.name) or run[2]
+        doc = file_summary(path, run[0], run[1], outcome)
+        doc["verification"] = check.as_json() if check else None
+        if len(runs) > 1:
+            doc["run"] = index + 1
+        docs.append(doc)
+    return docs
 
 
 def _verifications(path: Path, runs: list[ParsedNcclTests]) -> list[Verification | None]:

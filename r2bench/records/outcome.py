@@ -123,7 +123,8 @@ class _Context:
 
     def rank_label(self, event: Event) -> str:
         rank = self.rank_of(event)
-        return f"rank {rank if rank is not None else '?'} on {event.host or '?'}"
+        who = f"rank {rank}" if rank is not None else "a rank (its number not logged)"
+        return f"{who} on {event.host or 'a host not named in the log'}"
 
     def last_row_evidence(self) -> list[Evidence]:
         if not self.parsed or not self.parsed.rows:
@@ -338,12 +339,12 @@ def _fallback(
             f"test ({ends}) and without any sign of failure (cut short or still running?)",
             evidence=ctx.last_row_evidence(),
         )
-    avg = ctx.parsed.avg_busbw_gbps if ctx.parsed else None
     survived = ctx.of(*_NETWORK_KINDS)
+    # the footer's average is a figure of its own (`avg_busbw_gbps`): not repeated here
     reason = (
-        f"{ctx.n_rows} result rows, avg busbw {avg} GB/s"
+        f"{ctx.n_rows} result rows, to the end of the test"
         if ctx.parsed
-        else f"exit code {exit_code}"
+        else (f"exit code {exit_code}")
     )
     if survived:
         reason += f"; survived {len(survived)} network error event(s), first: {survived[0].message}"
