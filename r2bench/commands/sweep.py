@@ -87,7 +87,8 @@ def plan_of(experiment: Path, testbed: Path | None, recipe_dirs: list[Path] | No
         description = embedded_description(Path(tmp), loaded.experiment.virtual_testbed)
         inputs = load_inputs(loaded, description, recipe_dirs)
         plan = make_plan(inputs)
-    label = EMBEDDED_LABEL.format(name=plan.testbed, description=inputs.testbed.description)
+    shape = inputs.testbed.description.removeprefix("virtual testbed: ")
+    label = EMBEDDED_LABEL.format(name=plan.testbed, description=shape)
     return plan.model_copy(update={"testbed_file": label})
 
 
