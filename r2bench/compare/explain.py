@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from statistics import median
 
+from r2bench.compare.policy import RECOVERY_METRICS
 from r2bench.compare.stats import Undecided, Verdict
 from r2bench.compare.verdict import EXIT_CANNOT, EXIT_OK, NOT_DATA, Comparison, Row
 
@@ -53,6 +54,12 @@ def headline(cmp: Comparison) -> str:
 def reasons(cmp: Comparison) -> list[str]:
     """The lines under the headline: why rows were not judged, and how to get them judged
     (or let them pass). Rows the gate lets pass are counted, not explained."""
+    if cmp.exit_code == EXIT_CANNOT:
+        return [
+            INDENT + "they share no collective x size x library/mode x scenario: compare sweeps "
+            "of the same experiment (`missing`: only in the baseline, `new`: only in the "
+            "candidate)"
+        ]
     undecided = [r for r in cmp.rows if r.verdict is Verdict.UNDECIDED]
     absent = [r for r in cmp.rows if r.verdict in NOT_DATA]
     lines: list[str] = []
@@ -61,10 +68,15 @@ def reasons(cmp: Comparison) -> list[str]:
     elif undecided:
         least = cmp.policy.min_samples
         lines += [_cause_line(cause, rows, least) for cause, rows in _by_cause(undecided)]
+        recovery = any(r.metric in RECOVERY_METRICS for r in undecided)
+        runs = (
+            f"; recovery rows take one sample a run, so {least} repeats at least"
+            if recovery
+            else ""
+        )
         lines.append(
-            "To decide them: more repeats on both sides (the experiment's `repeats:`; recovery "
-            f"rows take one sample a run, so {cmp.policy.min_samples} repeats at least). To "
-            f"let undecided rows pass: {ALLOW_UNDECIDED}."
+            f"To decide them: more repeats on both sides (the experiment's `repeats:`{runs}). "
+            f"To let undecided rows pass: {ALLOW_UNDECIDED}."
         )
     if absent and cmp.gate.blocks(absent[0].verdict):
         counts = Counter(r.verdict for r in absent)

@@ -132,8 +132,8 @@ def _cell(row: Row, shared: set[str]) -> str:
     return key_label(cell, shared) or SERIES_ROW
 
 
-def columns(cmp: Comparison, layout: Layout, notes: Notes) -> list[Column]:
-    """The columns of a layout."""
+def columns(cmp: Comparison, layout: Layout, notes: Notes, rows: list[Row]) -> list[Column]:
+    """The columns of a layout for these rows (no note column when no row has a note)."""
     shared = shared_fields(cmp)
 
     def metric(row: Row) -> str:
@@ -159,7 +159,8 @@ def columns(cmp: Comparison, layout: Layout, notes: Notes) -> list[Column]:
         chosen.append(Column("bound", lambda r: r.threshold))
     chosen.append(Column("verdict", lambda r: r.verdict.value))
     note = (lambda r: r.note) if layout.inline_notes else (lambda r: notes.mark(r.note))
-    chosen.append(Column("note", note))
+    if any(r.note for r in rows):
+        chosen.append(Column("note", note))
     return chosen
 
 
@@ -176,7 +177,7 @@ def choose(cmp: Comparison, rows: list[Row], width: int) -> tuple[Layout, list[i
     """The richest layout whose natural widths fit `width`; else the leanest, with the cell
     column folding into what is left (never under MIN_CELL)."""
     for layout in LAYOUTS:
-        natural = widths(columns(cmp, layout, Notes()), rows)
+        natural = widths(columns(cmp, layout, Notes(), rows), rows)
         if sum(natural) + GAP * (len(natural) - 1) <= width:
             return layout, natural
     layout = LAYOUTS[-1]
@@ -211,7 +212,7 @@ def print_rows(cmp: Comparison, rows: list[Row], console: Console) -> None:
     the footnotes."""
     layout, sizes = choose(cmp, rows, console.width)
     notes = Notes()
-    chosen = columns(cmp, layout, notes)
+    chosen = columns(cmp, layout, notes, rows)
     title = (
         f"{cmp.baseline} (baseline) -> {cmp.candidate} (candidate): {cmp.matched_cells} "
         f"cells and {cmp.matched_series} series matched"
