@@ -5,7 +5,9 @@ stored reference (ReFrame-style YAML, kept as data).
 - `stats`: the seeded hierarchical bootstrap and the decision rule
 - `policy`: minimum effects per metric, rules, xfail entries
 - `reference`: the reference file (read, write from a sweep)
-- `verdict`: the comparison itself; `output`: rich table, markdown, JUnit XML
+- `verdict`: the comparison itself; `explain`: the gate's verdict in words (why, and what
+  gets a decision); `terminal`: the rich table, fitted to the width; `output`: markdown,
+  JUnit XML and the row texts they share
 - `provenance`: whether both sides share testbed, nccl-tests and library versions
 
 The command itself (options, printing, exit codes) is `r2bench.commands.compare`.
