@@ -35,6 +35,7 @@ from r2bench.doctor.checks import (
     check_os,
     check_processes,
     check_reachable,
+    check_root,
     check_ssh_mesh,
     count_gpus,
     parse_topology,
@@ -611,3 +612,39 @@ def test_wrong_link_layer_is_said_before_the_port_state() -> None:
     result = check_nic(facts(**{"nic.x": ROCE_ADMIN_DOWN}), ib)
     assert result.status is Status.FAIL and "expected InfiniBand" in result.detail
     assert "kind: roce" in result.fix
+
+
+# ---- root on the node: fault commands run as `sudo -n` ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "sudo", "status", "said"),
+    [
+        ("uid=0", True, Status.OK, "root"),
+        ("uid=1000 user=alice\nsudo_rc=0", True, Status.OK, "passwordless sudo"),
+        (
+            "uid=1000 user=alice\nsudo_rc=1 sudo: a password is required",
+            True,
+            Status.FAIL,
+            "a password is required",
+        ),
+        ("uid=1000 user=alice", False, Status.FAIL, "sudo: false"),
+    ],
+)
+def test_check_root_says_whether_faults_can_run(
+    section: str, sudo: bool, status: Status, said: str
+) -> None:
+    model = NodeModel.model_validate({"name": "n0", "address": "10.0.0.1", "sudo": sudo})
+    result = check_root(facts(privilege=section), model)
+    assert result.status is status
+    assert said in result.detail
+    if status is Status.FAIL:
+        assert "ssh.user: root" in result.fix
+
+
+def test_facts_script_asks_sudo_without_a_prompt() -> None:
+    script = facts_script(
+        make_testbed(NodeModel(name="n0", address="h")), NodeModel(name="n0", address="h"), []
+    )
+    assert "sudo -n true" in script
+    assert "@@r2bench-doctor:privilege@@" in script

@@ -410,6 +410,37 @@ def check_processes(facts: NodeFacts) -> CheckResult:
     return _result(facts.node, "stray processes", Status.FAIL, detail, fix)
 
 
+def check_root(facts: NodeFacts, model: NodeModel) -> CheckResult:
+    """Root on the node, directly or by `sudo -n`: every fault, the counter sampler and heal
+    run as root, and `sudo -n` fails rather than prompt (found out mid-sweep otherwise)."""
+    fields = dict(re.findall(r"(\w+)=(\S*)", facts.section("privilege")))
+    if fields.get("uid") == "0":
+        return _result(facts.node, "root", Status.OK, "logged in as root")
+    user = fields.get("user", "the login user")
+    if "uid" not in fields:
+        return _result(facts.node, "root", Status.SKIP, "not reported")
+    fix = (
+        f"give {user} passwordless sudo on {facts.node} (a sudoers line "
+        f"`{user} ALL=(ALL) NOPASSWD: ALL`: fault commands run as `sudo -n bash ...`), "
+        "or log in as root (ssh.user: root)"
+    )
+    if not model.sudo:
+        detail = f"{user} is not root and the testbed says sudo: false: faults cannot be injected"
+        fix = (
+            f"set sudo: true for {facts.node} in the testbed file and give {user} passwordless "
+            "sudo, or log in as root (ssh.user: root)"
+        )
+        return _result(facts.node, "root", Status.FAIL, detail, fix)
+    line = next(
+        (ln for ln in facts.section("privilege").splitlines() if ln.startswith("sudo_rc=")), ""
+    )
+    code, _, message = line.removeprefix("sudo_rc=").partition(" ")
+    if code == "0":
+        return _result(facts.node, "root", Status.OK, f"{user}, passwordless sudo")
+    detail = f"`sudo -n true` as {user} failed: {message.strip() or f'exit {code}'}"
+    return _result(facts.node, "root", Status.FAIL, detail, fix)
+
+
 def _fault_summary(record: str) -> str:
     """`kind link` from an injector's record (`kind=link script=... injected_at=...`)."""
     kind = re.search(r"(?:^|\s)kind=(\S+)", record)
@@ -492,6 +523,7 @@ def _node_results(facts: NodeFacts, model: NodeModel, testbed: Testbed) -> list[
     results += [check(facts, model) for check in PER_NODE]
     results += [check_nic(facts, nic, model.sudo) for nic in model.nics]
     results.append(check_transport(model))
+    results.append(check_root(facts, model))
     results.append(check_processes(facts))
     results.append(check_faults(facts, testbed.paths.work_dir, model.sudo))
     return results

@@ -112,6 +112,16 @@ NODE_ID_SHELL = """r2b_node_id() {
 fault records live under <work_dir>/faults/active/<node id>/."""
 
 
+PRIVILEGE_SHELL = """uid=$(id -u)
+if [ "$uid" -eq 0 ]; then echo uid=0; else
+    echo "uid=$uid user=$(id -un)"
+    if command -v sudo >/dev/null 2>&1; then
+        out=$(sudo -n true 2>&1 </dev/null); echo "sudo_rc=$? $(echo $out)"
+    else echo "sudo_rc=127 sudo is not installed"; fi
+fi"""
+"""Who the login user is and whether `sudo -n` works without a prompt (faults need root)."""
+
+
 def _faults_body(work_dir: str) -> str:
     """This node's fault records only (a shared work folder holds every node's)."""
     active = node_path(work_dir.rstrip("/") + "/faults/active")
@@ -130,6 +140,7 @@ def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) 
     for nic in node.nics:
         text += _section(f"nic.{nic.name}", _nic_body(nic))
     text += _launcher_tool_section(testbed)
+    text += _section("privilege", PRIVILEGE_SHELL)
     text += _section("procs", "ps -ww -eo pid=,args= 2>&1")
     text += _section("faults", _faults_body(testbed.paths.work_dir))
     if ssh_peers:
