@@ -12,6 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from r2bench.records.tables import Tables
+from r2bench.report import panels
+from r2bench.report.colours import FAULT_TEXT, series_colour
 from r2bench.report.figures import Figure, esc
 
 SECTION_TITLE = "Failure evidence: did each fault hit live traffic"
@@ -118,28 +120,48 @@ def traffic_table_html(tables: Tables, run_id: str) -> str:
 
 
 def traffic_figure(tables: Tables, run_id: str, index: int) -> Figure | None:
-    """MB each NIC moved in each iteration around the fault, one line per NIC."""
+    """MB each NIC moved in each iteration around the fault: a panel per node, its NICs'
+    bars stacked (the faulted NIC red), so the faulted NIC's share falls away and the others'
+    grow while the total holds."""
     wide, target = traffic_window(tables, run_id)
     if wide.empty:
         return None
     marked = f"{target[0]}/{target[1]}" if target else ""
-    traces = [
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": esc(f"{col}{' (faulted)' if col == marked else ''}"),
-            "x": [str(i) for i in wide.index],
-            "y": [None if v != v else round(float(v), 3) for v in wide[col]],
-            "line": {"width": 3 if col == marked else 1.5},
-        }
-        for col in wide.columns
-    ]
+    names = [str(c) for c in wide.columns]
+    nodes = sorted({n.split("/", 1)[0] for n in names})
+    nics = sorted({n.split("/", 1)[1] for n in names})
+    per_node = [wide[[c for c in names if c.startswith(f"{n}/")]].sum(axis=1) for n in nodes]
+    tallest = max(float(t.max()) for t in per_node)
+    grid, axes = panels.grid(len(nodes), 1, "iteration", "MB (tx+rx)", tallest)
+    traces = []
+    for column in names:
+        node, nic = column.split("/", 1)
+        panel = grid[nodes.index(node)]
+        faulted = column == marked
+        traces.append(
+            {
+                "type": "bar",
+                "name": esc(f"{nic}{' (faulted)' if faulted else ''}" if faulted else nic),
+                "legendgroup": esc(nic),
+                "showlegend": node == nodes[0] or faulted,
+                "xaxis": panel.x,
+                "yaxis": panel.y,
+                "x": [str(i) for i in wide.index],
+                "y": [None if v != v else round(float(v), 3) for v in wide[column]],
+                "marker": {"color": FAULT_TEXT if faulted else series_colour(nics.index(nic))},
+                "hovertemplate": f"{esc(column)}: " + "%{y:.3g} MB<extra></extra>",
+            }
+        )
+    titles = [panels.title(p, esc(n)) for p, n in zip(grid, nodes, strict=True)]
     layout = {
-        "title": {"text": esc(f"MB per NIC per iteration: {run_id}")},
+        "title": {"text": esc(f"MB per NIC per iteration: {run_id}"), "font": {"size": 14}},
         "template": "plotly_white",
-        "height": 380,
-        "xaxis": {"title": {"text": "iteration"}, "type": "category"},
-        "yaxis": {"title": {"text": "MB moved (tx+rx)"}, "rangemode": "tozero"},
+        "barmode": "stack",
+        "height": panels.height(len(nodes)) + 40,
+        "margin": {"l": 60, "r": 20, "t": 70, "b": 50},
+        "annotations": titles,
+        "legend": {"orientation": "h", "y": -0.2},
+        **{k: {**v, "type": "category"} if k.startswith("xaxis") else v for k, v in axes.items()},
     }
     spec = {"data": traces, "layout": layout}
     return Figure(f"traffic-{index}", f"Traffic per iteration {esc(run_id)}", spec, "", {}, "")

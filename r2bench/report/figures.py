@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 
 from r2bench.records.tables import Tables
+from r2bench.report import spread
+from r2bench.report.colours import FAULT_FILL, FAULT_TEXT, GREY, event_colour, series_colour
 from r2bench.report.series import SeriesInfo, baselines, series_info
 
 MODE_ENV = "R2CC_MODE"
@@ -226,8 +228,8 @@ def busbw_figure(
                 },
                 "customdata": list(zip(g["min"], g["max"], g["n"], strict=True)),
                 "text": [human_size(s) for s in g["size_bytes"]],
-                "hovertemplate": "%{text}: median %{y:.3f} GB/s (min %{customdata[0]:.3f},"
-                " max %{customdata[1]:.3f}, n=%{customdata[2]})<extra>%{fullData.name}</extra>",
+                "hovertemplate": "%{text}: median %{y:.3g} GB/s (min %{customdata[0]:.3g},"
+                " max %{customdata[1]:.3g}, n=%{customdata[2]})<extra>%{fullData.name}</extra>",
             }
         )
     what = f"{collective}: bus" if collective else "Bus"
@@ -275,13 +277,24 @@ NO_BASELINE = (
 )
 
 
+OVERHEAD_COLUMNS = (
+    "series", "size_bytes", "time_us", "baseline_time_us", "overhead_pct", "baseline",
+    "runs", "baseline_runs", "low_pct", "high_pct", "verdict",
+)  # fmt: skip
+
+
 def overhead_table(tables: Tables, info: SeriesInfo | None = None) -> pd.DataFrame:
-    """Per series and size: median time, its baseline's median time and the overhead in %."""
+    """Per series and size: median time, its baseline's median time, the overhead in %, the
+    overhead the run-to-run spreads allow (`low_pct`..`high_pct`, NaN with fewer than two runs
+    a side) and whether it is overhead at all (`verdict`, `report.spread`)."""
     info = info or series_info(tables.runs)
-    stats = size_stats(series_rows(tables, info), "time_us")
+    rows = series_rows(tables, info)
+    stats = size_stats(rows, "time_us")
     medians = stats.set_index(["series", "size_bytes"])["median"]
+    spreads = spread.run_spreads(rows)
+    untouched = spread.untouched_sizes(rows, tables.runs)
     names = set(stats["series"])
-    rows = []
+    out = []
     for name, base in sorted(baselines(info).items()):
         if name not in names or base not in names:
             continue
@@ -291,51 +304,117 @@ def overhead_table(tables: Tables, info: SeriesInfo | None = None) -> pd.DataFra
             continue  # identical results: a copy of its baseline, not a comparison
         for size in common:
             pct = (mine[size] / ref[size] - 1.0) * 100.0
-            rows.append((name, size, mine[size], ref[size], pct, base))
-    cols = ["series", "size_bytes", "time_us", "baseline_time_us", "overhead_pct", "baseline"]
-    return pd.DataFrame(rows, columns=cols)
+            here, there = spreads.get((name, int(size))), spreads.get((base, int(size)))
+            span = spread.overhead_range(here, there)
+            out.append(
+                (
+                    name, size, mine[size], ref[size], pct, base,
+                    here.runs if here else 0, there.runs if there else 0,
+                    span[0] if span else math.nan, span[1] if span else math.nan,
+                    spread.verdict(span, (name, int(size)) in untouched),
+                )
+            )  # fmt: skip
+    return pd.DataFrame(out, columns=list(OVERHEAD_COLUMNS))
+
+
+def _overhead_trace(name: str, base: str, g: pd.DataFrame, colour: str) -> dict[str, Any]:
+    """One series' differences: filled markers in its colour where they are overhead, grey
+    open markers where they are within the spread or it is unknown, grey crosses at sizes the
+    fault never touched; error bars: the overhead the run-to-run spreads allow."""
+    verdicts = g["verdict"].tolist()
+    real = [v == spread.OVERHEAD for v in verdicts]
+    symbols = [
+        "circle" if v == spread.OVERHEAD else "x" if v == spread.BEFORE_FAULT else "circle-open"
+        for v in verdicts
+    ]
+    pct = g["overhead_pct"].to_numpy(float)
+    known = g["low_pct"].notna().to_numpy()
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": esc(f"{name}  vs  {base}"),
+        "x": g["size_bytes"].tolist(),
+        "y": g["overhead_pct"].tolist(),
+        "line": {"color": colour if any(real) else GREY, "dash": "solid" if any(real) else "dot"},
+        "marker": {
+            "color": [colour if r else GREY for r in real],
+            "symbol": symbols,
+            "size": 9,
+            "line": {"width": 2},
+        },
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": np.where(known, g["high_pct"].to_numpy(float) - pct, 0).tolist(),
+            "arrayminus": np.where(known, pct - g["low_pct"].to_numpy(float), 0).tolist(),
+            "color": GREY,
+        },
+        "text": [f"{human_size(s)}: {v}" for s, v in zip(g["size_bytes"], verdicts, strict=True)],
+        "hovertemplate": "%{text}: %{y:+.1f}%<extra>%{fullData.name}</extra>",
+    }
+
+
+def _overhead_note(table: pd.DataFrame) -> str:
+    """What the reader must know before reading any difference as overhead."""
+    counts = table["verdict"].value_counts()
+    notes = []
+    if counts.get(spread.UNKNOWN, 0):
+        notes.append(
+            f"{counts[spread.UNKNOWN]} differences come from series with 1 run at that size: "
+            "their run-to-run spread is unknown, so they are drawn grey and open, not as "
+            "overhead (repeat the runs: `repeats:` in the experiment)"
+        )
+    if counts.get(spread.BEFORE_FAULT, 0):
+        notes.append(
+            f"{counts[spread.BEFORE_FAULT]} sizes (grey crosses) completed before the fault was "
+            "injected: the fault could not have touched them, so their difference is no fault "
+            "overhead"
+        )
+    if not counts.get(spread.OVERHEAD, 0):
+        notes.append("no difference is outside the run-to-run spread")
+    return "; ".join(notes) + "." if notes else ""
 
 
 def overhead_figure(tables: Tables, info: SeriesInfo | None = None) -> Figure:
-    """Overhead (% more time per collective) of each series vs its named baseline."""
+    """Time (% more per collective) of each series vs its named baseline, as overhead only
+    where it is outside the run-to-run spread (`report.spread`)."""
     info = info or series_info(tables.runs)
     table = overhead_table(tables, info)
-    traces = []
-    for (name, base), g in table.groupby(["series", "baseline"], sort=True):
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": esc(f"{name}  vs  {base}"),
-                "x": g["size_bytes"].tolist(),
-                "y": g["overhead_pct"].tolist(),
-                "text": [human_size(s) for s in g["size_bytes"]],
-                "hovertemplate": "%{text}: %{y:+.1f}%<extra>%{fullData.name}</extra>",
-            }
-        )
+    traces = [
+        _overhead_trace(name, base, g, series_colour(i))
+        for i, ((name, base), g) in enumerate(table.groupby(["series", "baseline"], sort=True))
+    ]
     bases = sorted(set(table["baseline"]))
     if len(bases) == 1:
-        title = f"Overhead vs baseline: {esc(bases[0])} (median time, out-of-place)"
+        title = f"Time vs baseline: {esc(bases[0])} (median time, out-of-place)"
     else:
-        title = "Overhead vs each series' no-fault baseline (named in the legend)"
+        title = "Time vs each series' no-fault baseline (named in the legend)"
     layout = _layout(
         title,
         xaxis=size_axis(table["size_bytes"]),
-        yaxis={"title": {"text": "time overhead vs baseline (%)"}, "zeroline": True},
+        yaxis={"title": {"text": "time vs baseline (%)"}, "zeroline": True},
         **_legend_layout(len(traces), "series vs baseline"),
     )
     left = info.left_out()
-    note = "" if traces else NO_BASELINE
+    note = _overhead_note(table) if traces else NO_BASELINE
+    how = (
+        "Filled markers: overhead, outside the run-to-run spread (the two series' ranges of "
+        "per-run medians do not overlap; error bars: the overhead those ranges allow). Open "
+        "grey: within the spread, or spread unknown. Grey crosses: the size completed before "
+        "the fault. "
+    )
     caption = _caption(
         info,
-        (
+        (how if traces else "")
+        + (
             "Baseline" + ("s: " if len(bases) > 1 else ": ") + "; ".join(bases) + ". "
             if bases
             else ""
         )
         + (left + "." if left else ""),
     )
-    meta = {"baselines": bases, "left_out": left}
+    counts = table["verdict"].value_counts().to_dict()
+    meta = {"baselines": bases, "left_out": left, "verdicts": counts}
     return Figure(
         "overhead", "Overhead vs baseline", {"data": traces, "layout": layout}, note, meta, caption
     )
@@ -445,6 +524,15 @@ def _stride(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[::step]
 
 
+PLACEMENT_COLOURS = {
+    "out_of_place iteration": "#333333",
+    "in_place iteration": "#8c8c8c",
+    "out_of_place result": "#333333",
+    "in_place result": "#8c8c8c",
+}
+"""Busbw lines of a timeline in greys: colours are the events' (`report.colours`)."""
+
+
 def _timeline_traces(pts: pd.DataFrame, t0: float) -> list[dict[str, Any]]:
     traces = []
     for what, g in pts.groupby("what", sort=True):
@@ -457,8 +545,9 @@ def _timeline_traces(pts: pd.DataFrame, t0: float) -> list[dict[str, Any]]:
                 "x": (g["timestamp"].to_numpy(float) - t0).tolist(),
                 "y": g["busbw_gbps"].tolist(),
                 "text": [human_size(s) for s in g["size_bytes"]],
-                "hovertemplate": "t=%{x:.3f}s %{text}: %{y:.3f} GB/s<extra></extra>",
-                "marker": {"size": 4},
+                "hovertemplate": "t=%{x:.3f}s %{text}: %{y:.3g} GB/s<extra></extra>",
+                "marker": {"size": 4, "color": PLACEMENT_COLOURS.get(str(what), GREY)},
+                "line": {"color": PLACEMENT_COLOURS.get(str(what), GREY)},
             }
         )
     return traces
@@ -478,7 +567,7 @@ def _event_traces(events: pd.DataFrame, t0: float, y: float) -> list[dict[str, A
                 "y": [y] * len(g),
                 "text": [esc(m)[:300] for m in g["message"]],
                 "hovertemplate": "t=%{x:.3f}s %{text}<extra>%{fullData.name}</extra>",
-                "marker": {"symbol": "triangle-down", "size": 10},
+                "marker": {"symbol": "triangle-down", "size": 10, "color": event_colour(str(kind))},
             }
         )
     return traces
@@ -493,7 +582,7 @@ def _window_shape(w: Window, t0: float) -> dict[str, Any]:
         "x1": w.end - t0,
         "y0": 0,
         "y1": 1,
-        "fillcolor": "rgba(220, 40, 40, 0.18)",
+        "fillcolor": FAULT_FILL,
         "line": {"width": 0},
         "layer": "below",
     }
@@ -509,7 +598,7 @@ def _window_note(w: Window, t0: float) -> dict[str, Any]:
         "showarrow": False,
         "xanchor": "left",
         "yanchor": "bottom",
-        "font": {"color": "rgb(180, 30, 30)", "size": 11},
+        "font": {"color": FAULT_TEXT, "size": 11},
     }
 
 
