@@ -6,20 +6,24 @@ Name resolution is disabled in the browser, so a figure that needed the network 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 import pytest
+from quickstart_capture import copy_quickstart
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.records.tables import rebuild
 from r2bench.report.html import build_report
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
+CHECK = Path(__file__).resolve().parents[1] / "scripts" / "report-browser-check.py"
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 )
@@ -170,3 +174,47 @@ def test_mixed_import_report_draws_in_the_browser(tmp_path: Path) -> None:
         assert div and "js-plotly-plot" in div.group(0), fig_id
     assert "No valid baseline" in dom
     assert 'class="legendtext"' in dom
+
+
+@pytest.fixture(scope="module")
+def quickstart_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of the captured quickstart sweep (tests/data/quickstart-sweep/)."""
+    sweep = copy_quickstart(tmp_path_factory.mktemp("qs"))
+    out = sweep / "report.html"
+    build_report(sweep, rebuild(sweep), out)
+    return out
+
+
+def _check(page: Path, *args: str) -> tuple[int, dict[str, object]]:
+    proc = subprocess.run(
+        [sys.executable, str(CHECK), str(page), *args],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_quickstart_report_reads_right_at_1400_px(quickstart_page: Path, tmp_path: Path) -> None:
+    """The answer is on the first screen, nothing runs off the side, every figure draws."""
+    shot = tmp_path / "first-screen.png"
+    code, found = _check(quickstart_page, "--screenshot", str(shot))
+    assert code == 0, found["problems"]
+    assert isinstance(found["summary_top"], float) and found["summary_top"] < 1000
+    assert isinstance(found["summary_bottom"], float) and found["summary_bottom"] < 1000
+    assert found["scroll_width"] <= 1400 and found["too_wide"] == []
+    assert found["plots"] == found["drawn"] and int(str(found["plots"])) >= 10
+    width, height, rows = png_pixels(shot.read_bytes())
+    assert (width, height) == (1400, 1000)
+    assert distinct_colours(rows, len(rows[0]) // width) > 20  # the table's tints, not blank
+
+
+def test_the_browser_check_names_what_does_not_hold(quickstart_page: Path) -> None:
+    """A window too small for the summary and too narrow for its table: both are named."""
+    code, found = _check(quickstart_page, "--width", "600", "--height", "120")
+    assert code == 1
+    problems = " ".join(str(p) for p in found["problems"])  # type: ignore[attr-defined]
+    assert "below the first screen (120)" in problems
+    assert "px wide in a 600 px window" in problems

@@ -27,6 +27,7 @@ from r2bench.report.figures import (
     size_axis,
 )
 from r2bench.report.html import ProvenanceSummary, build_report, provenance_html, runs_html
+from r2bench.report.inline import prose_html
 from r2bench.report.series import baselines, series_info
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
@@ -114,7 +115,7 @@ def test_runs_that_did_not_end_ok_are_counted_beside_the_figures(
 def test_no_valid_baseline_is_said_not_drawn(mixed: tuple[Path, Tables, str]) -> None:
     _, _, page = mixed
     assert "overhead" not in figures_of(page)  # nothing drawn
-    assert html.escape(NO_BASELINE) in page
+    assert prose_html(NO_BASELINE) in page  # `none` shown as code, not in backticks
 
 
 BASE_RUN = {
@@ -243,7 +244,8 @@ def test_run_table_lists_every_run_with_source_and_log_link(
     mixed: tuple[Path, Tables, str],
 ) -> None:
     sweep, tables, page = mixed
-    table = page[page.index("<table class='runs'>") : page.index("</table>", page.index("runs'"))]
+    start = page.index("<table class='runs' id='run-table'>")
+    table = page[start : page.index("</table>", start)]
     assert table.count("<tr") == len(tables.runs) + 1
     assert "v2.18.5/multi.loop.txt (run2)" in table
     assert "<i>(guessed)</i>" in table  # 2.13 prints no library version

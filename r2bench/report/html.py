@@ -33,10 +33,14 @@ try:
     from plotly.offline import get_plotlyjs
 
     from r2bench.report import evidence as ev
+    from r2bench.report import numbers
     from r2bench.report.figures import Figure, all_figures, outcome_counts
+    from r2bench.report.inline import prose_html
     from r2bench.report.model import model_section
-    from r2bench.report.nics import SECTION_TITLE, nic_figures
+    from r2bench.report.nics import SECTION_TITLE, nic_panel_figures
     from r2bench.report.recovery import recovery_section
+    from r2bench.report.summary import summary_rows, sweep_facts
+    from r2bench.report.summary_html import summary_section
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
@@ -46,14 +50,23 @@ MAX_VALUE_CHARS = 2000
 MAX_OPEN_VALUES = 5  # a provenance field with more distinct values is folded
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
-h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+body { font-family: system-ui, sans-serif; margin: 1em 2em; color: #222; max-width: 1500px; }
+h1 { font-size: 1.4em; margin: .2em 0; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+#summary h2 { margin-top: .6em; }
 table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
 td, th { border: 1px solid #ccc; padding: .25em .5em; vertical-align: top; text-align: left; }
 th { background: #f3f3f3; } code, .mono { font-family: ui-monospace, monospace; }
 .note { color: #a33; } .fig { margin: 1em 0; } .r2-plot { min-height: 200px; }
 tr.bad td { background: #fdf0ef; } tr.warn td { background: #fdf8e6; } details { margin: .5em 0; }
 .cell { max-width: 70em; overflow-wrap: anywhere; white-space: pre-wrap; }
+.small, .sub { font-size: .85em; color: #555; } nav { font-size: .9em; margin: .3em 0; }
+table.summary { font-size: .95em; } table.summary th { vertical-align: bottom; max-width: 9em; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.undefined { color: #888; } tr.good td.outcome { background: #e3f4e1; font-weight: 600; }
+tr.bad td.outcome { background: #f9d9d6; font-weight: 600; }
+tr.mixed td.outcome { background: #fbefc9; font-weight: 600; }
+ul.sentences { margin: .4em 0; padding-left: 1.4em; } ul.sentences li { margin: .15em 0; }
+li.bad { color: #8a1f17; }
 """
 
 _LOADER = """
@@ -193,10 +206,11 @@ def provenance_html(summary: ProvenanceSummary) -> str:
 MAX_RUN_ROWS = 1000
 
 
-def _fmt_gbps(value: Any) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return ""
-    return f"{float(value):.2f}"
+def _filled(frame: pd.DataFrame, column: str) -> bool:
+    """Whether any row has a value in `column` (a column empty in every row is not shown)."""
+    if column not in frame.columns:
+        return False
+    return bool(frame[column].astype("string").fillna("").str.strip().ne("").any())
 
 
 def _href(target: Path, page_dir: Path) -> str:
@@ -227,8 +241,9 @@ def _source(row: dict[str, Any], common: str) -> str:
 
 
 def runs_html(sweep_dir: Path, tables: Tables, page_dir: Path) -> str:
-    """One row per run: source, collective, ranks, library (proven or guessed), outcome with
-    reason, peak and average busbw (out-of-place, GB/s), link to the raw log."""
+    """One row per run: source, collective, ranks, transport (when any run logged one),
+    library (proven or guessed), outcome with reason, peak and average busbw (out-of-place,
+    GB/s, as `numbers.gbps` writes them), link to the raw log."""
     runs = tables.runs
     if runs.empty:
         return "<p>No runs.</p>"
@@ -237,48 +252,59 @@ def runs_html(sweep_dir: Path, tables: Tables, page_dir: Path) -> str:
     mean = res.groupby("run_id")["busbw_gbps"].mean()
     common = _common_dir([str(v) for v in runs["imported_from"].dropna()])
     under = f" (under <code>{esc(common)}</code>)" if common else ""
+    transport = _filled(runs, "transport")
     head = (
-        f"<tr><th>source file or run folder{under}</th><th>collective</th><th>ranks</th><th>transport</th><th>library</th>"
-        "<th>outcome</th><th>reason</th><th>peak busbw (GB/s)</th>"
+        f"<tr><th>source file or run folder{under}</th><th>collective</th><th>ranks</th>"
+        + ("<th>transport</th>" if transport else "")
+        + "<th>library</th><th>outcome</th><th>reason</th><th>peak busbw (GB/s)</th>"
         "<th>avg busbw (GB/s)</th><th>log</th></tr>"
     )
     body = []
     for row in runs.head(MAX_RUN_ROWS).itertuples(index=False):
         r = row._asdict()
-        source = _source(r, common)
-        basis = str(r.get("library_basis") or "")
-        lib = esc(r.get("library"))
-        version = r.get("library_version")
-        if version is not None and version == version and str(version):
-            lib += f" {esc(version)}"
-        if basis.startswith("guess"):
-            lib += " <i>(guessed)</i>"
         avg = r.get("avg_busbw_gbps")
-        avg_text = (
-            _fmt_gbps(avg) if avg is not None and avg == avg else _fmt_gbps(mean.get(r["run_id"]))
-        )
+        avg = avg if avg is not None and avg == avg else mean.get(r["run_id"])
         log = Path(sweep_dir) / str(r["path"]) / runformat.STDOUT
         link = f"<a href='{_href(log, page_dir)}'>stdout</a>" if log.exists() else ""
         cls = "" if r["outcome"] == "ok" else " class='bad'"
+        reason = numbers.gbps_in_text(str(r["reason"] or ""))
         body.append(
-            f"<tr{cls}><td class='cell mono'>{esc(source)}</td><td>{esc(r['collective'])}</td>"
-            f"<td>{esc(r['ranks'])}</td><td>{esc(r.get('transport'))}</td>"
-            f"<td title='{esc(basis)}'>{lib}</td><td>{esc(r['outcome'])}</td>"
-            f"<td class='cell'>{esc(r['reason'])}</td><td>{_fmt_gbps(peak.get(r['run_id']))}</td>"
-            f"<td>{avg_text}</td><td>{link}</td></tr>"
+            f"<tr{cls}><td class='cell mono'>{esc(_source(r, common))}</td>"
+            f"<td>{esc(r['collective'])}</td><td>{esc(r['ranks'])}</td>"
+            + (f"<td>{esc(r.get('transport'))}</td>" if transport else "")
+            + f"<td title='{esc(r.get('library_basis') or '')}'>{_library_cell(r)}</td>"
+            f"<td>{esc(r['outcome'])}</td><td class='cell'>{esc(reason)}</td>"
+            f"<td class='num'>{numbers.gbps(peak.get(r['run_id']))}</td>"
+            f"<td class='num'>{numbers.gbps(avg)}</td><td>{link}</td></tr>"
         )
     more = len(runs) - MAX_RUN_ROWS
     tail = f"<p>... and {more} more runs (see tables/runs.csv).</p>" if more > 0 else ""
-    return f"<table class='runs'>{head}{''.join(body)}</table>{tail}"
+    return f"<table class='runs' id='run-table'>{head}{''.join(body)}</table>{tail}"
+
+
+def _library_cell(r: dict[str, Any]) -> str:
+    """The library, its version, and whether it was guessed."""
+    lib = esc(r.get("library"))
+    version = r.get("library_version")
+    if version is not None and version == version and str(version):
+        lib += f" {esc(version)}"
+    if str(r.get("library_basis") or "").startswith("guess"):
+        lib += " <i>(guessed)</i>"
+    return lib
 
 
 def _table(frame: pd.DataFrame) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td class='cell'>{esc(v)}</td>" for v in row) + "</tr>"
+        "<tr>" + "".join(f"<td class='cell'>{_value(v)}</td>" for v in row) + "</tr>"
         for row in frame.itertuples(index=False)
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _value(value: Any) -> str:
+    """A table cell: text with its bandwidths in the report's one format."""
+    return esc(numbers.gbps_in_text(value)) if isinstance(value, str) else esc(value)
 
 
 def outcomes_html(tables: Tables) -> str:
@@ -297,9 +323,9 @@ def outcomes_html(tables: Tables) -> str:
 
 
 def _figure_block(fig: Figure) -> str:
-    note = f"<p class='note'>{esc(fig.note)}</p>" if fig.note else ""
+    note = f"<p class='note'>{prose_html(fig.note)}</p>" if fig.note else ""
     if fig.caption:
-        note += f"<p class='cell'>{esc(fig.caption)}</p>"
+        note += f"<p class='cell'>{prose_html(numbers.gbps_in_text(fig.caption))}</p>"
     if not fig.spec.get("data"):  # nothing to draw: say why, skip the empty axes
         return f"<div class='fig'>{note or '<p>No data.</p>'}</div>"
     return (
@@ -315,8 +341,38 @@ def warnings_html(warnings: list[str]) -> str:
     return f"<p>Left out of every table and figure below:</p><ul>{items}</ul>"
 
 
-def _section(title: str, body: str) -> str:
-    return f"<section><h2>{esc(title)}</h2>\n{body}\n</section>"
+def _section(title: str, body: str, anchor: str = "") -> str:
+    ident = f" id='{esc(anchor)}'" if anchor else ""
+    return f"<section{ident}><h2>{esc(title)}</h2>\n{body}\n</section>"
+
+
+def _lead(tables: Tables) -> str:
+    """What ran, above the summary table (and that the libraries were emulated, if so)."""
+    facts = sweep_facts(tables)
+    emulated = (
+        " The CPU emulation of stock NCCL and R-2CCL on the virtual testbed (TCP NICs), not the "
+        "libraries themselves (docs/gpu.md has what the real ones did)."
+        if facts.cpu
+        else ""
+    )
+    return f"<p>{esc(facts.sentence())}{esc(emulated)}</p>"
+
+
+SECTIONS_NAV = (
+    ("outcomes", "Outcomes"),
+    ("busbw", "Bus bandwidth"),
+    ("overhead", "Overhead"),
+    ("timelines", "Timelines"),
+    ("recovery", "Recovery"),
+    ("runs", "Runs"),
+    ("provenance", "Provenance"),
+)
+"""Links under the title to the sections a reader looks for after the summary."""
+
+
+def _nav() -> str:
+    links = " · ".join(f"<a href='#{k}'>{esc(t)}</a>" for k, t in SECTIONS_NAV)
+    return f"<nav>Below: {links}</nav>"
 
 
 def render_report(
@@ -326,41 +382,49 @@ def render_report(
     summary: ProvenanceSummary,
     page_dir: Path | None = None,
 ) -> str:
-    """The report page as a string (`page_dir`: where it will be written, for log links)."""
+    """The report page as a string (`page_dir`: where it will be written, for log links):
+    the answer first (what happened per library, mode and fault), then the figures, the
+    per-run table and provenance last."""
     by_kind: dict[str, list[Figure]] = {}
     for fig in figures:
         by_kind.setdefault(fig.id.split("-")[0], []).append(fig)
     timelines = "".join(_figure_block(f) for f in by_kind.get("timeline", []))
     sections = [
+        summary_section(summary_rows(tables), _lead(tables)),
         *([_section("Warnings", warnings_html(tables.warnings))] if tables.warnings else []),
-        _section("Runs", runs_html(sweep_dir, tables, Path(page_dir or sweep_dir))),
-        _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw"))),
-        _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead"))),
+        _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables), "outcomes"),
+        _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw")), "busbw"),
+        _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead")), "overhead"),
         _section(
             "Timelines around faults (each run's largest size; fault window shaded)",
             timelines or "<p>No run with faults in this sweep.</p>",
+            "timelines",
         ),
+        recovery_section(tables),
         *_nics_section(tables),
         *_evidence_section(tables),
-        recovery_section(tables),
         *model_section(tables, _section, _blocks),
-        _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables)),
-        _section("Provenance", provenance_html(summary)),
+        _section("Runs", runs_html(sweep_dir, tables, Path(page_dir or sweep_dir)), "runs"),
+        _section("Provenance", provenance_html(summary) + _made(sweep_dir, tables), "provenance"),
     ]
+    header = f"<h1>r2bench report: {esc(Path(sweep_dir).name)}</h1>{_nav()}"
+    return _page(esc(f"r2bench report: {Path(sweep_dir).name}"), header + "\n".join(sections))
+
+
+def _made(sweep_dir: Path, tables: Tables) -> str:
+    """What the page was made from, and when."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    header = (
-        f"<h1>r2bench report: {esc(Path(sweep_dir).name)}</h1>"
-        f"<p>{len(tables.runs)} runs, {len(tables.results)} result rows, "
+    return (
+        f"<p class='small'>{len(tables.runs)} runs, {len(tables.results)} result rows, "
         f"{tables.n_iterations} iterations, {len(tables.events)} events. "
         f"Generated {stamp} by r2bench {esc(r2bench.__version__)} from "
         f"<code>{esc(sweep_dir)}</code>.</p>"
     )
-    return _page(esc(f"r2bench report: {Path(sweep_dir).name}"), header + "\n".join(sections))
 
 
 def _nics_section(tables: Tables) -> list[str]:
     """The NIC traffic section, when a faulted run has counters."""
-    figures = nic_figures(tables)
+    figures = nic_panel_figures(tables)
     return [_section(SECTION_TITLE, _blocks(figures))] if figures else []
 
 

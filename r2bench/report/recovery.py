@@ -250,7 +250,7 @@ def recovery_section(tables: Tables) -> str:
     metrics = run_metrics(tables)
     title = "<h2>Recovery after faults (docs/recovery.md)</h2>"
     if metrics.empty:
-        return f"<section>{title}<p>No run with faults in this sweep.</p></section>"
+        return f"<section id='recovery'>{title}<p>No run with faults in this sweep.</p></section>"
     emulated = (
         " Runs of the emulated libraries stand in for stock NCCL and R-2CCL (an emulation of "
         "their design on the virtual testbed, not the libraries; docs/gpu.md has the real ones)."
@@ -272,4 +272,4 @@ def recovery_section(tables: Tables) -> str:
     observed = observer_rows(tables, metrics)
     if not observed.empty:
         parts += ["<h3>What NCCL RAS saw, beside the truth</h3>", _html_table(observed)]
-    return "<section>" + "\n".join(parts) + "</section>"
+    return "<section id='recovery'>" + "\n".join(parts) + "</section>"

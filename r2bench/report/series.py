@@ -34,12 +34,28 @@ STOCK_RECIPES = frozenset({"nccl", "system", "nccl-upstream", "emulated-nccl"})
 """Recipes of stock NCCL: a sweep labels its libraries freely (`stock`, `baseline`...)."""
 
 
-def _is_stock(row: Mapping[str, Any]) -> bool:
+def is_stock(row: Mapping[str, Any]) -> bool:
     """Stock NCCL: built from a stock recipe, or (imported logs) proven to be NCCL."""
     return (
         _text(row.get("library_recipe")) in STOCK_RECIPES
         or _text(row.get("library")) == STOCK_LIBRARY
     )
+
+
+DEVICE_COLUMNS = ("device_kind", "device")
+"""The runs table's device-kind column, where the records name it (`cpu`, `gpu`)."""
+EMULATED_RECIPE_PREFIX = "emulated"
+CPU = "CPU"
+
+
+def is_cpu(row: Mapping[str, Any]) -> bool:
+    """Whether the run's ranks ran on CPUs: the runs table's device kind where it has one,
+    else a recipe of r2bench's emulated libraries (the CPU emulator over TCP)."""
+    for column in DEVICE_COLUMNS:
+        kind = _text(row.get(column)).strip().lower()
+        if kind:
+            return kind.startswith("cpu")
+    return _text(row.get("library_recipe")).startswith(EMULATED_RECIPE_PREFIX)
 
 
 OK = "ok"
@@ -137,6 +153,8 @@ _LABEL_FORMATS = {
 
 
 def _part(key: str, value: str) -> str:
+    if key == "gpus_per_rank" and value == CPU:
+        return "CPU ranks"
     if key in _LABEL_FORMATS:
         return _LABEL_FORMATS[key].format(value)
     if key in ("ranks", "n_nodes"):
@@ -156,11 +174,16 @@ def series_info(runs: pd.DataFrame) -> SeriesInfo:
     frame = runs.copy()
     frame["mode"] = frame[MODE_ENV] if MODE_ENV in frame.columns else None
     records = frame.to_dict("records")  # rows as dicts: iterrows costs ~50 us a row
-    frame["stock"] = [_is_stock(r) for r in records]
+    frame["stock"] = [is_stock(r) for r in records]
     frame["library"] = [_library(r) for r in records]
     frame["library_family"] = _column(frame, "library_recipe")
     frame["hosts"] = _column(frame, "nodes")
     frame["source"] = [_source(v) for v in _column(frame, "imported_from")]
+    # A CPU rank has no GPU: its series says CPU, not `1 GPU/rank`.
+    frame["gpus_per_rank"] = [
+        CPU if is_cpu(r) else v
+        for r, v in zip(records, _column(frame, "gpus_per_rank"), strict=True)
+    ]
     env = grouping_env(frame)
     keys = [*FIXED_KEYS[:-1], *env, FIXED_KEYS[-1]]
     for key in keys:

@@ -1,0 +1,341 @@
+"""The answer a report opens with: per library and mode, under each fault scenario, what
+happened, as one `SummaryRow` each, built from the runs and windows tables.
+
+A row holds the runs of one library, R2CC_MODE and scenario: their outcomes, the fault they
+were under (from the windows table) and one `Measure` per `SummaryColumn` (a runs-table column:
+the recovery metrics of `records.metrics`, the average busbw). `SummaryRow.sentence()` says the
+row in plain words. The page (`report.summary_html`) draws rows and columns as they come, so a
+new workload adds its numbers as columns (a `SummaryColumn` naming its runs-table column, e.g.
+a training job's time lost) and its runs as rows, with no HTML of its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+import pandas as pd
+
+from r2bench.records.tables import Tables
+from r2bench.report import numbers
+from r2bench.report.figures import human_size
+from r2bench.report.series import BASELINE_SCENARIO, MODE_ENV, is_cpu, is_stock
+
+R2CCL_RECIPES = frozenset({"r2ccl", "emulated-lib"})
+"""Recipes of R-2CCL and of its emulation (their runs are named R-2CCL in the summary)."""
+GOOD, BAD, MIXED = "good", "bad", "mixed"
+
+
+@dataclass(frozen=True)
+class SummaryColumn:
+    """One number per summary row: a runs-table column, how it reads in the table and in a
+    sentence. Each phrase ("detected in {}") takes the value with its unit: `phrase` of runs
+    that survived their fault, `failed_phrase` of runs that did not, `fault_free_phrase` of
+    runs without a fault ('' leaves the number out of that sentence)."""
+
+    key: str
+    header: str
+    unit: str
+    phrase: str = ""
+    failed_phrase: str = ""
+    fault_free_phrase: str = ""
+    faulted_only: bool = True
+    """Left blank on fault-free rows (a stall without a fault means nothing)."""
+    number: Callable[[Any], str] = numbers.significant
+
+    def said(self, value: float) -> str:
+        """The value with its unit, as a sentence says it."""
+        return f"{self.number(value)} {self.unit}".strip()
+
+
+SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
+    SummaryColumn("detect_s", "detected after (s)", "s", "detected in {}",
+                  failed_phrase="its first error came {} after the fault"),
+    SummaryColumn("stall_s", "longest stall (s)", "s", "stalled {}"),
+    SummaryColumn("degraded_ratio", "busbw during the fault ÷ before", "",
+                  "then ran at {} of its pre-fault busbw"),
+    SummaryColumn("failback_ratio", "busbw after the link came back ÷ before", "",
+                  "{} after the link came back"),
+    SummaryColumn("avg_busbw_gbps", "average busbw (GB/s)", "GB/s",
+                  fault_free_phrase="average busbw {}", faulted_only=False, number=numbers.gbps),
+)  # fmt: skip
+"""The summary's numbers, in column order (see the module docstring to add one)."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One column's values over the runs of a row (where defined) and why the others have
+    none (the most common reason the runs table gives)."""
+
+    values: tuple[float, ...] = ()
+    missing: str = ""
+
+    @property
+    def defined(self) -> bool:
+        """Whether any run of the row has a value."""
+        return bool(self.values)
+
+    @property
+    def median(self) -> float:
+        """The median over the runs that have a value (NaN when none has)."""
+        return float(median(self.values)) if self.values else float("nan")
+
+    def cell(self, column: SummaryColumn) -> str:
+        """Table text: the median, and the range over runs when there are several."""
+        if not self.values:
+            return ""
+        text = column.number(self.median)
+        if len(self.values) > 1:
+            lo, hi = column.number(min(self.values)), column.number(max(self.values))
+            text += f" ({lo}–{hi}, {len(self.values)} runs)"
+        return text
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a group of runs ended, in the summary's words: `survived`, `crashed`, `hung`, ..."""
+
+    word: str
+    verb: str
+    """How a sentence says it of a fault: `crashed under`, `hung under` (timed out)."""
+    tone: str
+
+
+_FAULTED_OUTCOMES: Mapping[str, Outcome] = {
+    "ok": Outcome("survived", "survived", GOOD),
+    "crashed": Outcome("crashed", "crashed under", BAD),
+    "timeout": Outcome("hung", "hung (timed out) under", BAD),
+    "wrong_results": Outcome("wrong results", "gave wrong results under", BAD),
+    "fault_without_effect": Outcome(
+        "fault touched no traffic", "ran on: the fault touched no traffic, so nothing survived",
+        MIXED,
+    ),
+    "fault_not_injected": Outcome("fault not injected", "ran without its fault", MIXED),
+    "fault_missed": Outcome("fault missed", "ran on: the fault missed a running collective",
+                            MIXED),
+}  # fmt: skip
+_FAULT_FREE_OUTCOMES: Mapping[str, Outcome] = {
+    "ok": Outcome("ok", "ended ok", GOOD),
+    "crashed": Outcome("crashed", "crashed", BAD),
+    "timeout": Outcome("hung", "hung (timed out)", BAD),
+    "wrong_results": Outcome("wrong results", "gave wrong results", BAD),
+}
+
+
+def outcome_of(status: str, faulted: bool) -> Outcome:
+    """The summary's words for a run outcome, under a fault or without one."""
+    known = (_FAULTED_OUTCOMES if faulted else _FAULT_FREE_OUTCOMES).get(status)
+    if known:
+        return known
+    words = status.replace("_", " ")
+    return Outcome(words, f"ended {words}", MIXED)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """The runs of one library, mode and scenario, and what they show."""
+
+    subject: str
+    """`stock NCCL`, `R-2CCL mode 0`, or the library's own name."""
+    library: str
+    """The library as the experiment named it (`r2ccl-m0`)."""
+    scenario: str
+    fault: str
+    """What the fault was, in words (`node1's nic1 going down`); '' without a fault."""
+    outcomes: tuple[tuple[str, int], ...]
+    """(run outcome, runs), most runs first."""
+    measures: Mapping[str, Measure] = field(default_factory=dict)
+    cpu: bool = False
+
+    @property
+    def runs(self) -> int:
+        """How many runs the row holds."""
+        return sum(n for _, n in self.outcomes)
+
+    @property
+    def faulted(self) -> bool:
+        """Whether the row's runs had a fault."""
+        return bool(self.fault)
+
+    @property
+    def outcome(self) -> Outcome:
+        """The row's outcome; mixed outcomes are counted (`survived 2/3, crashed 1/3`)."""
+        if len(self.outcomes) == 1:
+            return outcome_of(self.outcomes[0][0], self.faulted)
+        parts = [f"{outcome_of(s, self.faulted).word} {n}/{self.runs}" for s, n in self.outcomes]
+        text = ", ".join(parts)
+        return Outcome(text, text, MIXED)
+
+    def sentence(self, columns: tuple[SummaryColumn, ...] = SUMMARY_COLUMNS) -> str:
+        """The row in one plain sentence, e.g. `R-2CCL mode 0 survived node1's nic1 going down:
+        detected in 0.468 s, stalled 0.944 s, then ran at 0.783 of its pre-fault busbw`."""
+        outcome = self.outcome
+        if not self.faulted:
+            said = self._said(columns, "fault_free_phrase")
+            how = f"{outcome.verb} without a fault" if len(self.outcomes) == 1 else outcome.word
+            return f"{self.subject} {how}" + (f": {said}." if said else ".")
+        if len(self.outcomes) > 1:  # the numbers are over all its runs: said after a `;`
+            said = self._said(columns, "phrase")
+            head = f"{self.subject} under {self.fault}: {outcome.word}"
+            return head + (f"; {said}." if said else ".")
+        said = self._said(columns, "phrase" if outcome.tone == GOOD else "failed_phrase")
+        head = f"{self.subject} {outcome.verb} {self.fault}"
+        return head + (f": {said}." if said else ".")
+
+    def _said(self, columns: tuple[SummaryColumn, ...], which: str) -> str:
+        """The columns' phrases of one kind (`phrase`, `failed_phrase`...), joined."""
+        parts = []
+        for column in columns:
+            phrase = getattr(column, which)
+            measure = self.measures.get(column.key)
+            if phrase and measure and measure.defined:
+                parts.append(phrase.format(column.said(measure.median)))
+        return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- from the tables
+
+_FAULT_PHRASES = {
+    "link_down": "{node}'s {nic} going down",
+    "ib_port_down": "{node}'s {nic} port going down",
+    "route_drop": "traffic leaving {node}'s {nic} being dropped",
+    "flow_drop": "{node}'s {nic} being cut at its switch port",
+    "bandwidth_cap": "{node}'s {nic} being capped",
+    "process_stop": "a rank on {node} being stopped",
+    "process_kill": "a rank on {node} being killed",
+}
+
+
+def fault_words(kind: str, node: str, nic: str, cycles: int = 1) -> str:
+    """A fault in words: `node1's nic1 going down` (`... (3 times)` for a flap)."""
+    template = _FAULT_PHRASES.get(kind, "{kind} on {node}/{nic}")
+    text = template.format(kind=kind, node=node, nic=nic)
+    return f"{text} ({cycles} times)" if cycles > 1 else text
+
+
+def subject_of(row: Mapping[str, Any], mode: str) -> str:
+    """`stock NCCL`, `R-2CCL mode 0`, or the library's name with its mode."""
+    if is_stock(row):
+        name = "stock NCCL"
+    elif str(row.get("library_recipe") or "") in R2CCL_RECIPES:
+        name = "R-2CCL"
+    else:
+        name = str(row.get("library") or "unknown library")
+    return f"{name} mode {mode}" if mode else name
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or value is pd.NA or value != value else str(value)
+
+
+def _fault_of(runs: pd.DataFrame, windows: pd.DataFrame) -> str:
+    """The fault of a group's runs in words: its first window's kind, node and NIC, the
+    most common over the runs ('' when none had a fault)."""
+    mine = windows[windows["run_id"].isin(set(runs["run_id"]))] if len(windows) else windows
+    if mine.empty:
+        return ""
+    said: Counter[str] = Counter()
+    for _, group in mine.groupby("run_id", sort=False):
+        first = group.sort_values("applied_at").iloc[0]
+        kind, node, nic = str(first["kind"]), str(first["node"]), str(first["nic"])
+        said[fault_words(kind, node, nic, len(group))] += 1
+    return said.most_common(1)[0][0]
+
+
+def _measure(runs: pd.DataFrame, key: str) -> Measure:
+    if key not in runs.columns:
+        return Measure(missing=f"no {key} column in the runs table")
+    values = pd.to_numeric(runs[key], errors="coerce")
+    defined = tuple(float(v) for v in values if v == v)
+    reasons = runs.get(f"{key}_reason")
+    missing = ""
+    if reasons is not None:
+        undefined = [_text(r) for r, v in zip(reasons, values, strict=True) if v != v and _text(r)]
+        missing = Counter(undefined).most_common(1)[0][0] if undefined else ""
+    return Measure(defined, missing)
+
+
+def _order(row: SummaryRow) -> tuple[Any, ...]:
+    """Faulted scenarios first, fault-free last; stock NCCL first, then by name and mode."""
+    return (not row.faulted, row.scenario, not row.subject.startswith("stock"), row.subject,
+            row.library)  # fmt: skip
+
+
+def summary_rows(
+    tables: Tables, columns: tuple[SummaryColumn, ...] = SUMMARY_COLUMNS
+) -> list[SummaryRow]:
+    """One row per library, R2CC_MODE and scenario of the sweep's runs."""
+    runs = tables.runs
+    if runs.empty:
+        return []
+    frame = runs.copy()
+    mode = frame[MODE_ENV] if MODE_ENV in frame.columns else pd.Series([None] * len(frame))
+    frame["_mode"] = [_text(v) for v in mode]
+    frame["_library"] = [_text(v) for v in frame["library"]]
+    frame["_scenario"] = [_text(v) for v in frame["scenario"]]
+    rows = []
+    for (library, mode_text, scenario), group in frame.groupby(
+        ["_library", "_mode", "_scenario"], sort=True
+    ):
+        first = group.iloc[0].to_dict()
+        fault = _fault_of(group, tables.windows)
+        if not fault and scenario != BASELINE_SCENARIO and (group["n_faults"] > 0).any():
+            fault = f"scenario {scenario}"  # faults without a window row: still faulted
+        counts = Counter(str(o) for o in group["outcome"]).most_common()
+        rows.append(
+            SummaryRow(
+                subject=subject_of(first, str(mode_text)),
+                library=str(library),
+                scenario=str(scenario),
+                fault=fault,
+                outcomes=tuple(counts),
+                measures={c.key: _measure(group, c.key) for c in columns},
+                cpu=is_cpu(first),
+            )
+        )
+    return sorted(rows, key=_order)
+
+
+@dataclass(frozen=True)
+class SweepFacts:
+    """What ran, for the line above the summary table."""
+
+    runs: int
+    most_repeats: int
+    collectives: tuple[str, ...]
+    sizes: tuple[int, int] | None
+    nodes: int | None
+    cpu: bool
+
+    def sentence(self) -> str:
+        """`8 runs of all_reduce (1 repeat each), 1 MiB to 32 MiB, on 2 nodes.`"""
+        many = self.most_repeats != 1
+        repeats = f"up to {self.most_repeats} repeats" if many else "1 repeat each"
+        what = ", ".join(self.collectives) or "no collective"
+        text = f"{self.runs} runs of {what} ({repeats})"
+        if self.sizes:
+            lo, hi = (human_size(s) for s in self.sizes)
+            text += f", {lo}" if lo == hi else f", {lo} to {hi}"
+        if self.nodes:
+            text += f", on {self.nodes} node{'s' if self.nodes != 1 else ''}"
+        return text + "."
+
+
+def sweep_facts(tables: Tables) -> SweepFacts:
+    """The runs, repeats, collectives, message sizes and nodes of a sweep."""
+    runs = tables.runs
+    sizes = pd.to_numeric(tables.results["size_bytes"], errors="coerce").dropna()
+    nodes = pd.to_numeric(runs["n_nodes"], errors="coerce").dropna() if len(runs) else None
+    keys = [k for k in ("library", MODE_ENV, "scenario", "collective") if k in runs.columns]
+    repeats = runs.groupby(keys, dropna=False).size().max() if len(runs) else 0
+    return SweepFacts(
+        runs=len(runs),
+        most_repeats=int(repeats),
+        collectives=tuple(sorted({_text(c) for c in runs["collective"] if _text(c)})),
+        sizes=(int(sizes.min()), int(sizes.max())) if len(sizes) else None,
+        nodes=int(nodes.max()) if nodes is not None and len(nodes) else None,
+        cpu=bool(len(runs)) and all(is_cpu(r) for r in runs.to_dict("records")),
+    )
