@@ -444,10 +444,14 @@ def report(
 ) -> None:
     """Rebuild a sweep's tables and write its HTML report.
 
-    The tables (Parquet + CSV) and one self-contained HTML report that works offline: a table of every run, busbw vs size per series (runs that share collective,
-    library and version, R2CC_MODE, transport, ranks, GPUs, nodes and NCCL_* settings) with
-    spread over repeats, overhead vs a named no-fault baseline, per-iteration timelines with
-    fault windows shaded and R2CC events marked, the outcome matrix, and the provenance.
+    The tables (Parquet + CSV) and one self-contained HTML report that works offline. It opens
+    with the answer: per library and mode under each fault scenario, what happened (survived,
+    crashed, hung, wrong results), detection and stall, busbw after vs before the fault, one
+    sentence a row. Then the outcome matrix, busbw vs size per series (runs that share
+    collective, library and version, R2CC_MODE, transport, ranks, GPUs, nodes and NCCL_*
+    settings) with spread over repeats, overhead vs a named no-fault baseline (shown as
+    overhead only outside the run-to-run spread), timelines with fault windows shaded and R2CC
+    events marked, NIC traffic, and last every run and the provenance.
 
     Exit codes: 0 written (if a static --format cannot be exported, the HTML is still written and
     a warning says why), 2 missing sweep folder, unknown format or unwritable output.
