@@ -45,18 +45,22 @@ class TablesAndReport:
         thread.start()
         return thread
 
-    def write(self, store: RunStore, console: Console) -> None:
-        """Rebuild the tables and the HTML report from the run folders."""
+    def write(self, store: RunStore, console: Console) -> list[str]:
+        """Rebuild the tables and the HTML report from the run folders; return the report
+        summary's sentences (what the runs show), which the sweep prints last."""
         from r2bench.records.tables import rebuild
         from r2bench.report.html import build_report
+        from r2bench.report.summary import summary_rows
 
         if not any(store.run_dirs()):
-            return
+            return []
         try:
             tables = rebuild(store.sweep_dir)
             build_report(store.sweep_dir, tables, store.sweep_dir / "report.html")
         except (OSError, ValueError) as exc:
             console.print(f"[yellow]warning: tables or report not written: {exc}[/]")
+            return []
+        return [row.sentence() for row in summary_rows(tables)]
 
 
 def rerun_line(argv: list[str]) -> str:

@@ -1,5 +1,6 @@
 """What a sweep shows while it runs (a rich progress display, or one line per run) and at
-the end (outcome counts per scenario x library/mode, the failed runs with their reasons)."""
+the end (outcome counts per scenario x library/mode, the failed runs with their reasons, and
+what the runs show in sentences, from the report's summary)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -131,17 +133,29 @@ def summary_table(runs: Sequence[PlannedRun], results: dict[str, RunResult]) -> 
     return table
 
 
-def failed_table(results: dict[str, RunResult]) -> Table | None:
-    """The runs whose outcome was not ok, or whose faults did not go as planned, with the reason
-    (None when every run was ok)."""
+def failed_list(results: dict[str, RunResult]) -> Group | None:
+    """The runs whose outcome was not ok, or whose faults did not go as planned: each run and
+    its outcome on one line, its reason wrapped under it as prose (a reason in a table column
+    is squeezed to a few characters at 80 columns). None when every run was ok."""
     failed = [r for r in results.values() if r.status is not OutcomeStatus.OK or r.fault_trouble]
     if not failed:
         return None
-    table = Table(title="runs not ok, or whose faults did not go as planned")
-    table.add_column("run", no_wrap=True)
-    table.add_column("outcome")
-    table.add_column("reason", overflow="fold")
+    parts: list[RenderableType] = [Text("runs not ok, or whose faults did not go as planned:")]
     for result in failed:
         status = result.status.value + (" (fault not as planned)" if result.fault_trouble else "")
-        table.add_row(result.run_id, status, Text(result.reason))
-    return table
+        parts.append(Text.assemble("  ", (result.run_id, "bold"), ": ", (status, "red")))
+        reason = result.reason + (f" ({result.fault_trouble})" if result.fault_trouble else "")
+        parts.append(Padding(Text(reason), (0, 0, 0, 4)))
+    return Group(*parts)
+
+
+def answer_lines(sentences: Sequence[str]) -> Group | None:
+    """What the runs show, one sentence a line under a heading (None when there are none)."""
+    if not sentences:
+        return None
+    grid = Table.grid(padding=(0, 1))  # a bullet and a hanging indent: one sentence per row
+    grid.add_column(width=1)
+    grid.add_column()
+    for sentence in sentences:
+        grid.add_row("-", Text(sentence))
+    return Group(Text("what the runs show:", style="bold"), Padding(grid, (0, 0, 0, 1)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shlex
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -39,7 +40,7 @@ from r2bench.records.store import RunStore
 from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
 from r2bench.setup.report import Status as BuildStatus
 from r2bench.sweep.agent import NodeAgent
-from r2bench.sweep.display import SweepDisplay, failed_table, summary_table
+from r2bench.sweep.display import SweepDisplay, answer_lines, failed_list, summary_table
 from r2bench.sweep.embedded import EmbeddedTestbed, HoldRequest, embedded_testbed
 from r2bench.sweep.interrupts import Interrupts
 from r2bench.sweep.lock import SweepLock
@@ -80,8 +81,9 @@ class SweepOutputs(Protocol):
     def preload(self) -> threading.Thread:
         """Start loading the code that `write` needs; joined before the first run."""
 
-    def write(self, store: RunStore, console: Console) -> None:
-        """Write the outputs of the sweep's run folders; a failure is a warning, not an error."""
+    def write(self, store: RunStore, console: Console) -> Sequence[str]:
+        """Write the outputs of the sweep's run folders and return what the runs show, one
+        sentence each (none when nothing was written); a failure is a warning, not an error."""
 
 
 def run_sweep(options: SweepOptions, outputs: SweepOutputs, console: Console) -> int:
@@ -197,11 +199,11 @@ def _sweep(
                 healed = _final_heal(agents, inputs.testbed, console)
                 for agent in agents.values():
                     agent.close()
-        outputs.write(store, console)
+        answer = outputs.write(store, console)
         console.print(summary_table(plan.runs, _all_results(plan, store, results)))
-        failed = failed_table(results)
-        if failed is not None:
-            console.print(failed)
+        for block in (failed_list(results), answer_lines(answer)):
+            if block is not None:
+                console.print(block)
         console.print(f"report: {store.sweep_dir / 'report.html'}")
         if not healed and code == ExitCode.OK:
             code = ExitCode.FAILED
