@@ -387,13 +387,15 @@ class Bench:
     def measure(self, nbytes: int, in_place: bool) -> Measure:
         """nccl-tests' BenchTime: time ``-n`` iterations, verify, reduce over ranks."""
         count = nbytes // 4
-        first, runs = self.timed, []
+        runs: list[tuple[float, int, float, float]] = []
         for it in range(self.opts.iters):
             runs.append(
                 self.collective(count, it, in_place, self.corrupt == (self.timed, self.algo.rank))
             )
+            # Each iteration's line as soon as it is done (outside its timed span): a job that
+            # dies mid-measurement still leaves every iteration it completed.
+            self.iteration_lines(self.timed, count, runs[-1:])
             self.timed += 1
-        self.iteration_lines(first, count, runs)
         times = [r[0] for r in runs]
         local_wrong = max(r[1] for r in runs)
         self.errors += 1 if local_wrong else 0
@@ -414,10 +416,11 @@ class Bench:
         """Print the ``#iter`` line of each iteration of a measurement (rank 0): its start and
         end on rank 0's clock, its mismatches summed over ranks."""
         self.max_elements = max(self.max_elements, count)
-        wrong = self.comm.gather([r[1] for r in runs], root=0)
-        checks = self.comm.gather([r[3] for r in runs], root=0)
+        gathered = self.comm.gather([(r[1], r[3]) for r in runs], root=0)
         if self.algo.rank != 0:
             return
+        wrong = [[w for w, _ in row] for row in gathered]
+        checks = [[c for _, c in row] for row in gathered]
         for k, (seconds, _, start, _) in enumerate(runs):
             total = sum(row[k] for row in wrong)
             if total:
