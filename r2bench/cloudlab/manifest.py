@@ -220,7 +220,9 @@ def parse_rspec(text: str) -> Manifest:
             continue
         host = _child(element, "host")
         services = _child(element, "services")
-        logins = [_login(e, name) for e in _children(services, "login")] if services else []
+        # `is not None`, not truth: an Element's truth is its child count, deprecated in 3.12
+        found = _children(services, "login") if services is not None else []
+        logins = [_login(e, name) for e in found]
         if not logins:
             raise ManifestError(
                 f"node {name} has no <services><login>: the experiment is not ready yet, "
