@@ -368,9 +368,10 @@ def parse(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="nccl-tests text or -J JSON outputs, NCCL logs (`-`: standard input).",
+            help="nccl-tests text or -J JSON outputs, NCCL logs, or a sweep's run folder "
+            "(`-`: standard input).",
             show_default=False,
-            metavar="FILE...",
+            metavar="PATH...",
         ),
     ],
     as_json: Annotated[
@@ -380,12 +381,16 @@ def parse(
     """Parse nccl-tests outputs and NCCL/R2CC logs into results.
 
     Result rows, typed events and the run's outcome (ok, wrong_results, crashed, timeout,
-    launch_failed...) with the lines that justify it.
+    launch_failed...) with the lines that justify it. A run folder of a sweep (or several of
+    its own files) is read as one run: stdout, stderr, the -J results, its spec and the
+    outcome the sweep recorded. What the input does not say (no collective named, no library
+    version printed) is said in words, not guessed.
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
     nccl-tests output, 2 a file could not be read.
 
-    Example: [bold]r2bench parse all_reduce_perf.log --json[/]
+    Example: [bold]r2bench parse all_reduce_perf.log --json[/] (or a run folder:
+    [bold]r2bench parse results/quickstart/RUN_ID[/])
     """
     from r2bench.commands.records import parse_command
 
