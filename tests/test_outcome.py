@@ -223,3 +223,27 @@ def test_an_ib_injection_line_shows_the_software_fault_fired() -> None:
     assert event.details["step"] == "400" and event.details["channel"] == "3"
     ok = Outcome(status=OutcomeStatus.OK, reason="finished")
     assert software_fault_check(ok, {"R2CC_DISCONNECTED_HCA": "mlx5_1"}, [event]) is ok
+
+
+def test_evidence_names_the_file_each_line_came_from() -> None:
+    # The crashed quickstart run: the network error is on stderr, the workload's own failure
+    # line on stdout; each piece of evidence names its own file, not one file for all.
+    run = DATA / "quickstart-sweep" / "all_reduce-nccl-emulated-nic1-down-r0-a2fcee58fe"
+    pairs = [
+        (name, event)
+        for name in ("stdout.txt", "stderr.txt")
+        for event in parse_events((run / name).read_text())
+    ]
+    out = classify(
+        3,
+        parsed=parse_text((run / "stdout.txt").read_text()),
+        events=[event for _, event in pairs],
+        event_sources=[name for name, _ in pairs],
+        source="stderr.txt",
+    )
+    assert out.status is OutcomeStatus.CRASHED
+    by_text = {e.text: e.source for e in out.evidence}
+    assert any(
+        "Test NCCL failure" in text and source == "stdout.txt" for text, source in by_text.items()
+    )
+    assert any("NCCL WARN" in text and source == "stderr.txt" for text, source in by_text.items())

@@ -77,7 +77,10 @@ def read_folder(path: Path) -> FolderRun:
     outcome, recorded = run.outcome, run.outcome is not None and record.end is not None
     if outcome is None:  # no outcome.json (a run that did not finish): judged from the logs
         found = [event for _, event in run.events]
-        outcome = classify(None, parsed=parsed, events=found, source=runformat.STDERR)
+        sources = [name for name, _ in run.events]
+        outcome = classify(
+            None, parsed=parsed, events=found, source=runformat.STDOUT, event_sources=sources
+        )
     return FolderRun(
         path=path,
         files=files,

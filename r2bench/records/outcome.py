@@ -65,17 +65,20 @@ def classify(
     build_log: str | None = None,
     known_failures: Sequence[KnownFailure] = (),
     source: str | None = None,
+    event_sources: Sequence[str] = (),
 ) -> Outcome:
     """Classify one run.
 
     `exit_code` is the launcher's exit status (None if unknown; negative = killed by that
     signal, as Python's subprocess reports it). `timed_out` means the harness's own deadline
-    killed it. `source` names the log file the events' line numbers refer to. For a failed
+    killed it. `source` names the log file the events' line numbers refer to; where the events
+    come from several files, `event_sources` names each one's (in the order of `events`;
+    `source` is the default and names the result rows' file). For a failed
     build, `known_failures` (the recipe's) explain the causes found in `build_log`.
     """
     if build_failed:
         return _build_failed(build_log or "", source, known_failures)
-    ctx = _Context(parsed, events, source)
+    ctx = _Context(parsed, events, source, event_sources)
     if interrupted:
         return Outcome(
             status=OutcomeStatus.INTERRUPTED,
@@ -93,10 +96,19 @@ def classify(
 class _Context:
     """Inputs of the rules plus small helpers shared by them."""
 
-    def __init__(self, parsed: ParsedNcclTests | None, events: Sequence[Event], source: str | None):
+    def __init__(
+        self,
+        parsed: ParsedNcclTests | None,
+        events: Sequence[Event],
+        source: str | None,
+        event_sources: Sequence[str] = (),
+    ):
         self.parsed = parsed
         self.events = list(events)
         self.source = source
+        # the rules filter the events but keep the objects: their identity finds their file
+        # (no event_sources: every line is from `source`)
+        self._source_of = {id(e): name for e, name in zip(self.events, event_sources, strict=False)}
         self.n_rows = len(parsed.rows) if parsed else 0
         self.pid_rank: dict[tuple[str | None, int | None], int] = (
             {(d.host, d.pid): d.rank for d in parsed.devices} if parsed else {}
@@ -111,9 +123,10 @@ class _Context:
         return [e for e in self.events if e.kind in kinds]
 
     def evidence(self, events: Iterable[Event]) -> list[Evidence]:
-        return [Evidence(line=e.line, text=e.text, source=self.source) for e in events][
-            :MAX_EVIDENCE
-        ]
+        return [
+            Evidence(line=e.line, text=e.text, source=self._source_of.get(id(e), self.source))
+            for e in events
+        ][:MAX_EVIDENCE]
 
     def rank_of(self, event: Event) -> int | None:
         """MPI rank of an event: the nccl-tests `# Rank` table wins over NCCL's [device]."""

@@ -427,7 +427,14 @@ def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> 
     if outcome is None and record.complete:
         found = [e for _, e in events]
         env = {k: str(v) for k, v in record.spec.env.items()}
-        outcome = software_fault_check(classify(None, parsed=parsed, events=found), env, found)
+        judged = classify(
+            None,
+            parsed=parsed,
+            events=found,
+            source=runformat.STDOUT,
+            event_sources=[name for name, _ in events],
+        )
+        outcome = software_fault_check(judged, env, found)
     clock = RunClock.of_record(record)
     stamps = read_times(record, runformat.STDOUT_TIMES)
     end = record.end

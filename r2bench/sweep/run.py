@@ -350,7 +350,8 @@ class RunExecutor:
         )
         transports = TransportTap()
         logs = [p for p in (stdout, stderr) if p.exists()]
-        events = [e for _, e in log_events(logs, transports)]
+        sourced = log_events(logs, transports)
+        events = [e for _, e in sourced]
         result = job.result if job else None
         interrupted = self.interrupted.is_set()
         outcome = classify(
@@ -359,7 +360,8 @@ class RunExecutor:
             interrupted=interrupted,
             parsed=parsed,
             events=events,
-            source=runformat.STDERR,
+            source=runformat.STDOUT,
+            event_sources=[name for name, _ in sourced],
         )
         outcome = software_fault_check(outcome, run.spec.env, events)
         # a verifying workload's own account (docs/verify.md): wrong elements name iterations
