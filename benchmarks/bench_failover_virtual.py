@@ -9,7 +9,7 @@ r2bench's setup (it copies this r2bench to the nodes: the runs use its emulator)
 every planned run by hand: the plan's own mpirun line on the launch node over ssh, each fault's
 `injectors/link.sh` inject on its node `after_s` after the job's first result line (or after
 launch) and its revert `duration_s` later (or when the job ends). Each run is classified by
-r2bench.records; the per-iteration times of the largest size, placed on the controller's clock
+r2bench.analysis; the per-iteration times of the largest size, placed on the controller's clock
 from the first result line, give the stall (slowest iteration) and busbw before the fault,
 during it (after the stall iteration) and after the heal, as ratios of the before value. The
 testbed is removed at the end. Last lines: one per library/mode and scenario with the medians.
@@ -36,12 +36,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from r2bench.analysis.outcome import classify
 from r2bench.config.load import load_testbed
+from r2bench.parse.events import parse_events
+from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
-from r2bench.records.events import parse_events
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.outcome import classify
 from r2bench.setup.builder import Builder, SetupOptions
 from r2bench.virtual.lifecycle import up
 from r2bench.virtual.plan import VirtualSpec, default_state_dir

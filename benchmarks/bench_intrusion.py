@@ -25,9 +25,9 @@ from pathlib import Path
 
 from r2bench.nodes.base import StreamLine
 from r2bench.nodes.local import LocalNode
+from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
-from r2bench.records.nccltests.text import parse_text
 
 MIB = 1 << 20
 # The target: through r2bench, busbw within 1 % of the same line run by hand at every size from

@@ -8,9 +8,9 @@ writes the HTML report, twice:
 
 - cold: the first build, which parses every run folder (and keeps each run's rows);
 - warm: every later build of the same sweep (`report`, `compare`, `figures` after the sweep):
-  the tables, current, are read back from their Parquet (records/tablefiles.py) and left as
+  the tables, current, are read back from their Parquet (tables/tablefiles.py) and left as
   they are; a sweep that changed since reads back the rows of each unchanged run instead of
-  parsing it (records/rowcache.py).
+  parsing it (tables/rowcache.py).
 
 It prints wall time and peak memory (ru_maxrss, main process + largest worker) of each, and
 the targets on 2 cores: warm <= 3 s, cold <= 10 s, both <= 1 GiB.
@@ -41,12 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from r2bench.records.evidence import fault_evidence, iteration_traffic
-from r2bench.records.run import counter_series, iteration_windows, parse_run
-from r2bench.records.runformat import TABLES_DIR
-from r2bench.records.runmodel import load_run
-from r2bench.records.tables import rebuild
+from r2bench.analysis.evidence import fault_evidence, iteration_traffic
+from r2bench.analysis.parsedrun import counter_series, iteration_windows, parse_run
 from r2bench.report.html import build_report
+from r2bench.runfolder.runformat import TABLES_DIR
+from r2bench.runfolder.runmodel import load_run
+from r2bench.tables.build import rebuild
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from sample_sweep import SampleConfig, write_sample_sweep

@@ -29,8 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.verify import Verification, read_verification
+from r2bench.parse.nccltests.text import parse_text
+from r2bench.parse.verify import Verification, read_verification
 
 # The targets (issue 27): the check at most 5 % of a fault-free iteration; busbw within 3 % of
 # nccl-tests' at every size.

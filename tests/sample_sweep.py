@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from r2bench.analysis.outcome import classify
 from r2bench.config.experiment import FaultSpec, NcclTestsOptions, Trigger
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import LaunchInfo
+from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.runspec import ComponentRef, RunSpec
-from r2bench.records import runmodel
-from r2bench.records import store as st
-from r2bench.records.events import parse_events
-from r2bench.records.models import LaunchInfo
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.outcome import classify
-from r2bench.records.provenance import BuildInfo, Provenance
+from r2bench.runfolder import runmodel
+from r2bench.runfolder import store as st
+from r2bench.runfolder.provenance import BuildInfo, Provenance
 from r2bench.workloads.nccl_format import Measure, Row, column_header, footer_lines
 
 HEADER_SOURCE = "all_reduce_perf.p2p.c1.txt"

@@ -1,4 +1,4 @@
-"""Bandwidths from time and size (records.bandwidth), held to real nccl-tests outputs captured
+"""Bandwidths from time and size (parse.bandwidth), held to real nccl-tests outputs captured
 on GPUs (tests/data/nccl-tests): they agree with the printed 2 decimals to the precision of
 both, and are closer to the -J JSON's unrounded figures than the printed ones."""
 
@@ -10,16 +10,16 @@ import pytest
 from captures import DATA
 
 from r2bench.commands.records import parse_file
-from r2bench.records.bandwidth import (
+from r2bench.parse.bandwidth import (
     PRINTED_HALF_STEP_GBPS,
     bus_factor_of,
     precise_results,
     precise_row,
     time_half_step,
 )
-from r2bench.records.models import ParsedNcclTests, ResultRow
-from r2bench.records.nccltests.jsonfile import parse_json
-from r2bench.records.nccltests.text import parse_text
+from r2bench.parse.models import ParsedNcclTests, ResultRow
+from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.text import parse_text
 
 CAPTURES = sorted(p for p in DATA.rglob("*.txt") if p.name != "commands.log")
 PAIRS = ("all_reduce_perf.socket.I1", "all_reduce_perf.p2p.c1", "alltoall_perf.socket.c1")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.analysis.evidence import IDLE_BYTES
 from r2bench.compare.policy import load_policy
 from r2bench.compare.reference import load_reference
 from r2bench.compare.samples import load_sweep
 from r2bench.compare.stats import Verdict
 from r2bench.compare.verdict import compare_reference, compare_sweeps
-from r2bench.records.evidence import IDLE_BYTES
 
 pytestmark = [
     pytest.mark.root,

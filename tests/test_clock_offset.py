@@ -17,11 +17,11 @@ import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.figures.registry import draw_timeline, stall_numbers
-from r2bench.records import runformat, runmodel
-from r2bench.records import store as st
-from r2bench.records.tables import Tables, build_tables
 from r2bench.report.html import build_report
 from r2bench.report.recovery import recovery_table, run_metrics
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder import store as st
+from r2bench.tables.build import Tables, build_tables
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 OFFSET_S = 2.0

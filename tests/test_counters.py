@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 from r2bench.figures.registry import draw_nic_traffic
-from r2bench.records.counters import read_counters_file
-from r2bench.records.runmodel import FaultEvent
-from r2bench.records.store import RunStore
-from r2bench.records.tables import build_tables
 from r2bench.report.figures import run_windows
 from r2bench.report.html import build_report
 from r2bench.report.nics import nic_figures, phase_means
+from r2bench.runfolder.runmodel import FaultEvent
+from r2bench.runfolder.store import RunStore
 from r2bench.sweep import counters as sweep_counters
+from r2bench.tables.build import build_tables
+from r2bench.tables.counters import read_counters_file
 
 SAMPLER = Path(__file__).resolve().parents[1] / "injectors" / "sampler.sh"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from r2bench.records import tables as tb
-from r2bench.records.jobend import LAUNCHER_RETURNED, RANKS_LAST_SEEN, JobEnd, job_end
-from r2bench.records.models import OutcomeStatus
+from r2bench.analysis.jobend import LAUNCHER_RETURNED, RANKS_LAST_SEEN, JobEnd, job_end
+from r2bench.parse.models import OutcomeStatus
+from r2bench.tables import build as tb
 
 SWEEP = Path(__file__).parent / "data" / "sweeps" / "quickstart-nccl-emulated"
 CRASHED = "all_reduce-nccl-emulated-nic1-down-r0-a2fcee58fe"

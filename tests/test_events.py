@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from r2bench.records.events import clean, iter_events, parse_events
-from r2bench.records.models import EventKind
+from r2bench.parse.events import clean, iter_events, parse_events
+from r2bench.parse.models import EventKind
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 KILL_SENT_AT = 1795319700.276  # epoch of the SIGKILL in commands.log (killed.warn)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records import runmodel
-from r2bench.records.evidence import IDLE_BYTES, Verdict
-from r2bench.records.metrics import lossless
-from r2bench.records.models import OutcomeStatus
-from r2bench.records.nictraffic import parse_counter_line, read_series
-from r2bench.records.recovery import run_recovery
-from r2bench.records.run import evidence_outcome, parse_run
+from r2bench.analysis.evidence import IDLE_BYTES, Verdict
+from r2bench.analysis.metrics import lossless
+from r2bench.analysis.parsedrun import evidence_outcome, parse_run
+from r2bench.analysis.recovery import run_recovery
+from r2bench.parse.models import OutcomeStatus
+from r2bench.parse.nictraffic import parse_counter_line, read_series
+from r2bench.runfolder import runmodel
 
 SWEEP = Path(__file__).parent.parent / "results" / "examples" / "gpu-netns-link-fault"
 HIT = SWEEP / "all_reduce-stock-nic3-down-3s-r1-8b9875860e"
@@ -179,8 +179,8 @@ def test_lossless_is_unknown_for_nccl_tests_under_a_fault() -> None:
 
 
 def test_lossless_rests_on_the_verification_when_there_is_one() -> None:
-    from r2bench.records.metrics import Inputs
-    from r2bench.records.verify import Verification
+    from r2bench.analysis.metrics import Inputs
+    from r2bench.parse.verify import Verification
 
     def checked(**kw: object) -> Verification:
         base = dict(program="r2b_verify", ranks=2, iterations=20, elements=1 << 24, wrong=0,
@@ -204,8 +204,8 @@ def test_lossless_rests_on_the_verification_when_there_is_one() -> None:
 
 def test_tables_and_report_carry_the_evidence(tmp_path: Path) -> None:
     pytest.importorskip("pandas")
-    from r2bench.records.tables import build_tables
     from r2bench.report.html import build_report
+    from r2bench.tables.build import build_tables
 
     sweep = tmp_path / "sweep"
     sweep.mkdir()
@@ -320,7 +320,7 @@ def test_nccl_tests_under_the_same_cut_claim_no_lossless() -> None:
 
 def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
     """What the sweep records from the workload's own iteration times agrees with the records."""
-    from r2bench.records.verify import read_verification
+    from r2bench.parse.verify import read_verification
 
     path = _proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")
     record = runmodel.load_run(path)

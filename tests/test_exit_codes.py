@@ -16,7 +16,7 @@ from test_cli_errors import _run as _r2bench
 from r2bench.compare.samples import CompareInputError
 from r2bench.errors import ExitCode, InputError
 from r2bench.nodes import NodeError
-from r2bench.records.runmodel import RecordError
+from r2bench.runfolder.runmodel import RecordError
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"

@@ -22,8 +22,8 @@ SCRIPT = textwrap.dedent(
     import r2bench.commands.doctor, r2bench.commands.setup, r2bench.commands.sweep as sweep
     from r2bench.cli import app
     from r2bench.extras import MissingExtra, missing_report_packages
-    from r2bench.records.importer import import_dir
-    from r2bench.records.store import RunStore
+    from r2bench.analysis.importer import import_dir
+    from r2bench.runfolder.store import RunStore
 
     root, tmp = Path(sys.argv[1]), Path(sys.argv[2])
     assert missing_report_packages() == ["pandas", "pyarrow", "plotly"]

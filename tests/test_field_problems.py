@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError, model_validator
 
 from r2bench.config.errors import field_problems
-from r2bench.records.runmodel import validation_problems
+from r2bench.runfolder.runmodel import validation_problems
 
 
 class _Span(BaseModel):

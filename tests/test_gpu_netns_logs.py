@@ -7,11 +7,11 @@ import json
 import re
 from pathlib import Path
 
+from r2bench.analysis.outcome import FAILOVER_KINDS, classify
 from r2bench.config.r2ccl import backup_nic
-from r2bench.records.events import parse_events
-from r2bench.records.models import EventKind, OutcomeStatus
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.outcome import FAILOVER_KINDS, classify
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import EventKind, OutcomeStatus
+from r2bench.parse.nccltests.text import parse_text
 from r2bench.sweep.flood import SUMMARY_PREFIX
 
 DATA = Path(__file__).parent / "data" / "gpu-netns"

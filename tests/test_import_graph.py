@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "r2bench"
 COMMAND_LAYER = ("r2bench.entry", "r2bench.cli", "r2bench.commands")
 """The command-line layer: it may import any package; no package below it imports it."""
 
-REPORT_EXTRA = ("pandas", "pyarrow", "r2bench.records.tables")
+REPORT_EXTRA = ("pandas", "pyarrow", "r2bench.tables.build")
 """What the `report` extra brings (and the tables module that needs it): a sweep must run
 without it."""
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.analysis.outcome import classify
 from r2bench.commands.records import parse_command, parse_file
-from r2bench.records.events import parse_events, read_events, read_log
-from r2bench.records.logprefix import LineCleaner, strip_markup
-from r2bench.records.models import EventKind, OutcomeStatus, ParsedNcclTests
-from r2bench.records.nccltests.lines import LineReader
-from r2bench.records.nccltests.text import ends_complete, iter_runs, parse_text, parse_text_runs
-from r2bench.records.outcome import classify
-from r2bench.records.provenance import LibraryEvidence, library_of_line
+from r2bench.parse.events import parse_events, read_events, read_log
+from r2bench.parse.library import LibraryEvidence, library_of_line
+from r2bench.parse.logprefix import LineCleaner, strip_markup
+from r2bench.parse.models import EventKind, OutcomeStatus, ParsedNcclTests
+from r2bench.parse.nccltests.lines import LineReader
+from r2bench.parse.nccltests.text import ends_complete, iter_runs, parse_text, parse_text_runs
 
 DATA = Path(__file__).parent / "data"
 PUBLIC = DATA / "public"

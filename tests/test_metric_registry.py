@@ -1,6 +1,6 @@
 """Adding a recovery metric is one registry entry plus its function (docs/recovery.md).
 
-The example of the docs is added to `records.metrics.REGISTRY` before anything else of r2bench
+The example of the docs is added to `analysis.metrics.REGISTRY` before anything else of r2bench
 is imported (as an edit of metrics.py would), in a fresh interpreter; the runs table, the
 report's recovery table and compare's policy must all carry it without any other change.
 """
@@ -12,8 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from r2bench.analysis.metrics import METRICS, REGISTRY, metric, of_unit
 from r2bench.compare import policy
-from r2bench.records.metrics import METRICS, REGISTRY, metric, of_unit
 
 TESTS = Path(__file__).resolve().parent
 
@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    import r2bench.records.metrics as m
+    import r2bench.analysis.metrics as m
 
     def first_result(inp):
         after = [s for s in inp.samples if s.end > inp.first.applied]
@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from sample_sweep import SampleConfig, write_sample_sweep
     from r2bench.compare.policy import RECOVERY_METRICS, UNITS
-    from r2bench.records.tables import build_tables
+    from r2bench.tables.build import build_tables
     from r2bench.report.recovery import recovery_table, run_metrics
 
     store = write_sample_sweep(Path(sys.argv[2]), Path(sys.argv[1]) / "data" / "nccl-tests",

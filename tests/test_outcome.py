@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from r2bench.analysis.outcome import classify
 from r2bench.config.recipes import load_recipes
-from r2bench.records.events import parse_events
-from r2bench.records.models import LaunchInfo, Outcome, OutcomeStatus
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.outcome import classify
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import LaunchInfo, Outcome, OutcomeStatus
+from r2bench.parse.nccltests.text import parse_text
 
 DATA = Path(__file__).parent / "data"
 CAPTURES = DATA / "nccl-tests"
@@ -195,7 +195,7 @@ def test_network_errors_survived_by_a_successful_job_are_ok_not_crashed() -> Non
 def test_an_armed_software_fault_with_no_failover_is_not_a_survival() -> None:
     """R2CC_DISCONNECTED_HCA over NET/Socket logs that it will inject, then nothing happens:
     the run is `fault_not_injected`, never `ok`; with a HOT_REPAIR line it stays ok."""
-    from r2bench.records.outcome import software_fault_check
+    from r2bench.analysis.outcome import software_fault_check
 
     ok = Outcome(status=OutcomeStatus.OK, reason="finished")
     armed = {"R2CC_DISCONNECTED_HCA": "0", "R2CC_MODE": "0"}
@@ -214,8 +214,8 @@ def test_an_ib_injection_line_shows_the_software_fault_fired() -> None:
     """R-2CCL's IB transport logs `R2CC inject failure: channel=%d step=%d env=%s` when
     R2CC_DISCONNECTED_HCA fires (the format of src/transport/net_ib.cc at f45cbcb; no IB
     hardware has printed it for this project yet)."""
-    from r2bench.records.models import EventKind
-    from r2bench.records.outcome import software_fault_check
+    from r2bench.analysis.outcome import software_fault_check
+    from r2bench.parse.models import EventKind
 
     line = "node1:7:9 [1] NCCL INFO R2CC inject failure: channel=3 step=400 env=mlx5_1"
     (event,) = parse_events(line + "\n")

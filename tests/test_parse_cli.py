@@ -10,7 +10,7 @@ import pytest
 from captures import DATA, top_level_copy
 
 from r2bench.commands.records import import_command, parse_command
-from r2bench.records.store import RunStore
+from r2bench.runfolder.store import RunStore
 
 
 def parse_json_lines(capsys: pytest.CaptureFixture[str], *names: str) -> list[dict]:

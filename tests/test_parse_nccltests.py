@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from r2bench.records.nccltests.collective import collective_from_binary, collective_from_file_name
-from r2bench.records.nccltests.jsonfile import parse_json
-from r2bench.records.nccltests.runs import combine
-from r2bench.records.nccltests.text import parse_text
+from r2bench.parse.nccltests.collective import collective_from_binary, collective_from_file_name
+from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.runs import combine
+from r2bench.parse.nccltests.text import parse_text
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 SWEEP_SIZES = [8 * 4**i for i in range(12)]  # -b 8 -e 64M -f 4

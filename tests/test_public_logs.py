@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records.events import parse_events
-from r2bench.records.models import ParsedNcclTests
-from r2bench.records.nccltests.text import parse_text_runs
-from r2bench.records.outcome import classify
-from r2bench.records.provenance import nccl_version_text
+from r2bench.analysis.outcome import classify
+from r2bench.parse.events import parse_events
+from r2bench.parse.library import nccl_version_text
+from r2bench.parse.models import ParsedNcclTests
+from r2bench.parse.nccltests.text import parse_text_runs
 
 PUBLIC = Path(__file__).parent / "data" / "public"
 _ROW_RE = re.compile(r"^\| (\S+\.txt(?:#\d+)?) \|")

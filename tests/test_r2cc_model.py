@@ -1,4 +1,4 @@
-"""R-2CCL's performance model (records/r2cc_model.py) against upstream's README and its 07 log,
+"""R-2CCL's performance model (analysis/r2cc_model.py) against upstream's README and its 07 log,
 and its report section and figure on the imported reference logs."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records import r2cc_model as m
-from r2bench.records.importer import import_dir
-from r2bench.records.r2ccl_artifact import read_artifact
+from r2bench.analysis import r2cc_model as m
+from r2bench.analysis.importer import import_dir
+from r2bench.parse.r2ccl_artifact import read_artifact
 
 LOGS = Path(__file__).parent / "data" / "r7525" / "logs"
 K_SWEEP = "07.nccl_tests_r2cc_allreduce_k_sweep.log"
@@ -102,7 +102,7 @@ def test_hot_repair_steady_state_as_upstream_reads_it(
 
 def _tables(folder: Path, results: Path):
     pytest.importorskip("pandas")
-    from r2bench.records.tables import build_tables
+    from r2bench.tables.build import build_tables
 
     return build_tables(import_dir(folder, results, "r7525").sweep_dir)
 

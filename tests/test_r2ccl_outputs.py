@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records.events import parse_events
-from r2bench.records.models import Outcome, OutcomeStatus
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.outcome import classify
+from r2bench.analysis.outcome import classify
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import Outcome, OutcomeStatus
+from r2bench.parse.nccltests.text import parse_text
 
 DATA = Path(__file__).parent / "data" / "r2ccl"
 SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20]

@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.analysis.importer import import_dir
 from r2bench.commands.records import parse_command, parse_file
-from r2bench.records.importer import import_dir
-from r2bench.records.models import OutcomeStatus
-from r2bench.records.nccltests.text import ends_complete
-from r2bench.records.r2ccl_artifact import (
-    MIB,
-    HotRepairRun,
-    declared_failure,
-    read_artifact,
-)
+from r2bench.parse.models import OutcomeStatus
+from r2bench.parse.nccltests.text import ends_complete
+from r2bench.parse.r2ccl_artifact import MIB, HotRepairRun, declared_failure, read_artifact
 
 LOGS = Path(__file__).parent / "data" / "r7525" / "logs"
 GIB4 = 4 << 30
@@ -346,7 +341,7 @@ def test_parse_reads_the_hot_repair_program_as_a_run(capsys: pytest.CaptureFixtu
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("pandas")
-    from r2bench.records.tables import build_tables
+    from r2bench.tables.build import build_tables
 
     results = tmp_path_factory.mktemp("r7525")
     report = import_dir(LOGS, results, "logs")
@@ -376,7 +371,7 @@ def test_report_series_keep_healthy_balance_and_allreduce_apart(imported) -> Non
     ].merge(info.runs[["run_id", "series"]], on="run_id")
     of_03 = rows[rows["series"].str.contains("03.nccl_tests_compare_all")]
     by_mode = {s.split(" · ")[2]: list(g["busbw_gbps"]) for s, g in of_03.groupby("series")}
-    # the table's busbw comes from time and size (records.bandwidth): the printed 2 decimals
+    # the table's busbw comes from time and size (parse.bandwidth): the printed 2 decimals
     printed = {"mode 0": [3.53], "mode 2": [2.35], "mode 3": [2.56]}
     assert by_mode == {mode: pytest.approx(v, abs=0.005) for mode, v in printed.items()}
     of_07 = rows[rows["series"].str.contains("07.nccl_tests_r2cc_allreduce_k_sweep")]

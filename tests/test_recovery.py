@@ -1,4 +1,4 @@
-"""Recovery metrics (records/recovery.py), the report's recovery section and the RAS observer."""
+"""Recovery metrics (analysis/recovery.py), the report's recovery section and the RAS observer."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records import recovery as rc
-from r2bench.records.ras import ras_verdict
-from r2bench.records.tables import build_tables
+from r2bench.analysis import recovery as rc
+from r2bench.parse.ras import ras_verdict
 from r2bench.report.recovery import recovery_section, recovery_table, run_metrics
 from r2bench.sweep.observers import ras_start_command
+from r2bench.tables.build import build_tables
 
 SWEEP = Path(__file__).parent / "data" / "sweeps" / "quickstart"
 M0 = SWEEP / "all_reduce-emulated-m0-nic1-down-r0-c067cbf7ca"

@@ -11,12 +11,12 @@ from captures import DATA, RELEASES
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from r2bench.analysis.importer import find_logs, import_dir
+from r2bench.analysis.outcome import classify
 from r2bench.commands.records import parse_file
-from r2bench.records.importer import find_logs, import_dir
-from r2bench.records.models import OutcomeStatus
-from r2bench.records.nccltests.text import ends_complete, parse_text
-from r2bench.records.outcome import classify
-from r2bench.records.store import RunStore
+from r2bench.parse.models import OutcomeStatus
+from r2bench.parse.nccltests.text import ends_complete, parse_text
+from r2bench.runfolder.store import RunStore
 
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "alltoall", "sendrecv")
 

@@ -12,13 +12,13 @@ import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.commands.records import report_command
-from r2bench.records import runformat
-from r2bench.records import store as st
-from r2bench.records.tables import Tables, rebuild
 from r2bench.report import export
 from r2bench.report.figures import series_rows, size_stats, with_mode
 from r2bench.report.html import build_report
 from r2bench.report.series import series_info
+from r2bench.runfolder import runformat
+from r2bench.runfolder import store as st
+from r2bench.tables.build import Tables, rebuild
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 FIGURE_RE = re.compile(

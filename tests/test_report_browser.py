@@ -19,8 +19,8 @@ import pytest
 from quickstart_capture import copy_quickstart
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records.tables import rebuild
 from r2bench.report.html import build_report
+from r2bench.tables.build import rebuild
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 CHECK = Path(__file__).resolve().parents[1] / "scripts" / "report-browser-check.py"
@@ -160,7 +160,7 @@ def test_hostile_strings_stay_text_in_the_browser(tmp_path: Path) -> None:
 
 
 def test_mixed_import_report_draws_in_the_browser(tmp_path: Path) -> None:
-    from r2bench.records.importer import import_dir
+    from r2bench.analysis.importer import import_dir
 
     import_dir(DATA, tmp_path / "results", "mixed")
     sweep = tmp_path / "results" / "mixed"

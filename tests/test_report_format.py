@@ -14,7 +14,6 @@ import pytest
 from quickstart_capture import copy_quickstart
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records.tables import Tables, rebuild
 from r2bench.report import numbers, spread
 from r2bench.report.colours import event_colour
 from r2bench.report.figures import MARKED_EVENT_PREFIXES, overhead_table, timeline_figures
@@ -22,6 +21,7 @@ from r2bench.report.html import build_report, runs_html
 from r2bench.report.inline import prose_html
 from r2bench.report.nics import nic_panel_figures
 from r2bench.report.series import series_info
+from r2bench.tables.build import Tables, rebuild
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 FIGURE_RE = re.compile(

@@ -12,12 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from r2bench.records import runformat, runmodel
-from r2bench.records.importer import import_dir
-from r2bench.records.run import TransportTap, log_events, parse_outputs
-from r2bench.records.run import fault_windows as run_fault_windows
-from r2bench.records.runmodel import FaultEvent
-from r2bench.records.tables import WINDOW_COLUMNS, Tables, build_tables, rebuild
+from r2bench.analysis.importer import import_dir
+from r2bench.analysis.parsedrun import TransportTap, log_events, parse_outputs
+from r2bench.analysis.parsedrun import fault_windows as run_fault_windows
 from r2bench.report.figures import (
     NO_BASELINE,
     all_figures,
@@ -29,6 +26,9 @@ from r2bench.report.figures import (
 from r2bench.report.html import ProvenanceSummary, build_report, provenance_html, runs_html
 from r2bench.report.inline import prose_html
 from r2bench.report.series import baselines, series_info
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder.runmodel import FaultEvent
+from r2bench.tables.build import WINDOW_COLUMNS, Tables, build_tables, rebuild
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 FIGURE_RE = re.compile(

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 from quickstart_capture import copy_quickstart
 
-from r2bench.records.tables import Tables, rebuild
 from r2bench.report import numbers
 from r2bench.report.html import build_report
 from r2bench.report.summary import (
@@ -22,6 +21,7 @@ from r2bench.report.summary import (
     summary_rows,
 )
 from r2bench.report.summary_html import summary_section
+from r2bench.tables.build import Tables, rebuild
 
 R2CCL_MODES = ("R-2CCL mode 0", "R-2CCL mode 1", "R-2CCL mode 2")
 FAULT = "node1's nic1 going down"

@@ -16,7 +16,7 @@ from sample_sweep import SampleConfig, write_sample_sweep
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.records import runformat, runmodel
+from r2bench.runfolder import runformat, runmodel
 
 CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
 SMALL = {"modes": (None, "1"), "scenarios": ("none",), "repeats": 5, "sizes": 3, "iterations": 6}
@@ -240,7 +240,7 @@ def test_a_refused_twin_never_costs_the_run_its_text_rows(
     assert code == 0 and "Traceback" not in out, out
     runs = (sweep / "tables" / "runs.csv").read_text()
     assert runs.count('"ok"') == 3, runs  # the run with the refused twin included
-    from r2bench.records.run import parse_run
+    from r2bench.analysis.parsedrun import parse_run
 
     parsed = parse_run(runmodel.load_run(target.parent)).parsed
     assert parsed.rows, "the text output's rows were dropped"
@@ -389,7 +389,7 @@ def test_a_symlinked_sweep_folder_itself_is_the_user_s_choice(good: Path, tmp_pa
 def test_non_finite_or_negative_result_values_are_left_out_and_named(
     good: Path, tmp_path: Path, value: str
 ) -> None:
-    from r2bench.records.tables import build_tables
+    from r2bench.tables.build import build_tables
 
     sweep = _copy(good, tmp_path, "values")
     run = sorted(sweep.iterdir())[0]

@@ -19,9 +19,10 @@ from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.compare.provenance import compare_provenance, sweep_facts
 from r2bench.compare.samples import load_sweep
-from r2bench.records import rowcache, runformat, runmodel
-from r2bench.records import store as st
-from r2bench.records.tables import Tables, build_tables, rebuild
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder import store as st
+from r2bench.tables import rowcache
+from r2bench.tables.build import Tables, build_tables, rebuild
 
 CAPTURED = Path(__file__).parent / "data" / "nccl-tests"
 

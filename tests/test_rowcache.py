@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records import rowcache, runformat, runmodel
-from r2bench.records import store as st
-from r2bench.records.tablefiles import BUILD_FILE
-from r2bench.records.tables import Tables, build_tables, rebuild
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder import store as st
+from r2bench.tables import rowcache
+from r2bench.tables.build import Tables, build_tables, rebuild
+from r2bench.tables.tablefiles import BUILD_FILE
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 

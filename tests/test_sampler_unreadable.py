@@ -15,7 +15,7 @@ from pathlib import Path
 
 import fake_sysfs
 
-from r2bench.records.counters import read_counters_file
+from r2bench.tables.counters import read_counters_file
 
 SAMPLER = Path(__file__).resolve().parents[1] / "injectors" / "sampler.sh"
 NO_PMA = "N/A (no PMA)"

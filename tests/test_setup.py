@@ -16,9 +16,9 @@ from rich.console import Console
 from r2bench.commands.setup import setup_command
 from r2bench.config.recipe import KnownFailure
 from r2bench.config.recipes import load_recipes
+from r2bench.parse.buildlog import analyze, first_error
+from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.build import load_inputs
-from r2bench.records.buildlog import analyze, first_error
-from r2bench.records.nccltests.text import parse_text
 from r2bench.setup import cache
 from r2bench.setup.libcheck import check_nccl_library, header_version, version_text
 from r2bench.setup.probe import NodeFacts, parse_facts

@@ -12,15 +12,16 @@ from captures import top_level_copy
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench import safeio
+from r2bench.analysis.importer import import_dir
 from r2bench.config.experiment import NcclTestsOptions
+from r2bench.parse.events import parse_events
+from r2bench.parse.library import nccl_version_text
+from r2bench.parse.models import Outcome, OutcomeStatus
 from r2bench.plan.runspec import ComponentRef, RunSpec
-from r2bench.records import runformat, runmodel
-from r2bench.records import store as st
-from r2bench.records.events import parse_events
-from r2bench.records.importer import import_dir
-from r2bench.records.models import Outcome, OutcomeStatus
-from r2bench.records.provenance import collect, git_state, nccl_version_text, redact_env
-from r2bench.records.tables import INVALID, build_tables
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder import store as st
+from r2bench.runfolder.provenance import collect, git_state, redact_env
+from r2bench.tables.build import INVALID, build_tables
 from r2bench.testbeds.yamlio import write_text_atomic
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"

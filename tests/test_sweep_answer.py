@@ -9,7 +9,7 @@ from quickstart_capture import copy_quickstart
 from rich.console import Console
 
 from r2bench.commands.sweep import TablesAndReport
-from r2bench.records.store import RunStore
+from r2bench.runfolder.store import RunStore
 from r2bench.sweep.display import failed_list
 from r2bench.sweep.run import RunResult
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records.store import RunStore
+from r2bench.runfolder.store import RunStore
 from r2bench.virtual.hold import Holder, hold_path, live_holder, read_holder
 from r2bench.virtual.plan import default_state_dir
 from r2bench.virtual.state import Manifest, StatePaths

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.analysis.parsedrun import fault_windows
 from r2bench.config.errors import ConfigError
 from r2bench.nodes import LocalNode
+from r2bench.parse.models import OutcomeStatus
 from r2bench.plan.model import FaultStep, NodeCommand, PlannedRun
-from r2bench.records.models import OutcomeStatus
-from r2bench.records.run import fault_windows
 from r2bench.sweep.agent import NodeAgent, parse_fault_line
 from r2bench.sweep.display import summary_table
 from r2bench.sweep.faults import FaultDriver, FaultError

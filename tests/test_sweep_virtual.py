@@ -23,13 +23,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from r2bench.analysis.parsedrun import fault_windows
 from r2bench.config.load import load_testbed
 from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
-from r2bench.records.run import fault_windows
-from r2bench.records.runformat import COMPLETE
-from r2bench.records.runmodel import FaultEvent, RunEnd
-from r2bench.records.store import RunStore
-from r2bench.records.tables import TABLE_NAMES, build_tables
+from r2bench.runfolder.runformat import COMPLETE
+from r2bench.runfolder.runmodel import FaultEvent, RunEnd
+from r2bench.runfolder.store import RunStore
+from r2bench.tables.build import TABLE_NAMES, build_tables
 from r2bench.virtual.lifecycle import UpResult
 from r2bench.virtual.plan import netns_name
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from r2bench.records.models import ResultRow
-from r2bench.records.nccltests.text import parse_text
+from r2bench.parse.models import ResultRow
+from r2bench.parse.nccltests.text import parse_text
 
 DATA = Path(__file__).parent / "data"
 TABLES = [

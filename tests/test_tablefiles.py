@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records import runformat, runmodel, tablefiles
-from r2bench.records import store as st
-from r2bench.records.tablefiles import BUILD_FILE, TablesChanged
-from r2bench.records.tables import TABLE_NAMES, Tables, build_tables, rebuild
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder import store as st
+from r2bench.tables import tablefiles
+from r2bench.tables.build import TABLE_NAMES, Tables, build_tables, rebuild
+from r2bench.tables.tablefiles import BUILD_FILE, TablesChanged
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 

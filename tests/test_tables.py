@@ -10,13 +10,13 @@ import pytest
 from captures import DATA, top_level_copy
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.records import tables as tb
-from r2bench.records.importer import import_dir
-from r2bench.records.nccltests.jsonfile import parse_json
-from r2bench.records.nccltests.runs import combine
-from r2bench.records.nccltests.text import parse_text
-from r2bench.records.run import TransportTap
-from r2bench.records.store import RunStore
+from r2bench.analysis.importer import import_dir
+from r2bench.analysis.parsedrun import TransportTap
+from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.runs import combine
+from r2bench.parse.nccltests.text import parse_text
+from r2bench.runfolder.store import RunStore
+from r2bench.tables import build as tb
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_results_match_the_parsed_outputs(captured: tuple[Path, tb.Tables]) -> N
         run_id = t.runs[(t.runs["scenario"] == scenario) & (t.runs["collective"] == "all_reduce")]
         rows = t.results[t.results["run_id"] == run_id["run_id"].iloc[0]]
         assert len(rows) == len(parsed.rows)
-        # bandwidths from time and size (records.bandwidth): the printed ones to 2 decimals
+        # bandwidths from time and size (parse.bandwidth): the printed ones to 2 decimals
         printed = [r.busbw_gbps for r in parsed.rows]
         assert rows["busbw_gbps"].tolist() == pytest.approx(printed, abs=0.005 + 1e-9)
         assert rows["time_us"].tolist() == [r.time_us for r in parsed.rows]

@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.analysis.outcome import classify
+from r2bench.analysis.parsedrun import parse_run
 from r2bench.commands.records import parse_command
-from r2bench.records import runformat, runmodel
-from r2bench.records.events import parse_events
-from r2bench.records.models import Evidence, Outcome, OutcomeStatus
-from r2bench.records.nccltests.text import ends_complete, parse_text
-from r2bench.records.outcome import classify
-from r2bench.records.run import parse_run
-from r2bench.records.verify import (
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import Evidence, Outcome, OutcomeStatus
+from r2bench.parse.nccltests.text import ends_complete, parse_text
+from r2bench.parse.verify import (
     BASIS,
     parse_verification,
     read_verification,
     verifications,
     with_verification,
 )
+from r2bench.runfolder import runformat, runmodel
 
 ROOT = Path(__file__).parents[1]
 DATA = Path(__file__).parent / "data" / "verify"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.records.events import parse_events
-from r2bench.records.models import EventKind
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import EventKind
 from r2bench.workloads.nccl_format import (
     IterationLine,
     IterStats,
@@ -439,7 +439,7 @@ def test_nic_map_picks_this_hosts_addresses() -> None:
 # ---- the verification records and the checker's self-test (docs/verify.md) ------------------
 @needs_mpi
 def test_every_timed_iteration_has_its_iter_line_and_the_summary_says_all_checked() -> None:
-    from r2bench.records.verify import parse_verification
+    from r2bench.parse.verify import parse_verification
 
     run = mpirun(2, ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1"])
     assert run.rc == 0, run.stdout + run.stderr
@@ -457,10 +457,10 @@ def test_every_timed_iteration_has_its_iter_line_and_the_summary_says_all_checke
 @needs_mpi
 @pytest.mark.parametrize("how", ["env", "flag"])
 def test_self_test_corruption_is_wrong_results_naming_the_iteration(how: str) -> None:
-    from r2bench.records.models import OutcomeStatus
-    from r2bench.records.nccltests.text import parse_text
-    from r2bench.records.outcome import classify
-    from r2bench.records.verify import parse_verification, with_verification
+    from r2bench.analysis.outcome import classify
+    from r2bench.parse.models import OutcomeStatus
+    from r2bench.parse.nccltests.text import parse_text
+    from r2bench.parse.verify import parse_verification, with_verification
 
     args = ["-b", "4K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1"]
     if how == "env":

@@ -40,7 +40,7 @@ def figures_command(
 
     require_report_extra("r2bench figures")
     from r2bench.figures.render import draw_all, load_sweeps, summary_json, write_all
-    from r2bench.records.store import RunStore, sweep_folder
+    from r2bench.runfolder.store import RunStore, sweep_folder
     from r2bench.safeio import OutsideFolder, atomic_write, inside
     from r2bench.textsafe import printable
 

@@ -20,17 +20,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from r2bench.analysis.importer import import_dir
+from r2bench.analysis.outcome import classify
+from r2bench.analysis.parseview import FolderRun, read_folder, run_folder_of
 from r2bench.errors import ExitCode
-from r2bench.records.events import read_log
-from r2bench.records.folderparse import FolderRun, read_folder, run_folder_of
-from r2bench.records.importer import import_dir
-from r2bench.records.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
-from r2bench.records.nccltests.jsonfile import parse_json
-from r2bench.records.outcome import classify
-from r2bench.records.provenance import nccl_version_text
-from r2bench.records.runmodel import RecordError
-from r2bench.records.store import RunStore, sweep_folder
-from r2bench.records.verify import Verification, verifications, with_verification
+from r2bench.parse.events import read_log
+from r2bench.parse.library import nccl_version_text
+from r2bench.parse.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
+from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.verify import Verification, verifications, with_verification
+from r2bench.runfolder.runmodel import RecordError
+from r2bench.runfolder.store import RunStore, sweep_folder
 from r2bench.safeio import (
     JSON_RECORD_LIMIT,
     InputRefused,
@@ -69,7 +69,7 @@ def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]
         data = read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON").encode()
         parsed = parse_json(data)
         return [(parsed, [], classify(None, parsed=parsed, events=[], source=path.name))]
-    from r2bench.records.r2ccl_artifact import parse_artifact_file  # R-2CCL's own harness logs
+    from r2bench.analysis.parseview import parse_artifact_file  # R-2CCL's own harness logs
 
     return parse_artifact_file(path) or _parse_runs(path.name, head, lambda: path.open("rb"))
 
@@ -136,7 +136,7 @@ def file_summary(
     if parsed.avg_busbw_gbps is not None:
         doc["avg_busbw_gbps"] = parsed.avg_busbw_gbps
     if recovery:
-        from r2bench.records.recovery import recovery_doc  # needs pandas (the report extra)
+        from r2bench.analysis.recovery import recovery_doc  # needs pandas (the report extra)
 
         doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
     return doc
@@ -266,7 +266,7 @@ def folder_summary(run: FolderRun) -> dict[str, Any]:
         transport=run.transport,
         verification=run.verification.as_json() if run.verification else None,
     )
-    from r2bench.records.recovery import run_recovery  # needs pandas (the report extra)
+    from r2bench.analysis.recovery import run_recovery  # needs pandas (the report extra)
 
     doc["recovery"] = run_recovery(run.path).columns()
     return doc
@@ -407,7 +407,7 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     )
     if report.imported or report.already:
         from r2bench.extras import MissingExtra
-        from r2bench.records.tables import rebuild
+        from r2bench.tables.build import rebuild
 
         try:
             rebuild(report.sweep_dir)
@@ -430,9 +430,9 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     from r2bench.extras import require_report_extra
 
     require_report_extra("r2bench report")
-    from r2bench.records.tables import build_tables, rebuild
     from r2bench.report.export import FORMATS, export_figures
     from r2bench.report.html import build_report
+    from r2bench.tables.build import build_tables, rebuild
 
     console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if fmt is not None and fmt not in FORMATS:

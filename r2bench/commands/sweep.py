@@ -23,7 +23,7 @@ from r2bench.errors import ExitCode
 from r2bench.plan.build import load_inputs, make_plan, read_experiment
 from r2bench.plan.model import Plan
 from r2bench.plan.render import print_plan
-from r2bench.records.store import RunStore
+from r2bench.runfolder.store import RunStore
 from r2bench.sweep.embedded import embedded_description
 from r2bench.sweep.orchestrate import SweepOptions, run_sweep
 
@@ -38,8 +38,8 @@ class TablesAndReport:
 
         def load() -> None:
             with suppress(ImportError):
-                import r2bench.records.tables
-                import r2bench.report.html  # noqa: F401
+                import r2bench.report.html
+                import r2bench.tables.build  # noqa: F401
 
         thread = threading.Thread(target=load, daemon=True, name="r2bench-preload")
         thread.start()
@@ -48,9 +48,9 @@ class TablesAndReport:
     def write(self, store: RunStore, console: Console) -> list[str]:
         """Rebuild the tables and the HTML report from the run folders; return the report
         summary's sentences (what the runs show), which the sweep prints last."""
-        from r2bench.records.tables import rebuild
         from r2bench.report.html import build_report
         from r2bench.report.summary import summary_rows
+        from r2bench.tables.build import rebuild
 
         if not any(store.run_dirs()):
             return []

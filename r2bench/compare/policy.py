@@ -35,10 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from r2bench.analysis.metrics import REGISTRY
 from r2bench.config.errors import ConfigError
 from r2bench.config.source import load_data
 from r2bench.config.types import parse_size
-from r2bench.records.metrics import REGISTRY
 
 _UNIT_TEXT = {"s": "s", "ratio": "", "flag": ""}
 
@@ -57,7 +57,7 @@ DEFAULT_MIN_EFFECT = {
     m.name: m.min_effect for m in REGISTRY if m.compared and m.min_effect is not None
 }
 """Detection and stalls wait on timeouts and polling: a smaller change is within their jitter
-(records/metrics.py gives each metric's)."""
+(analysis/metrics.py gives each metric's)."""
 
 
 class Statistic(str, Enum):

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from r2bench.analysis.importer import IMPORTED_TESTBED
 from r2bench.compare.samples import SweepData
 from r2bench.errors import InputError
-from r2bench.records import runmodel
-from r2bench.records import store as st
-from r2bench.records.importer import IMPORTED_TESTBED
+from r2bench.runfolder import runmodel
+from r2bench.runfolder import store as st
 
 Facts = dict[str, str | None]
 """field -> value (None: unknown)."""

@@ -1,4 +1,4 @@
-"""Cells and their samples, from the tables of a sweep (`records.tables.build_tables`).
+"""Cells and their samples, from the tables of a sweep (`tables.build.build_tables`).
 
 A cell is one collective x size x placement x type x redop of one series; a series is what
 tells runs apart besides their repeat: collective, library, scenario, R2CC_MODE, and every
@@ -21,8 +21,8 @@ import pandas as pd
 
 from r2bench.compare.policy import METRICS, RECOVERY_METRICS
 from r2bench.errors import InputError
-from r2bench.records import store as st
-from r2bench.records.tables import Tables, build_tables
+from r2bench.runfolder import store as st
+from r2bench.tables.build import Tables, build_tables
 
 MODE = "R2CC_MODE"
 SERIES_FIXED = ("collective", "library", "scenario")
@@ -58,7 +58,7 @@ def load_sweep(path: Path) -> SweepData:
 
 def env_columns(tables: Tables) -> list[str]:
     """The spec's env columns: in the results table they sit between `collective` and
-    `scenario` (records.tables puts them there); without result rows, R2CC_MODE if present."""
+    `scenario` (tables.build puts them there); without result rows, R2CC_MODE if present."""
     cols = list(tables.results.columns)
     if "collective" in cols and "scenario" in cols:
         found = cols[cols.index("collective") + 1 : cols.index("scenario")]

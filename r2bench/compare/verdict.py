@@ -40,7 +40,7 @@ from r2bench.compare.stats import (
     relative_change,
     rng_for,
 )
-from r2bench.records.tables import INCOMPLETE, INVALID
+from r2bench.tables.build import INCOMPLETE, INVALID
 
 OUTCOME = "outcome"
 RUNS = "runs"

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from r2bench.faults.catalogue import FAULT_KINDS
-from r2bench.records.tables import Tables
 from r2bench.report import figures as rf
 from r2bench.report import series as rs
+from r2bench.tables.build import Tables
 
 FAULTED_MIN_BYTES = 1 << 20
 """Bandwidth-bound sizes: overheads are summarised from here on (latency noise below)."""
@@ -189,7 +189,7 @@ def sweep_of(tables: Tables) -> Sweep:
         for rid, n in zip(runs["run_id"], runs["n_faults"], strict=True)
     ]
     runs["emulated"] = runs["library_recipe"].isin(EMULATOR_RECIPES)
-    # A NIC failure counts only where its evidence shows it hit traffic (records/evidence.py).
+    # A NIC failure counts only where its evidence shows it hit traffic (analysis/evidence.py).
     verdicts = runs["evidence_verdict"] if "evidence_verdict" in runs else pd.Series("", runs.index)
     runs["hit_traffic"] = [_hit_traffic(v) for v in verdicts]
     # The runs a claim about R2CCL under a NIC failure is checked on.
@@ -207,7 +207,7 @@ def _faulted_runs(sw: Sweep) -> pd.DataFrame:
 
 
 HIT_VERDICTS = frozenset({"hit", "between_collectives"})
-"""Failure-evidence verdicts of a fault that met live traffic (records/evidence.py)."""
+"""Failure-evidence verdicts of a fault that met live traffic (analysis/evidence.py)."""
 
 
 def _hit_traffic(verdicts: object) -> bool:
@@ -507,7 +507,7 @@ def _first_faulted_run_per_series(sw: Sweep) -> pd.DataFrame:
 def stall_numbers(tables: Tables, run_id: str) -> dict[str, float | None]:
     """Around the first fault of a run: when it was applied and reverted (the windows table),
     the stall (the runs table's `stall_s`), the first R2CC event after it, and whether any
-    result came after it. Windows and stall are those of `records.run` and `records.metrics`:
+    result came after it. Windows and stall are those of `analysis.parsedrun` and `analysis.metrics`:
     the report's recovery table and timelines read the same ones."""
     events = tables.events[tables.events["run_id"] == run_id]
     points = rf.timeline_points(tables, run_id)
@@ -718,7 +718,7 @@ def draw_model(tables: Tables) -> Drawn:
 
     Claim: every failure series of R2CC_MODE 2 or 3 with a prediction is within 5 % of the
     model, out-of-place and in-place."""
-    from r2bench.records.r2cc_model import FLAG_ABOVE
+    from r2bench.analysis.r2cc_model import FLAG_ABOVE
     from r2bench.report.model import model_figure, model_frame
 
     frame = model_frame(tables)

@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
-from r2bench.records.tables import TABLE_NAMES, Tables, build_tables
 from r2bench.report.export import FORMATS, ExportResult
 from r2bench.safeio import writable
+from r2bench.tables.build import TABLE_NAMES, Tables, build_tables
 
 PAPER_DIR = "experiments/paper"
 

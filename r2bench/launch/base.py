@@ -83,7 +83,7 @@ class BootstrapSetting:
 
 
 class CrashKind(str, Enum):
-    """What a launcher's message says happened (records/events.py turns it into an event)."""
+    """What a launcher's message says happened (parse/events.py turns it into an event)."""
 
     SIGNALED = "signaled"
     """A rank was killed by a signal."""

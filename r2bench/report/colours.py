@@ -1,13 +1,13 @@
 """The report's colours, chosen once so a thing has the same colour in every chart.
 
-Each event kind (`records.models.EventKind`) has its colour for good, whatever kinds a run
+Each event kind (`parse.models.EventKind`) has its colour for good, whatever kinds a run
 logged: errors in reds and oranges, R-2CCL's failover steps in blues, greens and purples,
 the rest in greys. A fault window is shaded with `FAULT_FILL` everywhere.
 """
 
 from __future__ import annotations
 
-from r2bench.records.models import EventKind
+from r2bench.parse.models import EventKind
 
 FAULT_FILL = "rgba(214, 39, 40, 0.15)"
 FAULT_TEXT = "rgb(180, 30, 30)"

@@ -1,6 +1,6 @@
 """The report's failure evidence: did each fault hit live traffic, and what each NIC moved.
 
-Per faulted run, the evidence line of each NIC fault (`records.evidence`: the target NIC's
+Per faulted run, the evidence line of each NIC fault (`analysis.evidence`: the target NIC's
 bytes before, just before and after the fault, the iteration in flight, the verdict), then a
 per-iteration, per-NIC traffic table around the fault (MB each NIC moved in each measured
 collective, the faulted NIC marked) and the same as a figure: the faulted NIC falls to zero,
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from r2bench.records.tables import Tables
 from r2bench.report import panels
 from r2bench.report.colours import FAULT_TEXT, series_colour
 from r2bench.report.figures import Figure, esc
+from r2bench.tables.build import Tables
 
 SECTION_TITLE = "Failure evidence: did each fault hit live traffic"
 MAX_EVIDENCE_RUNS = 200

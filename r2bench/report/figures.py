@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from r2bench.records.tables import Tables
 from r2bench.report import spread
 from r2bench.report.colours import FAULT_FILL, FAULT_TEXT, GREY, event_colour, series_colour
 from r2bench.report.series import SeriesInfo, baselines, series_info
+from r2bench.tables.build import Tables
 
 MODE_ENV = "R2CC_MODE"
 BASELINE_SCENARIO = "none"
@@ -434,7 +434,7 @@ class Window:
 
 
 def fault_windows(windows: pd.DataFrame, end_default: float) -> list[Window]:
-    """The fault windows of one run's rows of the windows table (`records.run.fault_windows`:
+    """The fault windows of one run's rows of the windows table (`analysis.parsedrun.fault_windows`:
     one per fault and flap cycle, on the controller clock); a window whose link never came
     back lasts to `end_default`."""
     out = [

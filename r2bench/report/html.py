@@ -20,10 +20,10 @@ from typing import Any
 
 import r2bench
 from r2bench.extras import require_report_extra
-from r2bench.records import runformat
-from r2bench.records.provenance import Provenance
-from r2bench.records.tables import Tables
+from r2bench.runfolder import runformat
+from r2bench.runfolder.provenance import Provenance
 from r2bench.safeio import atomic_write
+from r2bench.tables.build import Tables
 
 # The report needs the `report` extra (pandas, plotly); importing this module does not, so a
 # sweep on a machine without it still runs and says why no report was written.

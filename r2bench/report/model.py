@@ -7,7 +7,7 @@ in its settings (R2CC_FAILED_HCA or R2CC_FAILED_NIC_COUNT with NCCL_IB_HCA: the 
 it shares with the healthy runs of the same context (R2CC_MODE 0 or stock NCCL, scenario
 `none`: same collective, ranks, hosts, GPUs, NCCL_* settings, and the same file for imported
 logs where that file has healthy runs, else those of the other files), over their mean time, per placement (upstream's artifact divides by the mean of its
-healthy runs too). The prediction comes from `records.r2cc_model` with n the run's ranks, X the
+healthy runs too). The prediction comes from `analysis.r2cc_model` with n the run's ranks, X the
 share of NCCL_IB_HCA declared failed (R2CC_FAILED_HCA or R2CC_FAILED_NIC_COUNT) and K its
 R2CC_AR_STAGE2_CHUNKS (default 4). A measurement more than 5 % off is flagged.
 """
@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from r2bench.records import r2cc_model as m
-from r2bench.records.rows import env_column
-from r2bench.records.tables import Tables
+from r2bench.analysis import r2cc_model as m
 from r2bench.report import series as rs
 from r2bench.report.figures import Figure, esc
+from r2bench.tables.build import Tables
+from r2bench.tables.rows import env_column
 
 SECTION_TITLE = "R-2CCL's model: measured vs predicted T/T_nf"
 PLACEMENTS = ("out_of_place", "in_place")

@@ -15,10 +15,10 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from r2bench.records.tables import Tables
 from r2bench.report import panels
 from r2bench.report.colours import FAULT_FILL, FAULT_TEXT, series_colour
 from r2bench.report.figures import Figure, Window, esc, run_windows
+from r2bench.tables.build import Tables
 
 MAX_NIC_FIGURES = 12
 MAX_POINTS_PER_TRACE = 4000

@@ -1,7 +1,7 @@
 """The report's recovery section: a table per library/mode/scenario (median and p90 over
 repeats), a figure of the metrics' distributions, and what NCCL RAS saw beside the truth.
 
-Everything comes from the tables: the metrics of the registry (`records.metrics`) from the runs
+Everything comes from the tables: the metrics of the registry (`analysis.metrics`) from the runs
 table, where a faulted run too short of samples before its fault for a baseline of its own is
 already measured against the fault-free runs of its series (the basis column says so), and the
 RAS verdicts from the events table.
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 from plotly.io.json import to_json_plotly
 
-from r2bench.records.metrics import of_unit
-from r2bench.records.tables import RAS_VERDICT, Tables
+from r2bench.analysis.metrics import of_unit
+from r2bench.tables.build import RAS_VERDICT, Tables
 
 TIME_METRICS = of_unit("s")
 RATIO_METRICS = of_unit("ratio")

@@ -3,7 +3,7 @@ happened, as one `SummaryRow` each, built from the runs and windows tables.
 
 A row holds the runs of one library, R2CC_MODE and scenario: their outcomes, the fault they
 were under (from the windows table) and one `Measure` per `SummaryColumn` (a runs-table column:
-the recovery metrics of `records.metrics`, the average busbw). `SummaryRow.sentence()` says the
+the recovery metrics of `analysis.metrics`, the average busbw). `SummaryRow.sentence()` says the
 row in plain words. The page (`report.summary_html`) draws rows and columns as they come, so a
 new workload adds its numbers as columns (a `SummaryColumn` naming its runs-table column, e.g.
 a training job's time lost) and its runs as rows, with no HTML of its own.
@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from r2bench.records.tables import Tables
 from r2bench.report import numbers
 from r2bench.report.figures import human_size
 from r2bench.report.series import BASELINE_SCENARIO, MODE_ENV, is_cpu, is_stock
+from r2bench.tables.build import Tables
 
 R2CCL_RECIPES = frozenset({"r2ccl", "emulated-lib"})
 """Recipes of R-2CCL and of its emulation (their runs are named R-2CCL in the summary)."""

@@ -35,8 +35,8 @@ from r2bench.config.recipe import GitSource, RecipeKind
 from r2bench.errors import EnvironmentFailure
 from r2bench.nodes.base import Node, NodeError, StreamLine
 from r2bench.nodes.pool import NodePool, make_node
+from r2bench.parse.buildlog import analyze
 from r2bench.plan.build import Inputs, make_plan
-from r2bench.records.buildlog import analyze
 from r2bench.setup import cache, patches
 from r2bench.setup.libcheck import header_version
 from r2bench.setup.probe import NONE, NodeFacts, probe

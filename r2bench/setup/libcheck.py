@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from r2bench.records.models import ParsedNcclTests
+from r2bench.parse.models import ParsedNcclTests
 
 _DEFINE = re.compile(r"^\s*#\s*define\s+NCCL_(MAJOR|MINOR|PATCH|VERSION_CODE)\s+(\d+)", re.M)
 

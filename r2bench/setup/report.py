@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from r2bench.records.buildlog import BuildFailure
+from r2bench.parse.buildlog import BuildFailure
 
 
 class Status(str, Enum):

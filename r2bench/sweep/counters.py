@@ -13,9 +13,9 @@ import os
 
 from r2bench.config.testbed import Testbed
 from r2bench.nodes import NodeError, NodePool
+from r2bench.parse.nictraffic import COUNTERS_FILE
 from r2bench.plan.model import PlannedRun
-from r2bench.records import store as st
-from r2bench.records.nictraffic import COUNTERS_FILE
+from r2bench.runfolder import store as st
 from r2bench.safeio import writable
 from r2bench.sweep.agent import NodeAgent
 

@@ -22,8 +22,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from r2bench.parse.models import OutcomeStatus
 from r2bench.plan.model import PlannedRun
-from r2bench.records.models import OutcomeStatus
 from r2bench.sweep.run import RunResult
 
 STATUS_STYLE = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import NodeError
 from r2bench.plan.model import FaultStep, PlannedRun
-from r2bench.records.runmodel import FaultEvent
+from r2bench.runfolder.runmodel import FaultEvent
 from r2bench.sweep.agent import FaultLine, NodeAgent
 from r2bench.sweep.schedule import FaultAction, fault_actions
 

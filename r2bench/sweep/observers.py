@@ -4,7 +4,7 @@ NCCL RAS (NCCL >= 2.24; JSON output 2.28.7, live monitoring `-m` 2.29): when `nc
 node's PATH, the sweep starts `ncclras -m -f json` there for the length of each run (in the
 background, with `R2B_RUN=<run id>` in its environment so the teardown's kill-by-run ends it)
 and collects its output as `node/<node>/ncclras.json`. Reading that record is
-`r2bench.records.ras` (pure); this module is the part that talks to the nodes.
+`r2bench.parse.ras` (pure); this module is the part that talks to the nodes.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from r2bench.records.ras import RAS_FILE
+from r2bench.parse.ras import RAS_FILE
 
 if TYPE_CHECKING:
     from r2bench.nodes.pool import NodePool
     from r2bench.plan.model import PlannedRun
-    from r2bench.records.store import RunFolder
+    from r2bench.runfolder.store import RunFolder
 
 RAS_COMMAND = "ncclras -m -f json"
 RETRY_S = 0.5  # ncclras exits when no NCCL process listens yet: try again until the job starts

@@ -32,11 +32,11 @@ from r2bench.doctor.render import print_report
 from r2bench.doctor.run import diagnose
 from r2bench.errors import ExitCode
 from r2bench.nodes import NodeError, NodePool
+from r2bench.parse.models import OutcomeStatus
 from r2bench.plan.build import ExperimentFile, Inputs, load_inputs, make_plan, read_experiment
 from r2bench.plan.model import Plan, PlannedRun
-from r2bench.records.models import OutcomeStatus
-from r2bench.records.runformat import COMPLETE
-from r2bench.records.store import RunStore
+from r2bench.runfolder.runformat import COMPLETE
+from r2bench.runfolder.store import RunStore
 from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
 from r2bench.setup.report import Status as BuildStatus
 from r2bench.sweep.agent import NodeAgent

@@ -21,26 +21,30 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, TypeVar
 
-from r2bench.config.testbed import Testbed
-from r2bench.errors import EnvironmentFailure
-from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
-from r2bench.plan.build import RUN_MARKER
-from r2bench.plan.model import Plan, PlannedRun
-from r2bench.records import runformat, runmodel
-from r2bench.records import store as st
-from r2bench.records.models import Outcome, OutcomeStatus
-from r2bench.records.outcome import classify, software_fault_check
-from r2bench.records.provenance import GitState, Provenance, git_state, r2bench_checkout, redact_env
-from r2bench.records.rowcache import fingerprint
-from r2bench.records.rows import folder_rows
-from r2bench.records.run import (
+from r2bench.analysis.outcome import classify, software_fault_check
+from r2bench.analysis.parsedrun import (
     RunOutputs,
     TransportTap,
     evidence_outcome,
     log_events,
     parse_outputs,
 )
-from r2bench.records.verify import read_verification, with_verification
+from r2bench.config.testbed import Testbed
+from r2bench.errors import EnvironmentFailure
+from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
+from r2bench.parse.models import Outcome, OutcomeStatus
+from r2bench.parse.verify import read_verification, with_verification
+from r2bench.plan.build import RUN_MARKER
+from r2bench.plan.model import Plan, PlannedRun
+from r2bench.runfolder import runformat, runmodel
+from r2bench.runfolder import store as st
+from r2bench.runfolder.provenance import (
+    GitState,
+    Provenance,
+    git_state,
+    r2bench_checkout,
+    redact_env,
+)
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
@@ -48,6 +52,8 @@ from r2bench.sweep.firstresult import FirstResultWatch
 from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.observers import collect_observers, start_observers
 from r2bench.sweep.preflight import preflight_problems
+from r2bench.tables.rowcache import fingerprint
+from r2bench.tables.rows import folder_rows
 
 log = logging.getLogger(__name__)
 

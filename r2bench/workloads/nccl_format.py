@@ -279,7 +279,7 @@ def footer_lines(
     ]
 
 
-# ---- the verification records (docs/verify.md; read by r2bench.records.verify) -------------
+# ---- the verification records (docs/verify.md; read by r2bench.parse.verify) -------------
 ITER_TAG = "#iter"
 SUMMARY_TAG = "#verify"
 CORRUPT_VAR = "R2B_VERIFY_CORRUPT"

@@ -1,0 +1,84 @@
+"""The library a log says ran: its family (NCCL, RCCL, R-2CCL, MSCCL, another fork) and
+version, line by line (`library_of_line`, `LibraryEvidence`), and NCCL_VERSION_CODE as a
+dotted version."""
+
+from __future__ import annotations
+
+import re
+
+
+def nccl_version_text(code: int | None) -> str | None:
+    """NCCL_VERSION_CODE -> dotted version: 22803 -> '2.28.3' (None stays None)."""
+    if code is None or code <= 0:
+        return None
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+LIBRARY_FAMILIES = ("nccl", "rccl", "r2ccl", "msccl", "other")
+"""What a log can say ran: NCCL, RCCL, R-2CCL (the NCCL fork under test, which reports NCCL's
+version), MSCCL (NCCL with an `.MSCCL.` version suffix) and other vendor forks."""
+
+# `NCCL version 2.19.3+cuda12.2`, `RCCL version : 2.22.3-develop:f5b15f2`, PyTorch's
+# `..., NCCL version 2.19.3`; another `<X>CCL version N` names a vendor fork.
+_VERSION_LINE_RE = re.compile(
+    r"(?<![\w-])(?P<lib>[A-Z][A-Z0-9]{0,7}CCL[A-Z0-9]{0,4}) version\s*:?\s*(?P<version>\d[^\s,;)]*)"
+)
+# A fork's suffix on NCCL's own version: `2.12.12.MSCCL.0.7.3+cuda11.6`.
+_FORK_SUFFIX_RE = re.compile(r"^\d+\.\d+\.\d+\.(?P<fork>[A-Za-z][A-Za-z0-9]*)")
+# rccl-tests' own lines: `rccl-tests: Version develop:448c4c7`, `# rccl-tests version 2.17.9 ...`.
+_RCCL_TESTS_RE = re.compile(r"rccl-tests(?::)? [Vv]ersion")
+# R-2CCL's own log lines: `NCCL INFO R2CC: ...`, `NCCL INFO R2CC_MODE=1 (RECV-CONNECT) ...`, a
+# WARN from its `r2cc/` sources (`r2cc/oob/oob_udp.cc:93 NCCL WARN ...`). Stock NCCL prints none
+# of them; a command line that sets R2CC_* variables is no proof (it may run stock NCCL).
+_R2CC_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE) R2CC|(?:^|[\s/])r2cc/\S+:\d+ NCCL ")
+
+
+def library_of_line(text: str) -> tuple[str, str | None] | None:
+    """(family, version as printed) a line states, or None: `NCCL version 2.19.3+cuda12.2` ->
+    ("nccl", "2.19.3+cuda12.2"); `RCCL version : 2.22.3-develop:f5b15f2` (also inside an NCCL
+    INFO line) -> ("rccl", ...); `NCCL version 2.12.12.MSCCL.0.7.3+cuda11.6` -> ("msccl", ...);
+    another fork's `MCCL version 2.16.5` -> ("other", "MCCL 2.16.5"); rccl-tests' version lines
+    -> ("rccl", None); an R-2CCL line (R2CC log lines, a WARN from `r2cc/` sources) ->
+    ("r2ccl", None)."""
+    if "CCL" in text and (m := _VERSION_LINE_RE.search(text)) is not None:
+        lib, version = m.group("lib"), m.group("version")
+        if lib == "NCCL":
+            fork = _FORK_SUFFIX_RE.match(version)
+            name = fork.group("fork").lower() if fork else "nccl"
+            return (name if name in LIBRARY_FAMILIES else "other"), version
+        if lib == "RCCL":
+            return "rccl", version
+        return "other", f"{lib} {version}"
+    if "ccl-tests" in text and _RCCL_TESTS_RE.search(text):
+        return "rccl", None
+    if ("R2CC" in text or "r2cc/" in text) and _R2CC_RE.search(text):
+        return "r2ccl", None
+    return None
+
+
+class LibraryEvidence:
+    """The library family and version a log states, line by line (see `library_of_line`).
+
+    R-2CCL is told by its own lines, whatever version it reports (NCCL's); RCCL and forks by
+    their version lines; NCCL by its version line when nothing else names another family. The
+    version is the first one printed."""
+
+    __slots__ = ("family", "version")
+
+    def __init__(self) -> None:
+        self.family: str | None = None
+        self.version: str | None = None
+
+    def feed(self, text: str) -> bool:
+        """Take what `text` states about the library; whether it stated anything."""
+        found = library_of_line(text)
+        if found is None:
+            return False
+        family, version = found
+        if family == "r2ccl" or self.family in (None, "nccl"):
+            self.family = family
+        if version is not None and self.version is None:
+            self.version = version
+        return True

@@ -1,0 +1,156 @@
+"""The `-J` JSON file of an nccl-tests run (`parse_json`), including one cut short by a
+crash: the results it completed are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from r2bench.parse.models import Device, ParsedNcclTests, PerIteration, Placement, ResultRow
+from r2bench.parse.nccltests.collective import collective_from_binary, name_collective
+from r2bench.parse.nccltests.salvage import salvage_json_results
+from r2bench.parse.nccltests.state import PLACEMENTS, RunState, finish_run, next_cycle
+
+
+def parse_json(data: str | bytes) -> ParsedNcclTests:
+    """Parse a `-J` JSON file. A file cut short (killed run) yields the results it completed."""
+    st = RunState()
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        st.warn(f"JSON is incomplete or invalid ({exc}); salvaging complete results")
+        doc = {"results": salvage_json_results(data)}
+        if re.search(r'^\s*\{\s*"(?:version|start_time|results)"\s*:', data):
+            st.fields["header"] = True  # the start of an nccl-tests -J file, cut short
+    if not isinstance(doc, dict):
+        st.warn("JSON top level is not an object")
+        return finish_run(st)
+    per_iter = _json_document(st, doc)
+    parsed = finish_run(st)
+    return parsed.model_copy(update={"per_iteration": per_iter})
+
+
+def _json_document(st: RunState, doc: dict[str, Any]) -> list[PerIteration]:
+    raw_cfg = doc.get("config")
+    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
+    _json_header(st, doc, cfg)
+    per_iter: list[PerIteration] = []
+    results = doc.get("results")
+    if not isinstance(results, list):
+        return per_iter
+    for i, res in enumerate(results):
+        if not isinstance(res, dict):
+            st.warn(f"results[{i}] is not an object")
+            continue
+        try:
+            per_iter.extend(_json_result(st, res))
+        except (TypeError, ValueError, KeyError) as exc:
+            st.warn(f"results[{i}] malformed: {exc}")
+    return per_iter
+
+
+def _json_header(st: RunState, doc: dict[str, Any], cfg: dict[str, Any]) -> None:
+    args = doc.get("args")
+    if isinstance(args, list) and args and isinstance(args[0], str):
+        name_collective(st, collective_from_binary(args[0]), "json_args")
+        st.fields["header"] = True
+    lib = doc.get("nccl_version")
+    if isinstance(lib, int):
+        st.fields["nccl_library"] = lib
+    for src, dst in (
+        ("nthreads", "n_threads"),
+        ("ngpus", "n_gpus"),
+        ("iterations", "iters"),
+        ("warmup_iters", "warmup_iters"),
+    ):
+        if isinstance(cfg.get(src), int):
+            st.fields[dst] = cfg[src]
+    if isinstance(cfg.get("validation"), int):
+        st.fields["validation"] = bool(cfg["validation"])
+    for dev in cfg.get("devices") or []:
+        if isinstance(dev, dict):
+            _json_device(st, dev)
+    oob = doc.get("out_of_bounds")
+    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
+        st.fields["oob_values"] = oob["count"]
+        st.fields["oob_failed"] = oob["count"] > 0 or str(oob.get("okay")) == "false"
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), (int, float)):
+        st.fields["avg_busbw_gbps"] = float(avg["bandwidth"])
+        st.fields["footer"] = True
+    st.fields["concluded"] = "end_time" in doc
+    version = doc.get("nccl_tests_version")
+    if isinstance(version, str):
+        st.fields["nccl_tests_version"] = version
+
+
+def _json_device(st: RunState, dev: dict[str, Any]) -> None:
+    try:
+        st.devices.append(
+            Device(
+                rank=dev["rank"],
+                group=dev.get("group"),
+                pid=dev.get("pid"),
+                host=str(dev.get("hostname", "")),
+                device=dev.get("device"),
+                bus_id=dev.get("device_hex"),
+                name=dev.get("device_info"),
+            )
+        )
+    except (KeyError, ValueError) as exc:
+        st.warn(f"device entry malformed: {exc}")
+
+
+def _json_result(st: RunState, res: dict[str, Any]) -> list[PerIteration]:
+    size, root = int(res["size"]), int(str(res.get("root", -1)).strip())
+    key = (str(res.get("type", "")), str(res.get("redop", "")), root)
+    cycle = next_cycle(st, key, size)
+    out: list[PerIteration] = []
+    for placement in PLACEMENTS:
+        meas = res.get(placement)
+        if isinstance(meas, dict):
+            st.rows.append(_json_row(res, meas, placement, size, root, cycle))
+        it = res.get(f"{placement}_per_iter")
+        if isinstance(it, dict) and isinstance(it.get("times_us"), list):
+            out.append(
+                PerIteration(
+                    size_bytes=size,
+                    placement=placement,
+                    times_us=tuple(float(t) for t in it["times_us"]),
+                    skipped_iterations=int(it.get("skipped_iterations") or 0),
+                    cycle=cycle,
+                )
+            )
+    return out
+
+
+def _json_row(
+    res: dict[str, Any],
+    meas: dict[str, Any],
+    placement: Placement,
+    size: int,
+    root: int,
+    cycle: int,
+) -> ResultRow:
+    def num(key: str) -> float | None:
+        val = meas.get(key)
+        return float(val) if isinstance(val, (int, float)) else None
+
+    wrong = num("nwrong")
+    return ResultRow(
+        size_bytes=size,
+        count=int(res.get("count", 0)),
+        type=str(res.get("type", "")),
+        redop=str(res.get("redop", "")),
+        root=root,
+        placement=placement,
+        time_us=num("time"),
+        algbw_gbps=num("alg_bw"),
+        busbw_gbps=num("bus_bw"),
+        wrong=int(wrong) if wrong is not None and wrong == wrong else None,
+        cycle=cycle,
+    )
