@@ -1,5 +1,7 @@
 """The import graph of r2bench's modules, read with `ast` (nothing is imported): no cycles,
-the sweep stays free of the report extra, and no package imports the command layer above it.
+the sweep stays free of the report extra, no package imports the command layer above it, and
+each room (a top-level package or module) imports only rooms on its own floor or below
+(`FLOORS`: the data path parse -> runfolder -> analysis -> tables -> report | compare | figures).
 
 Every import counts, module-level or inside a function (a lazy import still runs), except
 those under `if TYPE_CHECKING:`. `from pkg import name` counts as importing `pkg.name` when
@@ -22,6 +24,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "r2bench"
 
 COMMAND_LAYER = ("r2bench.entry", "r2bench.cli", "r2bench.commands")
 """The command-line layer: it may import any package; no package below it imports it."""
+
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("r2bench", "errors", "safeio", "textsafe", "resources", "extras", "markup", "shellwords"),
+    ("config",),
+    ("nodes", "launch", "virtual", "cloudlab", "workloads"),
+    ("faults", "doctor", "testbeds"),
+    ("plan",),
+    ("parse",),
+    ("runfolder",),
+    ("analysis",),
+    ("tables",),
+    ("setup",),
+    ("sweep", "report", "compare", "figures"),
+    ("commands", "cli", "entry"),
+)
+"""r2bench's rooms, ground floor first: a room imports rooms on its floor or below, never
+above. `plan` sits above `launch` and `faults` (it renders their command lines); `parse`
+above `plan` and `launch` (a launcher's crash messages are events); `runfolder` above `plan`
+(spec.json is a `RunSpec`). A new room goes on the lowest floor its imports allow."""
 
 REPORT_EXTRA = ("pandas", "pyarrow", "r2bench.tables.build")
 """What the `report` extra brings (and the tables module that needs it): a sweep must run
@@ -136,6 +157,38 @@ def _within(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+def room_of(module: str) -> str:
+    """The room an r2bench module is in: `r2bench.parse.nccltests.text` -> `parse`; the
+    package's own `__init__` -> `r2bench`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floor_of(room: str) -> int | None:
+    """The floor of `room` in `FLOORS` (0: the ground floor); None for a room not on one."""
+    return next((level for level, rooms in enumerate(FLOORS) if room in rooms), None)
+
+
+def floor_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of an r2bench room on a higher floor than the importer's, and every room
+    on no floor, each as one line."""
+    problems = []
+    for module in sorted(graph):
+        if (floor := floor_of(room_of(module))) is None:
+            problems.append(f"{module}: room {room_of(module)!r} is on no floor of FLOORS")
+            continue
+        for target in sorted(graph[module]):
+            if not _within(target, ("r2bench",)):
+                continue
+            target_floor = floor_of(room_of(target))
+            if target_floor is not None and target_floor > floor:
+                problems.append(
+                    f"{module} (floor {floor}: {room_of(module)}) imports {target} "
+                    f"(floor {target_floor}: {room_of(target)})"
+                )
+    return problems
+
+
 def test_the_graph_sees_relative_and_from_imports() -> None:
     """The reader itself: a relative `from . import x`, `from pkg import module` and
     `import a.b` each give the module they import."""
@@ -154,6 +207,27 @@ def test_the_graph_sees_relative_and_from_imports() -> None:
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_floor_rule_finds_an_upward_import_and_a_room_on_no_floor() -> None:
+    """The rule itself: parse importing tables is one violation; tables importing parse,
+    and a room importing its own floor, are none; an unknown room is named."""
+    graph = {
+        "r2bench.parse.a": {"r2bench.tables.b", "r2bench.parse.c", "re"},
+        "r2bench.tables.b": {"r2bench.parse.a", "r2bench.analysis"},
+        "r2bench.report.x": {"r2bench.figures.y"},
+        "r2bench.attic.z": set(),
+    }
+    assert floor_violations(graph) == [
+        "r2bench.attic.z: room 'attic' is on no floor of FLOORS",
+        "r2bench.parse.a (floor 5: parse) imports r2bench.tables.b (floor 8: tables)",
+    ]
+
+
+def test_every_room_imports_only_its_floor_and_below() -> None:
+    """The layers of docs/architecture.md: nothing imports a room above it (FLOORS)."""
+    problems = floor_violations(import_graph())
+    assert not problems, "\n".join(problems)
 
 
 def test_the_sweep_never_imports_the_report_extra() -> None:
@@ -177,7 +251,7 @@ def test_no_package_imports_the_command_layer() -> None:
     assert not bad, "\n".join(bad)
 
 
-HEAVY_AT_START = ("fabric", "paramiko", "pandas", "pyarrow", "plotly", "r2bench.virtual")
+HEAVY_AT_START = ("fabric", "paramiko", "pandas", "pyarrow", "plotly", "r2bench.testbeds.virtual")
 """What `r2bench --version` and `--help` must not load: ssh, the report extra, the virtual
 testbed (each command imports what it needs when it is called)."""
 
@@ -228,4 +302,4 @@ def test_a_command_group_is_loaded_when_it_is_called() -> None:
     """The check above can fail: `testbed --help` does load the virtual testbed and ssh."""
     code, modules = _modules_loaded_by("testbed", "--help")
     assert code in (0, None)
-    assert "r2bench.virtual.lifecycle" in modules and "paramiko" in modules
+    assert "r2bench.testbeds.virtual.lifecycle" in modules and "paramiko" in modules
