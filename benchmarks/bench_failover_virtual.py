@@ -43,9 +43,9 @@ from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import PlannedRun
 from r2bench.setup.builder import Builder, SetupOptions
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
-from r2bench.virtual.teardown import teardown
+from r2bench.testbeds.virtual.layout import VirtualSpec, default_state_dir
+from r2bench.testbeds.virtual.lifecycle import up
+from r2bench.testbeds.virtual.teardown import teardown
 
 REPO = Path(__file__).resolve().parents[1]
 ROW = re.compile(r"^\s+\d+\s+\d+\s+float\s")

@@ -29,7 +29,7 @@ from r2bench.config.load import load_testbed
 from r2bench.nodes import NodePool
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.nodeside import injectors_dir, install_injectors
-from r2bench.virtual.lifecycle import throwaway_testbed
+from r2bench.testbeds.virtual.lifecycle import throwaway_testbed
 
 NODE, NIC = "node1", "nic1"
 FRESH_SSH_SAMPLES = 20

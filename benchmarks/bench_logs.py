@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from r2bench.commands.records import parse_file
+from r2bench.commands.parse import parse_file
 
 MB = 1_000_000
 TARGET_RSS = 500 * 2**20

@@ -27,7 +27,7 @@ from pathlib import Path
 from rich.console import Console
 
 from r2bench.commands.sweep import SweepOptions, sweep_command
-from r2bench.virtual.lifecycle import throwaway_testbed
+from r2bench.testbeds.virtual.lifecycle import throwaway_testbed
 
 OVERHEAD_TARGET = 1.10
 """At most this sweep wall time over the sum of the jobs' own run times (docs/sweep.md)."""

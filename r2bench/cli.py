@@ -392,7 +392,7 @@ def parse(
     Example: [bold]r2bench parse all_reduce_perf.log --json[/] (or a run folder:
     [bold]r2bench parse results/quickstart/RUN_ID[/])
     """
-    from r2bench.commands.records import parse_command
+    from r2bench.commands.parse import parse_command
 
     raise typer.Exit(parse_command(files, as_json))
 
@@ -423,7 +423,7 @@ def import_logs(
 
     Example: [bold]r2bench import ~/nccl-logs --sweep h200-logs && r2bench report results/h200-logs[/]
     """
-    from r2bench.commands.records import import_command
+    from r2bench.commands.import_logs import import_command
 
     raise typer.Exit(import_command(directory, sweep, results))
 
@@ -463,7 +463,7 @@ def report(
 
     Example: [bold]r2bench report results/quickstart --format png[/]
     """
-    from r2bench.commands.records import report_command
+    from r2bench.commands.report import report_command
 
     raise typer.Exit(report_command(sweep_dir, out, fmt.value if fmt else None))
 
@@ -698,7 +698,7 @@ def heal(testbed: TestbedRequired) -> None:
 
     Example: [bold]r2bench heal -t experiments/testbeds/dgx-h100-2node.yaml[/]
     """
-    from r2bench.sweep.manual import heal_command
+    from r2bench.commands.heal import heal_command
 
     raise typer.Exit(heal_command(testbed, Console()))
 
@@ -734,7 +734,7 @@ def _fault_command(action: str) -> Callable[..., None]:
             ),
         ] = 300.0,
     ) -> None:
-        from r2bench.sweep.manual import ManualFault, fault_command
+        from r2bench.commands.handfault import ManualFault, fault_command
 
         console = _stderr()
         params = dict(p.split("=", 1) for p in param or [] if "=" in p)

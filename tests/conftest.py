@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from r2bench.virtual.lifecycle import UpResult, up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir
-from r2bench.virtual.teardown import TestbedError, teardown
+from r2bench.testbeds.virtual.layout import VirtualSpec, default_state_dir
+from r2bench.testbeds.virtual.lifecycle import UpResult, up
+from r2bench.testbeds.virtual.teardown import TestbedError, teardown
 
 REQUIREMENTS: dict[str, tuple[Callable[[], bool], str]] = {
     "root": (lambda: os.geteuid() == 0, "needs root: network namespaces and sshd"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from captures import DATA
 
-from r2bench.commands.records import parse_file
+from r2bench.commands.parse import parse_file
 from r2bench.parse.bandwidth import (
     PRINTED_HALF_STEP_GBPS,
     bus_factor_of,

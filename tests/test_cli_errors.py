@@ -205,10 +205,10 @@ def test_a_closed_stdin_changes_nothing(tmp_path: Path) -> None:
 def _run_raising(error: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`r2bench parse x` whose command raises `error` (a Python expression)."""
     code = (
-        "import r2bench.commands.records as records\n"
+        "import r2bench.commands.parse as parse\n"
         "from r2bench.errors import *\n"
         f"def boom(*args, **kwargs):\n    raise {error}\n"
-        "records.parse_command = boom\n"
+        "parse.parse_command = boom\n"
         "from r2bench.cli import main; main()"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
@@ -248,7 +248,7 @@ def test_an_expected_error_is_one_line_and_its_exit_code(
     error: str, code: int, tmp_path: Path
 ) -> None:
     if error.startswith("TestbedError"):
-        error = "__import__('r2bench.virtual.teardown').virtual.teardown." + error
+        error = "__import__('r2bench.testbeds.virtual.teardown').testbeds.virtual.teardown." + error
     proc = _run_raising(error, cwd=tmp_path)
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr

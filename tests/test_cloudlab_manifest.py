@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.cloudlab.manifest import ManifestError, manifest_testbed, parse_rspec
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import NicKind
+from r2bench.testbeds.cloudlab.manifest import ManifestError, manifest_testbed, parse_rspec
 
 DATA = Path(__file__).parent / "data" / "cloudlab"
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from r2bench.figures.registry import draw_nic_traffic
-from r2bench.report.figures import run_windows
+from r2bench.report.charts import run_windows
 from r2bench.report.html import build_report
 from r2bench.report.nics import nic_figures, phase_means
 from r2bench.runfolder.runmodel import FaultEvent

@@ -12,11 +12,11 @@ import yaml
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.cloudlab.manifest import manifest_testbed
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Nic, NicKind
+from r2bench.testbeds.cloudlab.manifest import manifest_testbed
 from r2bench.testbeds.discover import SCRIPT, merge_testbed, parse_discovery
-from r2bench.virtual.lifecycle import UpResult
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 DATA = Path(__file__).parent / "data" / "cloudlab"
 ROOT = Path(__file__).resolve().parent.parent

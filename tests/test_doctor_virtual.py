@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.virtual.lifecycle import UpResult
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [pytest.mark.root, pytest.mark.needs_mpirun]
 

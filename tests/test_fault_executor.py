@@ -109,7 +109,7 @@ def test_the_testbed_refuses_a_smartnic_that_cannot_be(
 
 
 def test_a_cut_by_hand_runs_on_the_smartnic_that_carries_the_nic() -> None:
-    from r2bench.sweep.manual import ManualFault, manual_fault_step
+    from r2bench.commands.handfault import ManualFault, manual_fault_step
 
     step, _ = manual_fault_step(
         R7525, ManualFault("flow_drop", "node-2", "mlx5_3", {"bridge": "ovsbr2"})

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from r2bench.cli import app
-from r2bench.commands.records import import_command
+from r2bench.commands.import_logs import import_command
 from r2bench.figures.registry import FIGURES
 from r2bench.figures.render import draw_all, load_sweeps, wrap_label
 from tests.sample_fixture import CAPTURED, make_sample_sweep

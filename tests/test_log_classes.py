@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from r2bench.analysis.importer import import_dir, library_of
-from r2bench.commands.records import import_command, parse_command
+from r2bench.commands.import_logs import import_command
+from r2bench.commands.parse import parse_command
 from r2bench.parse.nccltests.collective import collective_from_file_name
 from r2bench.parse.nccltests.text import iter_runs, parse_text
 from r2bench.runfolder.store import RunStore

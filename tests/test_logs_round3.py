@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from r2bench.analysis.outcome import classify
-from r2bench.commands.records import parse_command, parse_file
+from r2bench.commands.parse import parse_command, parse_file
 from r2bench.parse.events import parse_events, read_events, read_log
 from r2bench.parse.library import LibraryEvidence, library_of_line
 from r2bench.parse.logprefix import LineCleaner, strip_markup

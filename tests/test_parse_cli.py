@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from captures import DATA, top_level_copy
 
-from r2bench.commands.records import import_command, parse_command
+from r2bench.commands.import_logs import import_command
+from r2bench.commands.parse import parse_command
 from r2bench.runfolder.store import RunStore
 
 

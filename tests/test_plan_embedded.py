@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cli_runner import invoke_as_main
 
-from r2bench.virtual.status import known_testbeds
+from r2bench.testbeds.virtual.status import known_testbeds
 
 ROOT = Path(__file__).parents[1]
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from r2bench.analysis.importer import import_dir
-from r2bench.commands.records import parse_command, parse_file
+from r2bench.commands.parse import parse_command, parse_file
 from r2bench.parse.models import OutcomeStatus
 from r2bench.parse.nccltests.text import ends_complete
 from r2bench.parse.r2ccl_artifact import MIB, HotRepairRun, declared_failure, read_artifact

@@ -13,7 +13,7 @@ from hypothesis import strategies as hs
 
 from r2bench.analysis.importer import find_logs, import_dir
 from r2bench.analysis.outcome import classify
-from r2bench.commands.records import parse_file
+from r2bench.commands.parse import parse_file
 from r2bench.parse.models import OutcomeStatus
 from r2bench.parse.nccltests.text import ends_complete, parse_text
 from r2bench.runfolder.store import RunStore

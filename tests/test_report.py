@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from sample_sweep import SampleConfig, write_sample_sweep
 
-from r2bench.commands.records import report_command
+from r2bench.commands.report import report_command
 from r2bench.report import export
-from r2bench.report.figures import series_rows, size_stats, with_mode
+from r2bench.report.charts import series_rows, size_stats, with_mode
 from r2bench.report.html import build_report
 from r2bench.report.series import series_info
 from r2bench.runfolder import runformat

@@ -15,8 +15,8 @@ from quickstart_capture import copy_quickstart
 from sample_sweep import SampleConfig, write_sample_sweep
 
 from r2bench.report import numbers, spread
+from r2bench.report.charts import MARKED_EVENT_PREFIXES, overhead_table, timeline_figures
 from r2bench.report.colours import event_colour
-from r2bench.report.figures import MARKED_EVENT_PREFIXES, overhead_table, timeline_figures
 from r2bench.report.html import build_report, runs_html
 from r2bench.report.inline import prose_html
 from r2bench.report.nics import nic_panel_figures

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from r2bench.testbeds.discover import parse_discovery
-from r2bench.virtual.plan import PlanError, rate_bits
+from r2bench.testbeds.virtual.layout import PlanError, rate_bits
 
 CLI = [sys.executable, "-c", "from r2bench.cli import main; main()"]
 

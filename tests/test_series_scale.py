@@ -94,7 +94,7 @@ def test_4000_scenarios_cost_about_what_one_shared_scenario_does() -> None:
 def _report_parts(runs: int, each: bool) -> float:
     """Seconds for the report parts that go over every series (recovery table and figure,
     outcome matrix) on `runs` faulted runs, one scenario each or all sharing one."""
-    from r2bench.report.figures import outcome_figure
+    from r2bench.report.charts import outcome_figure
     from r2bench.report.recovery import recovery_figure, recovery_table, run_metrics
     from r2bench.tables.build import Tables
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from r2bench.commands.setup import setup_command
 from r2bench.config.load import load_testbed
 from r2bench.setup import cache
-from r2bench.virtual.lifecycle import UpResult
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [pytest.mark.root, pytest.mark.virtual_optional]
 

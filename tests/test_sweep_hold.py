@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from r2bench.runfolder.store import RunStore
-from r2bench.virtual.hold import Holder, hold_path, live_holder, read_holder
-from r2bench.virtual.plan import default_state_dir
-from r2bench.virtual.state import Manifest, StatePaths
+from r2bench.testbeds.virtual.hold import Holder, hold_path, live_holder, read_holder
+from r2bench.testbeds.virtual.layout import default_state_dir
+from r2bench.testbeds.virtual.statedir import Manifest, StatePaths
 
 pytestmark = [
     pytest.mark.root,

@@ -261,7 +261,7 @@ def test_lock_refuses_a_second_sweep_and_dies_with_its_holder(tmp_path: Path) ->
 
 
 def test_manual_fault_on_the_management_nic_is_refused() -> None:
-    from r2bench.sweep.manual import ManualFault, manual_fault_step
+    from r2bench.commands.handfault import ManualFault, manual_fault_step
 
     testbed = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
     with pytest.raises(ConfigError) as caught:

@@ -30,8 +30,8 @@ from r2bench.runfolder.runformat import COMPLETE
 from r2bench.runfolder.runmodel import FaultEvent, RunEnd
 from r2bench.runfolder.store import RunStore
 from r2bench.tables.build import TABLE_NAMES, build_tables
-from r2bench.virtual.lifecycle import UpResult
-from r2bench.virtual.plan import netns_name
+from r2bench.testbeds.virtual.layout import netns_name
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [
     pytest.mark.root,

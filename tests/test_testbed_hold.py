@@ -1,4 +1,4 @@
-"""One holder per virtual testbed (r2bench.virtual.hold): a live holder is refused with its pid
+"""One holder per virtual testbed (r2bench.testbeds.virtual.hold): a live holder is refused with its pid
 and results folder, a dead one is taken over, and doctor and `testbed down` name the holder
 instead of telling anyone to kill its runs or remove its testbed."""
 
@@ -18,7 +18,13 @@ from r2bench.commands.doctor import doctor_command
 from r2bench.config.load import load_testbed
 from r2bench.doctor.checks import CheckResult, Status
 from r2bench.doctor.holder import HOLDER_CHECK, attribute_to_holder
-from r2bench.virtual.hold import HeldError, TestbedHold, hold_path, live_holder, read_holder
+from r2bench.testbeds.virtual.hold import (
+    HeldError,
+    TestbedHold,
+    hold_path,
+    live_holder,
+    read_holder,
+)
 
 ROOT = Path(__file__).parents[1]
 VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
@@ -26,7 +32,7 @@ VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
 HOLDER_SCRIPT = """
 import os, sys, time
 from pathlib import Path
-from r2bench.virtual.hold import TestbedHold
+from r2bench.testbeds.virtual.hold import TestbedHold
 hold = TestbedHold("bed", Path(sys.argv[1]), results="results/first", command="r2bench sweep a.yaml")
 hold.acquire()
 print("held", flush=True)

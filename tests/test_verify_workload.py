@@ -15,7 +15,7 @@ import pytest
 
 from r2bench.analysis.outcome import classify
 from r2bench.analysis.parsedrun import parse_run
-from r2bench.commands.records import parse_command
+from r2bench.commands.parse import parse_command
 from r2bench.parse.events import parse_events
 from r2bench.parse.models import Evidence, Outcome, OutcomeStatus
 from r2bench.parse.nccltests.text import ends_complete, parse_text

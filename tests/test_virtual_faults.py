@@ -23,7 +23,7 @@ import pytest
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
 from r2bench.launch.launchers import Job, launch_command
-from r2bench.virtual.lifecycle import UpResult
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [
     pytest.mark.root,

@@ -17,10 +17,10 @@ from r2bench.doctor.checks import Status, check_gpus
 from r2bench.doctor.facts import NodeFacts
 from r2bench.launch.launchers import Job, launch_command
 from r2bench.sweep.embedded import embedded_description, virtual_spec
-from r2bench.virtual.describe import build_testbed, to_yaml
-from r2bench.virtual.gpus import assign_gpus, count_host_gpus, gpu_arch
-from r2bench.virtual.lifecycle import throwaway_testbed
-from r2bench.virtual.plan import PlanError, VirtualSpec, plan_testbed
+from r2bench.testbeds.virtual.describe import build_testbed, to_yaml
+from r2bench.testbeds.virtual.gpus import assign_gpus, count_host_gpus, gpu_arch
+from r2bench.testbeds.virtual.layout import PlanError, VirtualSpec, plan_testbed
+from r2bench.testbeds.virtual.lifecycle import throwaway_testbed
 
 NVIDIA_SMI_ONE = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-2f5c0e1a-0000-0000-0000-000000000000)\n"
 

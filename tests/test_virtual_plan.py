@@ -11,8 +11,9 @@ from cli_runner import invoke_as_main
 
 from r2bench.config import testbed as testbed_model
 from r2bench.config.load import load_testbed
-from r2bench.virtual.describe import build_testbed, to_yaml
-from r2bench.virtual.plan import (
+from r2bench.testbeds.virtual.describe import build_testbed, to_yaml
+from r2bench.testbeds.virtual.features import _checks
+from r2bench.testbeds.virtual.layout import (
     POOL,
     PlanError,
     VirtualSpec,
@@ -23,9 +24,13 @@ from r2bench.virtual.plan import (
     router_commands,
     shaping_burst,
 )
-from r2bench.virtual.probe import _checks
-from r2bench.virtual.sshd import known_hosts_text, ssh_config_text, sshd_config_text, start_command
-from r2bench.virtual.state import Manifest, StatePaths
+from r2bench.testbeds.virtual.sshd import (
+    known_hosts_text,
+    ssh_config_text,
+    sshd_config_text,
+    start_command,
+)
+from r2bench.testbeds.virtual.statedir import Manifest, StatePaths
 
 SHAPES = [(1, 1), (2, 2), (4, 3), (64, 8)]
 
@@ -171,7 +176,7 @@ def test_cli_refuses_unknown_kind_and_bad_name() -> None:
 
 
 def test_up_needs_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr("r2bench.virtual.lifecycle.os.geteuid", lambda: 1000)
+    monkeypatch.setattr("r2bench.testbeds.virtual.lifecycle.os.geteuid", lambda: 1000)
     args = ["up", "virtual", "--name", "nr", "--state-dir", str(tmp_path / "s")]
     result = invoke_as_main("testbed", *args)
     assert result.exit_code == 2 and "needs root" in result.output
@@ -181,9 +186,10 @@ def test_up_needs_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_up_names_missing_tools_and_packages(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr("r2bench.virtual.lifecycle.os.geteuid", lambda: 0)
+    monkeypatch.setattr("r2bench.testbeds.virtual.lifecycle.os.geteuid", lambda: 0)
     monkeypatch.setattr(
-        "r2bench.virtual.lifecycle.which", lambda tool: None if tool in ("nft", "sshd") else "/x"
+        "r2bench.testbeds.virtual.lifecycle.which",
+        lambda tool: None if tool in ("nft", "sshd") else "/x",
     )
     args = ["up", "virtual", "--name", "nt", "--router", "--state-dir", str(tmp_path / "s")]
     result = invoke_as_main("testbed", *args)

@@ -17,7 +17,7 @@ from proc_groups import group_members
 
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import Testbed
-from r2bench.virtual.lifecycle import UpResult
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

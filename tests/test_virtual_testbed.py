@@ -19,9 +19,9 @@ import pytest
 from cli_runner import invoke_as_main
 
 from r2bench.config.load import load_testbed
-from r2bench.virtual import sshd
-from r2bench.virtual.plan import default_state_dir, host_ifname
-from r2bench.virtual.teardown import owned_pid, teardown
+from r2bench.testbeds.virtual import sshd
+from r2bench.testbeds.virtual.layout import default_state_dir, host_ifname
+from r2bench.testbeds.virtual.teardown import owned_pid, teardown
 
 pytestmark = [pytest.mark.root]
 

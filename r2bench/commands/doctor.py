@@ -17,9 +17,9 @@ from r2bench.doctor.render import print_report, results_json
 from r2bench.doctor.run import diagnose
 from r2bench.errors import ExitCode
 from r2bench.sweep.embedded import EMBEDDED_NAME
-from r2bench.virtual.hold import live_holder
-from r2bench.virtual.plan import default_state_dir
-from r2bench.virtual.state import StatePaths
+from r2bench.testbeds.virtual.hold import live_holder
+from r2bench.testbeds.virtual.layout import default_state_dir
+from r2bench.testbeds.virtual.statedir import StatePaths
 
 EMBEDDED_NAMES = (EMBEDDED_NAME, f"{EMBEDDED_NAME}gpu")
 """The embedded testbeds a sweep with no -t brings up: the CPU one and the `--gpus` one."""

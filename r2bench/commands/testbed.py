@@ -2,8 +2,8 @@
 `r2bench doctor --discover`: the commands that make, remove, show or fill in testbeds.
 
 `up`, `down` and `status` drive the virtual testbed (network namespaces on this host,
-r2bench.virtual); `from-slurm` writes a testbed of a Slurm allocation (r2bench.testbeds.slurm);
-`cloudlab testbed` one from a CloudLab manifest (r2bench.cloudlab.manifest); `--discover` fills
+r2bench.testbeds.virtual); `from-slurm` writes a testbed of a Slurm allocation (r2bench.testbeds.slurm);
+`cloudlab testbed` one from a CloudLab manifest (r2bench.testbeds.cloudlab.manifest); `--discover` fills
 one in from its nodes (r2bench.testbeds.discover).
 """
 
@@ -22,13 +22,24 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from r2bench.cloudlab.manifest import ManifestError, manifest_testbed
 from r2bench.config.load import load_testbed
 from r2bench.errors import ExitCode, InputError
 from r2bench.nodes import NodePool
 from r2bench.safeio import MANIFEST_LIMIT, read_bytes_bounded, read_stream_bounded
+from r2bench.testbeds.cloudlab.manifest import ManifestError, manifest_testbed
 from r2bench.testbeds.discover import discover, header_of
 from r2bench.testbeds.slurm import slurm_testbed
+from r2bench.testbeds.virtual.hold import HeldError, live_holder
+from r2bench.testbeds.virtual.layout import (
+    SHAPING_HANDLE,
+    VirtualSpec,
+    check_name,
+    default_state_dir,
+)
+from r2bench.testbeds.virtual.lifecycle import up
+from r2bench.testbeds.virtual.runner import CommandError
+from r2bench.testbeds.virtual.status import known_testbeds, read_status
+from r2bench.testbeds.virtual.teardown import TestbedError, teardown
 from r2bench.testbeds.yamlio import (
     comment_header,
     testbed_text,
@@ -36,17 +47,6 @@ from r2bench.testbeds.yamlio import (
     write_text_atomic,
 )
 from r2bench.textsafe import printable
-from r2bench.virtual.hold import HeldError, live_holder
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import (
-    SHAPING_HANDLE,
-    VirtualSpec,
-    check_name,
-    default_state_dir,
-)
-from r2bench.virtual.runner import CommandError
-from r2bench.virtual.status import known_testbeds, read_status
-from r2bench.virtual.teardown import TestbedError, teardown
 
 testbed_app = typer.Typer(
     help="Create, remove and inspect virtual testbeds (network namespaces on this host).",

@@ -137,7 +137,7 @@ def rate_problem(text: str, floor_bits: int = 0) -> str | None:
 
 
 VIRTUAL_RATE_FLOOR_BITS = 100_000
-"""The lowest cap the virtual testbed's tbf keeps (r2bench.virtual.plan.rate_bits refuses less)."""
+"""The lowest cap the virtual testbed's tbf keeps (r2bench.testbeds.virtual.layout.rate_bits refuses less)."""
 
 
 def _virtual_rate(value: str) -> str:

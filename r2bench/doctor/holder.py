@@ -1,5 +1,5 @@
 """Doctor on a testbed another live sweep holds: its processes and faults are named as that
-sweep's, with the advice to wait for it, never to kill them (`r2bench.virtual.hold`).
+sweep's, with the advice to wait for it, never to kill them (`r2bench.testbeds.virtual.hold`).
 
 Only a virtual testbed has a holder (its `state_dir` says where its hold file is); the sweep
 that holds it runs doctor on it too, and is then told about leftovers as anyone else would be.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from r2bench.config.testbed import Testbed
 from r2bench.doctor.checks import CheckResult, Status
-from r2bench.virtual.hold import Holder, live_holder
+from r2bench.testbeds.virtual.hold import Holder, live_holder
 
 HOLDER_CHECK = "held by"
 BUSY_CHECKS = ("stray processes", "active faults")

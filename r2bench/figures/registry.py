@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from r2bench.faults.catalogue import FAULT_KINDS
-from r2bench.report import figures as rf
+from r2bench.report import charts as rf
 from r2bench.report import series as rs
 from r2bench.tables.build import Tables
 

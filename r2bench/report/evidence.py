@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from r2bench.report import panels
+from r2bench.report.charts import Figure, esc
 from r2bench.report.colours import FAULT_TEXT, series_colour
-from r2bench.report.figures import Figure, esc
 from r2bench.tables.build import Tables
 
 SECTION_TITLE = "Failure evidence: did each fault hit live traffic"

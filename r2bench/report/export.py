@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r2bench.report.figures import Figure
+from r2bench.report.charts import Figure
 from r2bench.safeio import writable
 
 FORMATS = ("png", "svg", "pdf")

@@ -34,7 +34,7 @@ try:
 
     from r2bench.report import evidence as ev
     from r2bench.report import numbers
-    from r2bench.report.figures import Figure, all_figures, outcome_counts
+    from r2bench.report.charts import Figure, all_figures, outcome_counts
     from r2bench.report.inline import prose_html
     from r2bench.report.model import model_section
     from r2bench.report.nics import SECTION_TITLE, nic_panel_figures

@@ -21,7 +21,7 @@ import pandas as pd
 
 from r2bench.analysis import r2cc_model as m
 from r2bench.report import series as rs
-from r2bench.report.figures import Figure, esc
+from r2bench.report.charts import Figure, esc
 from r2bench.tables.build import Tables
 from r2bench.tables.rows import env_column
 

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from r2bench.report import panels
+from r2bench.report.charts import Figure, Window, esc, run_windows
 from r2bench.report.colours import FAULT_FILL, FAULT_TEXT, series_colour
-from r2bench.report.figures import Figure, Window, esc, run_windows
 from r2bench.tables.build import Tables
 
 MAX_NIC_FIGURES = 12

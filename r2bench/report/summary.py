@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from r2bench.report import numbers
-from r2bench.report.figures import human_size
+from r2bench.report.charts import human_size
 from r2bench.report.series import BASELINE_SCENARIO, MODE_ENV, is_cpu, is_stock
 from r2bench.tables.build import Tables
 

@@ -4,7 +4,7 @@ By default two nodes (network namespaces on this host) with four data NICs each,
 capped by tbf so the NICs, not the CPU, are the bottleneck: losing one NIC then visibly costs
 bandwidth. An experiment's `virtual_testbed` section changes the shape (nodes, NICs, rate, GPUs
 shared from this host, CUDA/MPI/NCCL homes).
-The embedded testbed is held by one sweep at a time, host-wide (`r2bench.virtual.hold`): a
+The embedded testbed is held by one sweep at a time, host-wide (`r2bench.testbeds.virtual.hold`): a
 second sweep waits for it (`--wait-testbed`) or refuses, naming the holder, and never adopts a
 testbed another live process holds. One that is up and held by no live process (kept with
 `--keep-testbed`, or brought up by `testbed up`) is used as it is and left up; one the sweep
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from r2bench.config.experiment import VirtualTestbedSpec
 from r2bench.errors import EnvironmentFailure
-from r2bench.virtual.describe import build_testbed, to_yaml
-from r2bench.virtual.hold import TestbedHold
-from r2bench.virtual.lifecycle import up
-from r2bench.virtual.plan import VirtualSpec, default_state_dir, plan_testbed
-from r2bench.virtual.state import Manifest, StatePaths
-from r2bench.virtual.teardown import TestbedError, teardown
+from r2bench.testbeds.virtual.describe import build_testbed, to_yaml
+from r2bench.testbeds.virtual.hold import TestbedHold
+from r2bench.testbeds.virtual.layout import VirtualSpec, default_state_dir, plan_testbed
+from r2bench.testbeds.virtual.lifecycle import up
+from r2bench.testbeds.virtual.statedir import Manifest, StatePaths
+from r2bench.testbeds.virtual.teardown import TestbedError, teardown
 
 EMBEDDED_NAME = "r2bench"
 

@@ -46,7 +46,7 @@ from r2bench.sweep.interrupts import Interrupts
 from r2bench.sweep.lock import SweepLock
 from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
-from r2bench.virtual.hold import HeldError
+from r2bench.testbeds.virtual.hold import HeldError
 
 HEAL_TIMEOUT_S = 300.0
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from r2bench.config.testbed import Testbed
 from r2bench.safeio import atomic_write
+from r2bench.testbeds.virtual.describe import to_yaml
 from r2bench.textsafe import printable
-from r2bench.virtual.describe import to_yaml
 
 
 def comment_header(template: str, **values: object) -> str:

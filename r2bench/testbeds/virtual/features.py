@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r2bench.virtual.runner import Argv, run, succeeds
+from r2bench.testbeds.virtual.runner import Argv, run, succeeds
 
 FEATURES = (
     "veth",

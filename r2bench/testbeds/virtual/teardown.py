@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from r2bench.errors import EnvironmentFailure, ExitCode
-from r2bench.virtual.plan import host_ifname, owns_netns
-from r2bench.virtual.runner import run, succeeds
-from r2bench.virtual.state import Manifest, StatePaths
+from r2bench.testbeds.virtual.layout import host_ifname, owns_netns
+from r2bench.testbeds.virtual.runner import run, succeeds
+from r2bench.testbeds.virtual.statedir import Manifest, StatePaths
 
 KILL_WAIT_S = 2.0
 

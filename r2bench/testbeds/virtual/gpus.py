@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from r2bench.virtual.plan import PlanError
+from r2bench.testbeds.virtual.layout import PlanError
 
 
 @dataclass(frozen=True)

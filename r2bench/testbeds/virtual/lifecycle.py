@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.config.testbed import Testbed
-from r2bench.virtual import sshd
-from r2bench.virtual.describe import build_testbed, to_yaml
-from r2bench.virtual.gpus import assign_gpus, count_host_gpus, gpu_arch
-from r2bench.virtual.plan import (
+from r2bench.testbeds.virtual import sshd
+from r2bench.testbeds.virtual.describe import build_testbed, to_yaml
+from r2bench.testbeds.virtual.features import probe_features
+from r2bench.testbeds.virtual.gpus import assign_gpus, count_host_gpus, gpu_arch
+from r2bench.testbeds.virtual.layout import (
     HOST_ADDRESS,
     TestbedPlan,
     VirtualSpec,
@@ -29,10 +30,9 @@ from r2bench.virtual.plan import (
     plan_testbed,
     subnet,
 )
-from r2bench.virtual.probe import probe_features
-from r2bench.virtual.runner import CommandError, run, which
-from r2bench.virtual.state import Manifest, StatePaths
-from r2bench.virtual.teardown import TestbedError, teardown
+from r2bench.testbeds.virtual.runner import CommandError, run, which
+from r2bench.testbeds.virtual.statedir import Manifest, StatePaths
+from r2bench.testbeds.virtual.teardown import TestbedError, teardown
 
 Progress = Callable[[str], None]
 

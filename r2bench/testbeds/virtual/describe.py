@@ -18,9 +18,9 @@ from r2bench.config.testbed import (
     Testbed,
     TestbedKind,
 )
-from r2bench.virtual.gpus import NodeGpus, assign_gpus
-from r2bench.virtual.plan import MGMT_IF, SHAPING_HANDLE, NodePlan, TestbedPlan
-from r2bench.virtual.state import StatePaths
+from r2bench.testbeds.virtual.gpus import NodeGpus, assign_gpus
+from r2bench.testbeds.virtual.layout import MGMT_IF, SHAPING_HANDLE, NodePlan, TestbedPlan
+from r2bench.testbeds.virtual.statedir import StatePaths
 
 
 def _nics(node: NodePlan, rate: str | None) -> list[Nic]:

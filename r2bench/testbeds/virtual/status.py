@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from r2bench.virtual.hold import live_holder
-from r2bench.virtual.plan import DEFAULT_STATE_ROOT, PREFIX
-from r2bench.virtual.runner import run
-from r2bench.virtual.state import Manifest
-from r2bench.virtual.teardown import list_netns, owned_pid
+from r2bench.testbeds.virtual.hold import live_holder
+from r2bench.testbeds.virtual.layout import DEFAULT_STATE_ROOT, PREFIX
+from r2bench.testbeds.virtual.runner import run
+from r2bench.testbeds.virtual.statedir import Manifest
+from r2bench.testbeds.virtual.teardown import list_netns, owned_pid
 
 
 def link_states(netns: str | None) -> dict[str, str]:

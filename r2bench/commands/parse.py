@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from r2bench.analysis.importer import import_dir
 from r2bench.analysis.outcome import classify
 from r2bench.analysis.parseview import FolderRun, read_folder, run_folder_of
 from r2bench.errors import ExitCode
@@ -30,17 +29,9 @@ from r2bench.parse.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
 from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.verify import Verification, verifications, with_verification
 from r2bench.runfolder.runmodel import RecordError
-from r2bench.runfolder.store import RunStore, sweep_folder
-from r2bench.safeio import (
-    JSON_RECORD_LIMIT,
-    InputRefused,
-    OutsideFolder,
-    check_regular,
-    read_text_bounded,
-)
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, check_regular, read_text_bounded
 from r2bench.textsafe import printable
 
-REPORT_NAME = "report.html"
 _SNIFF_BYTES = 4096
 
 
@@ -348,137 +339,3 @@ def _verifications(path: Path, runs: list[ParsedNcclTests]) -> list[Verification
     ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
     with path.open("rb") as handle:
         return verifications(handle, ranges)
-
-
-def import_command(directory: Path, sweep: str | None, results: Path) -> int:
-    """Import a folder of existing nccl-tests logs (text and/or -J JSON, paired by file stem)
-    into a results sweep: one run folder per log, spec reconstructed from the output, so
-    `r2bench report` works on them. Runs already imported are skipped. Exit 2 if DIR is not a
-    readable folder."""
-    console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
-    if not directory.is_dir():
-        errors.print(Text(printable(f"r2bench import: {directory} is not a folder")), style="red")
-        return ExitCode.USAGE
-    try:
-        target = RunStore(results, sweep or directory.resolve().name).sweep_dir
-    except ValueError as exc:  # a sweep name that is not one folder name
-        errors.print(
-            Text(
-                printable(f"r2bench import: --sweep: {exc}; give one folder name, e.g. h200-logs")
-            ),
-            style="red",
-        )
-        return ExitCode.USAGE
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        errors.print(
-            Text(
-                f"r2bench import: cannot write the results folder {target}: {exc.strerror or exc}"
-            ),
-            style="red",
-        )
-        return ExitCode.USAGE
-    try:
-        report = import_dir(directory, results, sweep)
-    except OSError as exc:
-        errors.print(
-            Text(printable(f"r2bench import: cannot read {directory}: {exc}")), style="red"
-        )
-        return ExitCode.USAGE
-    for run_id, source in report.imported:
-        console.print(Text(printable(f"imported {source} -> {run_id}")))
-    for source, reason in report.skipped:
-        errors.print(Text(printable(f"skipped {source}: {reason}")), style="yellow")
-    if report.scenarios:
-        named = ", ".join(f"{src} -> {sc}" for src, sc in sorted(report.scenarios.items())[:5])
-        more = f" and {len(report.scenarios) - 5} more" if len(report.scenarios) > 5 else ""
-        console.print(
-            Text(
-                f"note: {len(report.scenarios)} file name(s) with a dot became scenarios (what "
-                f"follows the first dot): {named}{more}; rename the files to change that"
-            )
-        )
-    console.print(
-        Text(
-            f"{len(report.imported)} imported, {len(report.already)} already there, "
-            f"{len(report.skipped)} skipped -> {report.sweep_dir}"
-        )
-    )
-    if report.imported or report.already:
-        from r2bench.extras import MissingExtra
-        from r2bench.tables.build import rebuild
-
-        try:
-            rebuild(report.sweep_dir)
-        except MissingExtra as exc:
-            errors.print(Text(printable(f"note: tables not written: {exc}")), style="yellow")
-    return ExitCode.OK
-
-
-def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
-    """Rebuild the tables of a sweep (results/<sweep>/tables/) and write one self-contained,
-    offline HTML report (default <sweep>/report.html): a table of every run, busbw vs size per
-    series with spread, overhead vs a named no-fault baseline, timelines around faults, outcome
-    matrix, provenance. Needs the `report` extra (raises MissingExtra without it).
-
-    --format png|svg|pdf also writes each figure as a static file next to the report (needs
-    kaleido and a Chrome/Chromium); if that fails the HTML is still written, a warning says why,
-    and the exit code stays 0. Exit 2 if SWEEP_DIR is not a folder, the format is unknown or
-    the report cannot be written.
-    """
-    from r2bench.extras import require_report_extra
-
-    require_report_extra("r2bench report")
-    from r2bench.report.export import FORMATS, export_figures
-    from r2bench.report.html import build_report
-    from r2bench.tables.build import build_tables, rebuild
-
-    console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
-    if fmt is not None and fmt not in FORMATS:
-        errors.print(
-            Text(printable(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}")),
-            style="red",
-        )
-        return ExitCode.USAGE
-    sweep_dir = sweep_folder(sweep_dir)  # `.`, `RUN/..`: the folder they name
-    if not sweep_dir.is_dir() or not sweep_dir.name:
-        what = "is not a folder" if not sweep_dir.is_dir() else "is no sweep folder"
-        errors.print(Text(printable(f"r2bench report: {sweep_dir} {what}")), style="red")
-        return ExitCode.USAGE
-    try:
-        tables = rebuild(sweep_dir)
-    except (OSError, OutsideFolder) as exc:  # a read-only copy, a tables/ link: from memory
-        errors.print(
-            Text(printable(f"warning: tables not written ({exc}); building them in memory"))
-        )
-        tables = build_tables(sweep_dir)
-    for line in tables.warnings:
-        errors.print(Text(printable(f"warning: {line}")), style="yellow")
-    if len(tables.runs) == 0:
-        errors.print(
-            Text(
-                f"r2bench report: no runs in {sweep_dir} (nothing to report; run a sweep or import)"
-            ),
-            style="red",
-        )
-        return ExitCode.USAGE
-    target = out or sweep_dir / REPORT_NAME
-    try:
-        figures = build_report(sweep_dir, tables, target)
-    except OSError as exc:
-        errors.print(Text(printable(f"r2bench report: cannot write {target}: {exc}")), style="red")
-        return ExitCode.USAGE
-    console.print(
-        Text(printable(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
-    )
-    if fmt is not None:
-        result = export_figures(figures, target.parent, fmt, target.stem)
-        if result.error:
-            errors.print(
-                Text(printable(f"warning: no static figures written: {result.error}")),
-                style="yellow",
-            )
-        for path in result.paths:
-            console.print(Text(printable(f"figure: {path}")))
-    return ExitCode.OK

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from r2bench.virtual.plan import MGMT_IF, NodePlan
-from r2bench.virtual.runner import CommandError, run
-from r2bench.virtual.state import StatePaths
+from r2bench.testbeds.virtual.layout import MGMT_IF, NodePlan
+from r2bench.testbeds.virtual.runner import CommandError, run
+from r2bench.testbeds.virtual.statedir import StatePaths
 
 # Constant script; the hostname and the sshd command arrive as positional arguments.
 _NODE_INIT = (

@@ -1,0 +1,80 @@
+"""`r2bench heal`: revert every fault still recorded on every node of a testbed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from r2bench.config.load import load_testbed
+from r2bench.errors import ExitCode
+from r2bench.nodes import NodeError, NodePool
+from r2bench.sweep.agent import parse_fault_line
+from r2bench.sweep.nodeside import install_injectors, own_records_script
+
+
+@dataclass(frozen=True)
+class HealReport:
+    """What `heal.sh` did on one node."""
+
+    node: str
+    reverted: list[str]
+    failed: list[str]
+    left: int
+    error: str = ""
+
+    @property
+    def clean(self) -> bool:
+        """Nothing failed and no fault record is left."""
+        return not self.failed and not self.left and not self.error
+
+
+def heal_node(pool: NodePool, name: str, work_dir: str) -> HealReport:
+    """Run heal.sh on one node and count what it reverted and what is still recorded."""
+    node = pool[name]
+    target = injectors_dir_for(work_dir)
+    try:
+        install_injectors(node, target)
+        out = node.run(["bash", f"{target}/heal.sh"], root=True, timeout=300, check=False)
+        left = node.run(
+            f"{own_records_script(work_dir)} | wc -l",
+            root=True,
+            timeout=30,
+            check=False,
+        )
+    except NodeError as exc:
+        return HealReport(name, [], [], 0, exc.message)
+    lines = [parse_fault_line(t) for t in (out.stdout + out.stderr).splitlines()]
+    reverts = [ln for ln in lines if ln is not None and ln.action == "revert"]
+    reverted = [f"{ln.kind} {ln.tag}" for ln in reverts if ln.result == "ok"]
+    failed = [ln.text for ln in reverts if ln.result == "failed"]
+    return HealReport(name, reverted, failed, int(left.stdout.strip() or 0))
+
+
+def injectors_dir_for(work_dir: str) -> str:
+    """The injectors folder under a work folder."""
+    return f"{work_dir}/injectors"
+
+
+def heal_command(testbed_file: Path, console: Console | None = None) -> int:
+    """Revert every fault still recorded on every node; exit 0 when every node is clean."""
+    console = console or Console()
+    testbed = load_testbed(testbed_file)
+    with NodePool.from_testbed(testbed) as pool:
+        reports = pool.map(lambda node: heal_node(pool, node.name, testbed.paths.work_dir))
+    table = Table(title=f"r2bench heal: {testbed.name}")
+    for column in ("node", "reverted", "failed", "still recorded"):
+        table.add_column(column, overflow="fold")
+    clean = True
+    for name, report in reports.items():
+        if isinstance(report, NodeError):
+            table.add_row(name, "-", report.message, "?")
+            clean = False
+            continue
+        failed = "\n".join(report.failed) or report.error or "-"
+        table.add_row(name, "\n".join(report.reverted) or "nothing", failed, str(report.left))
+        clean = clean and report.clean
+    console.print(table)
+    return ExitCode.OK if clean else ExitCode.FAILED

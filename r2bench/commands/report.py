@@ -1,0 +1,83 @@
+"""`r2bench report`: a sweep's tables and its HTML report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from r2bench.errors import ExitCode
+from r2bench.runfolder.store import sweep_folder
+from r2bench.safeio import OutsideFolder
+from r2bench.textsafe import printable
+
+REPORT_NAME = "report.html"
+
+
+def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
+    """Rebuild the tables of a sweep (results/<sweep>/tables/) and write one self-contained,
+    offline HTML report (default <sweep>/report.html): a table of every run, busbw vs size per
+    series with spread, overhead vs a named no-fault baseline, timelines around faults, outcome
+    matrix, provenance. Needs the `report` extra (raises MissingExtra without it).
+
+    --format png|svg|pdf also writes each figure as a static file next to the report (needs
+    kaleido and a Chrome/Chromium); if that fails the HTML is still written, a warning says why,
+    and the exit code stays 0. Exit 2 if SWEEP_DIR is not a folder, the format is unknown or
+    the report cannot be written.
+    """
+    from r2bench.extras import require_report_extra
+
+    require_report_extra("r2bench report")
+    from r2bench.report.export import FORMATS, export_figures
+    from r2bench.report.html import build_report
+    from r2bench.tables.build import build_tables, rebuild
+
+    console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+    if fmt is not None and fmt not in FORMATS:
+        errors.print(
+            Text(printable(f"r2bench report: unknown format {fmt!r}; use {'|'.join(FORMATS)}")),
+            style="red",
+        )
+        return ExitCode.USAGE
+    sweep_dir = sweep_folder(sweep_dir)  # `.`, `RUN/..`: the folder they name
+    if not sweep_dir.is_dir() or not sweep_dir.name:
+        what = "is not a folder" if not sweep_dir.is_dir() else "is no sweep folder"
+        errors.print(Text(printable(f"r2bench report: {sweep_dir} {what}")), style="red")
+        return ExitCode.USAGE
+    try:
+        tables = rebuild(sweep_dir)
+    except (OSError, OutsideFolder) as exc:  # a read-only copy, a tables/ link: from memory
+        errors.print(
+            Text(printable(f"warning: tables not written ({exc}); building them in memory"))
+        )
+        tables = build_tables(sweep_dir)
+    for line in tables.warnings:
+        errors.print(Text(printable(f"warning: {line}")), style="yellow")
+    if len(tables.runs) == 0:
+        errors.print(
+            Text(
+                f"r2bench report: no runs in {sweep_dir} (nothing to report; run a sweep or import)"
+            ),
+            style="red",
+        )
+        return ExitCode.USAGE
+    target = out or sweep_dir / REPORT_NAME
+    try:
+        figures = build_report(sweep_dir, tables, target)
+    except OSError as exc:
+        errors.print(Text(printable(f"r2bench report: cannot write {target}: {exc}")), style="red")
+        return ExitCode.USAGE
+    console.print(
+        Text(printable(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
+    )
+    if fmt is not None:
+        result = export_figures(figures, target.parent, fmt, target.stem)
+        if result.error:
+            errors.print(
+                Text(printable(f"warning: no static figures written: {result.error}")),
+                style="yellow",
+            )
+        for path in result.paths:
+            console.print(Text(printable(f"figure: {path}")))
+    return ExitCode.OK
