@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from r2bench.analysis.decision import JobFacts
 from r2bench.analysis.evidence import IDLE_BYTES, Verdict
 from r2bench.analysis.metrics import lossless
-from r2bench.analysis.parsedrun import evidence_outcome, parse_run
+from r2bench.analysis.parsedrun import parse_run
 from r2bench.analysis.recovery import run_recovery
-from r2bench.parse.models import OutcomeStatus
+from r2bench.parse.models import Outcome, OutcomeStatus
 from r2bench.parse.nictraffic import parse_counter_line, read_series
 from r2bench.runfolder import runmodel
 
@@ -147,19 +148,28 @@ def test_a_counter_reset_is_never_a_delta(tmp_path: Path) -> None:
     assert series.bytes_between(12.0, 13.0) == 20
 
 
+def _as_the_sweep_decides(run_dir: Path) -> Outcome:
+    """The outcome the sweep records for a run it just finished: the folder without its
+    outcome.json and COMPLETE, parsed with what the sweep saw of the job."""
+    record = runmodel.load_run(run_dir)
+    assert record.end is not None
+    (run_dir / "outcome.json").unlink()
+    (run_dir / "COMPLETE").unlink()
+    facts = JobFacts(ended_at=record.end.ended_at or 0.0, exit_code=record.end.exit_code)
+    outcome = parse_run(runmodel.load_run(run_dir), job=facts).outcome
+    assert outcome is not None
+    return outcome
+
+
 def test_the_sweep_records_the_same_outcome(tmp_path: Path) -> None:
-    """What the sweep writes to outcome.json from the counters it collected agrees with what
-    the records derive from the folder later."""
+    """What the sweep decides from the counters it collected agrees with what the records
+    decide from the folder later (one `decide`, reached through `parse_run` by both)."""
     run_dir = _copy(HIT, tmp_path)
     _rewrite_nic(run_dir, "node1", "nic3", lambda t, tx, rx: (7.0, 7.0))
-    record = runmodel.load_run(run_dir)
-    assert record.end is not None and record.end.outcome is not None
-    faults = [{"kind": "link_down", "node": "node1", "nic": "nic3", "params": {}}]
-    outcome = evidence_outcome(
-        record.end.outcome, run_dir, record.faults, faults, record.end.ended_at or 0.0
-    )
+    outcome = _as_the_sweep_decides(run_dir)
     assert outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
-    again = parse_run(record).outcome
+    (run_dir / "COMPLETE").write_text("")
+    again = parse_run(runmodel.load_run(run_dir)).outcome  # complete, no outcome.json
     assert again is not None and again.status is outcome.status
     prefix = "the fault touched no traffic: node1/nic3 link_down: touched no traffic"
     assert outcome.reason.startswith(prefix) and again.reason.startswith(prefix)
@@ -318,19 +328,10 @@ def test_nccl_tests_under_the_same_cut_claim_no_lossless() -> None:
     assert ev.verdict is Verdict.HIT and ev.iteration is not None and not ev.iteration.exact
 
 
-def test_the_sweep_sees_a_cut_after_the_last_collective() -> None:
+def test_the_sweep_sees_a_cut_after_the_last_collective(tmp_path: Path) -> None:
     """What the sweep records from the workload's own iteration times agrees with the records."""
-    from r2bench.parse.verify import read_verification
-
-    path = _proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s")
-    record = runmodel.load_run(path)
-    assert record.end is not None and record.end.outcome is not None
-    check = read_verification(path / "stdout.txt")
-    spec_faults = record.spec.faults
-    end = record.end.ended_at or 0.0
-    outcome = evidence_outcome(
-        record.end.outcome, path, record.faults, spec_faults, end, check, "node0"
-    )
+    path = _copy(_proof_run(PROOF, "all_reduce-vanilla-nic2-down-3s"), tmp_path)
+    outcome = _as_the_sweep_decides(path)
     assert outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
     assert "applied after the last collective" in outcome.reason
 

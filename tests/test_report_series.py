@@ -14,7 +14,7 @@ import pytest
 
 from r2bench.analysis.importer import import_dir
 from r2bench.analysis.parsedrun import TransportTap, log_events, parse_outputs
-from r2bench.analysis.parsedrun import fault_windows as run_fault_windows
+from r2bench.analysis.windows import fault_windows as run_fault_windows
 from r2bench.report.charts import (
     NO_BASELINE,
     all_figures,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from r2bench.analysis.parsedrun import fault_windows
+from r2bench.analysis.windows import fault_windows
 from r2bench.config.errors import ConfigError
 from r2bench.nodes import LocalNode
 from r2bench.parse.models import OutcomeStatus

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from r2bench.analysis.parsedrun import fault_windows
+from r2bench.analysis.windows import fault_windows
 from r2bench.config.load import load_testbed
 from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
 from r2bench.runfolder.runformat import COMPLETE

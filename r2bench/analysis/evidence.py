@@ -27,8 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from operator import gt
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
+from r2bench.analysis.windows import FaultWindow
 from r2bench.config.types import rate_bits_per_s
 from r2bench.parse.models import Evidence, Outcome, OutcomeStatus
 from r2bench.parse.nictraffic import NicKey, NicSeries
@@ -83,25 +84,6 @@ class Verdict(str, Enum):
     def without_effect(self) -> bool:
         """Whether the fault touched no traffic (an ok run then measured no fault)."""
         return self in (Verdict.NO_TRAFFIC, Verdict.NOT_CUT, Verdict.AFTER_LAST)
-
-
-class Window(Protocol):
-    """A fault window on the controller clock (`analysis.parsedrun.Window`)."""
-
-    @property
-    def applied(self) -> float: ...
-    @property
-    def back(self) -> float | None: ...
-    @property
-    def node(self) -> str: ...
-    @property
-    def nic(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def fault(self) -> int: ...
-    @property
-    def cycle(self) -> int: ...
 
 
 class IterationWindow(NamedTuple):
@@ -167,7 +149,7 @@ class Iterations(Sequence[IterationWindow]):
 class FaultEvidence:
     """The evidence for one fault window."""
 
-    window: Window
+    window: FaultWindow
     verdict: Verdict
     before_bytes: float | None
     before_s: float
@@ -209,7 +191,7 @@ class IterationTraffic:
 
 
 def fault_evidence(
-    windows: Iterable[Window],
+    windows: Iterable[FaultWindow],
     series: dict[NicKey, NicSeries],
     iterations: Sequence[IterationWindow],
     run_end: float | None,
@@ -230,7 +212,7 @@ def fault_evidence(
 
 
 def _one(
-    w: Window,
+    w: FaultWindow,
     nic: NicSeries | None,
     iterations: Sequence[IterationWindow],
     run_end: float | None,
@@ -433,7 +415,7 @@ dense run has thousands; the evidence is around the fault, as R-2CCL's artifact 
 def iteration_traffic(
     series: dict[NicKey, NicSeries],
     iterations: Sequence[IterationWindow],
-    windows: Iterable[Window] = (),
+    windows: Iterable[FaultWindow] = (),
     run_end: float | None = None,
 ) -> list[IterationTraffic]:
     """Bytes each NIC moved during each measured collective around the first fault (every

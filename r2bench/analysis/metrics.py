@@ -19,7 +19,8 @@ from itertools import pairwise
 from statistics import median
 from typing import Literal
 
-from r2bench.analysis.parsedrun import ParsedRun, Sample, Window
+from r2bench.analysis.parsedrun import ParsedRun, Sample
+from r2bench.analysis.windows import FaultWindow
 from r2bench.parse.models import OutcomeStatus
 from r2bench.parse.verify import Verification
 
@@ -76,7 +77,7 @@ class Inputs:
 
     run: ParsedRun
     outcome: str | None
-    windows: list[Window]
+    windows: list[FaultWindow]
     samples: list[Sample] = field(default_factory=list)
     timing: str = ""
     """How the samples were timed (clock, resolution): part of every basis text."""
@@ -95,7 +96,7 @@ class Inputs:
         return UNDEFINED_OUTCOMES.get(self.outcome or "")
 
     @property
-    def first(self) -> Window:
+    def first(self) -> FaultWindow:
         """The first fault window."""
         return self.windows[0]
 
@@ -261,7 +262,7 @@ def by_size(samples: Iterable[Sample]) -> dict[int, list[float]]:
     return out
 
 
-def _inside(s: Sample, windows: list[Window], run_end: float) -> bool:
+def _inside(s: Sample, windows: list[FaultWindow], run_end: float) -> bool:
     return any(
         s.start >= w.applied and s.end <= (w.back if w.back is not None else run_end)
         for w in windows

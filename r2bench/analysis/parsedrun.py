@@ -20,24 +20,23 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from r2bench.analysis.decision import JobFacts, decide, revisit
 from r2bench.analysis.evidence import (
     FaultEvidence,
     Iterations,
     IterationTraffic,
-    apply_to_outcome,
     cap_rates,
     fault_evidence,
     iteration_traffic,
 )
 from r2bench.analysis.jobend import JobEnd, job_end
-from r2bench.analysis.outcome import classify, software_fault_check
+from r2bench.analysis.windows import FaultWindow, fault_windows
 from r2bench.parse.bandwidth import bus_factor_of, precise_results
 from r2bench.parse.events import parse_events
 from r2bench.parse.iterlines import LoggedBlock, logged_blocks
 from r2bench.parse.models import (
     Event,
     Outcome,
-    OutcomeStatus,
     ParsedNcclTests,
     PerIteration,
     ResultRow,
@@ -50,11 +49,10 @@ from r2bench.parse.nictraffic import (
     NicKey,
     NicSeries,
     read_counter_lines,
-    read_series,
     series_of,
 )
 from r2bench.parse.r2ccl_artifact import ArtifactError, looks_like_artifact, read_artifact
-from r2bench.parse.verify import Verification, read_verification, with_verification
+from r2bench.parse.verify import Verification, read_verification
 from r2bench.runfolder import runformat, runmodel
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
 
@@ -159,20 +157,7 @@ def read_times(record: runmodel.RunRecord, name: str) -> list[float] | None:
         return None  # no arrival times: the rows' own stamps are used
 
 
-# --------------------------------------------------------------------------- fault windows
-
-
-@dataclass(frozen=True)
-class Window:
-    """One fault cycle, on the controller's clock: applied -> link back (None: never back)."""
-
-    applied: float
-    back: float | None
-    node: str
-    nic: str
-    kind: str
-    fault: int
-    cycle: int
+# --------------------------------------------------------------------------- samples
 
 
 @dataclass(frozen=True)
@@ -183,43 +168,6 @@ class Sample:
     end: float
     size: int
     busbw: float
-
-
-def fault_windows(faults: Iterable[runmodel.FaultEvent], run_end: float | None) -> list[Window]:
-    """One window per (fault, cycle) that was applied, in time order, on the controller clock.
-
-    Start: the inject's `applied_at` (else its `time`). End: when the revert was made on the
-    node (its `applied_at`, else its `time`), else when the link was seen back (a `verify`, the
-    lease's own revert, a heal); None when none was recorded. The report's timelines, the
-    figures and the recovery metrics all read these windows.
-    """
-    by_key: dict[tuple[int, int], dict[str, runmodel.FaultEvent]] = {}
-    for f in faults:
-        if f.ok or f.action != "inject":
-            by_key.setdefault((f.fault, f.cycle), {}).setdefault(f.action, f)
-    out = []
-    for (fault, cycle), steps in by_key.items():
-        inject = steps.get("inject")
-        if inject is None or not inject.ok:
-            continue
-        applied = inject.on_controller_clock(
-            inject.applied_at if inject.applied_at is not None else inject.time
-        )
-        if applied is None:
-            continue
-        back = None
-        for action in ("revert", "verify", "lease_expired", "heal"):
-            step = steps.get(action)
-            if step is not None:
-                node_time = step.applied_at or step.verified_at or step.time
-                if node_time is not None:  # a step without its own offset: the inject's
-                    back = step.on_controller_clock(node_time, inject.clock_offset_s or 0.0)
-                    break
-        out.append(Window(applied, back, inject.node, inject.nic, inject.kind, fault, cycle))
-    out.sort(key=lambda w: w.applied)
-    if run_end is not None:
-        out = [w for w in out if w.applied <= run_end]
-    return out
 
 
 # --------------------------------------------------------------------------- parsing
@@ -352,7 +300,7 @@ class ParsedRun:
     """Arrival of every stdout line on the launch node (a sweep's `stdout.times`)."""
     row_times: dict[RowKey, tuple[float, float]] = field(default_factory=dict)
     """Per result row: (when its line was written on the controller clock, busbw/algbw)."""
-    windows: list[Window] = field(default_factory=list)
+    windows: list[FaultWindow] = field(default_factory=list)
     refused_values: int = 0
     """Result values not finite or negative, emptied (never averaged)."""
     evidence: list[FaultEvidence] = field(default_factory=list)
@@ -410,9 +358,13 @@ def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
     return RunOutputs(parsed, events, read_verification(stdout), transports.transport)
 
 
-def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> ParsedRun:
-    """Parse a run folder once (its output files as `outputs` says, when given); the outcome
-    is classified again when outcome.json is missing (an incomplete run keeps None)."""
+def parse_run(
+    record: runmodel.RunRecord, outputs: RunOutputs | None = None, job: JobFacts | None = None
+) -> ParsedRun:
+    """Parse a run folder once (its output files as `outputs` says, when given). The outcome
+    is outcome.json's (`decision.revisit`); without one it is decided here (`decision.decide`)
+    for a complete run, and for a run the sweep just finished (`job`: what the sweep saw of
+    it); an incomplete run's stays None."""
     if outputs is None:
         outputs = read_outputs(record)
     parsed, refused = checked_results(outputs.parsed)
@@ -423,48 +375,30 @@ def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> 
     events = outputs.log_events
     if events is None:
         events = [(runformat.EVENTS, ev) for ev in record.events()]
-    outcome = record.end.outcome if record.end else None
-    if outcome is None and record.complete:
-        found = [e for _, e in events]
-        env = {k: str(v) for k, v in record.spec.env.items()}
-        judged = classify(
-            None,
-            parsed=parsed,
-            events=found,
-            source=runformat.STDOUT,
-            event_sources=[name for name, _ in events],
-        )
-        outcome = software_fault_check(judged, env, found)
     clock = RunClock.of_record(record)
     stamps = read_times(record, runformat.STDOUT_TIMES)
     end = record.end
+    ended_at = end.ended_at if end else (job.ended_at if job else None)
     run = ParsedRun(
         record,
         parsed,
         events,
-        outcome,
+        None,
         outputs.transport,
         clock,
         stamps,
         {key_of(r): (clock.of_row(r, stamps), factor or bus_factor(r)) for r in parsed.rows},
-        fault_windows(record.faults, end.ended_at if end else None),
+        fault_windows(record.faults, ended_at),
         refused,
     )
     run.bus_factor = factor
     run.verification = outputs.verification
-    run.outcome = with_verification(run.outcome, run.verification)
     options = record.spec.options
     run.logged = logged_blocks(
         run.verification,
         (key_of(p) for p in parsed.per_iteration),
         (options.iterations if options else None) or parsed.iters,
         clock.launch_offset,
-    )
-    run.job_end = job_end(
-        end.ended_at if end else None,
-        run.outcome.status if run.outcome else None,
-        ranks_last_seen(run),
-        (w.applied for w in run.windows),
     )
     run.counter_lines = read_counter_lines(record.node_files())
     if any(w.nic for w in run.windows):
@@ -475,14 +409,28 @@ def parse_run(record: runmodel.RunRecord, outputs: RunOutputs | None = None) -> 
             run.windows,
             series,
             iterations,
-            end.ended_at if end else None,
+            ended_at,
             cap_rates(record.spec.faults or []),
             finished=run.verification is not None and run.verification.complete,
         )
-        run.traffic = iteration_traffic(
-            series, iterations, run.windows, end.ended_at if end else None
+        run.traffic = iteration_traffic(series, iterations, run.windows, ended_at)
+    if end is not None:
+        run.outcome = revisit(end.outcome, run.verification, run.evidence)
+    elif record.complete or job is not None:
+        run.outcome = decide(
+            parsed,
+            events,
+            env=record.spec.env,
+            verification=run.verification,
+            evidence=run.evidence,
+            job=job,
         )
-        run.outcome = apply_to_outcome(run.outcome, run.evidence)
+    run.job_end = job_end(
+        ended_at,
+        run.outcome.status if run.outcome else None,
+        ranks_last_seen(run),
+        (w.applied for w in run.windows),
+    )
     return run
 
 
@@ -495,32 +443,6 @@ def ranks_last_seen(run: ParsedRun) -> list[float]:
         if when is not None:
             seen.append(when[0])
     return seen
-
-
-def evidence_outcome(
-    outcome: Outcome,
-    run_dir: Path,
-    faults: list[runmodel.FaultEvent],
-    spec_faults: Iterable[Any],
-    run_end: float,
-    verification: Verification | None = None,
-    launch_node: str | None = None,
-) -> Outcome:
-    """The outcome a sweep records for a run it just finished: an ok run whose NIC faults
-    touched no traffic becomes `fault_without_effect` (the same rule `parse_run` applies,
-    from the counters collected into `run_dir` and the workload's own iteration times, without
-    parsing the run again)."""
-    windows = [w for w in fault_windows(faults, run_end) if w.nic]
-    if not windows or outcome.status is not OutcomeStatus.OK:
-        return outcome
-    offsets = {f.node: f.clock_offset_s for f in faults if f.clock_offset_s is not None}
-    series = read_series(runmodel.node_files(run_dir), lambda node: offsets.get(node, 0.0))
-    iterations = verified_iterations(verification, offsets.get(launch_node or "", 0.0))
-    finished = verification is not None and verification.complete
-    evidence = fault_evidence(
-        windows, series, iterations, run_end, cap_rates(spec_faults), finished=finished
-    )
-    return apply_to_outcome(outcome, evidence) or outcome
 
 
 def verified_iterations(verification: Verification | None, offset: float) -> Iterations:

@@ -35,11 +35,11 @@ from r2bench.analysis.parsedrun import (
     STDERR_TIMES,
     ParsedRun,
     Sample,
-    Window,
     measurement_samples,
     parse_run,
     read_times,
 )
+from r2bench.analysis.windows import FaultWindow
 from r2bench.config.r2ccl import failover_timeout_at
 from r2bench.parse.events import parse_events
 from r2bench.parse.models import EventKind, OutcomeStatus
@@ -95,7 +95,7 @@ class RunRecovery:
     failover_timeout_from: str | None = None
     """`set` (NCCL_R2CC_FAILOVER_TIMEOUT_MS) or `derived` (R-2CCL's default from the IB retry
     settings); None for a library that has no failover (stock NCCL)."""
-    windows: list[Window] = field(default_factory=list)
+    windows: list[FaultWindow] = field(default_factory=list)
     reaction: Reaction | None = None
     metrics: dict[str, Metric] = field(default_factory=dict)
 
@@ -243,7 +243,7 @@ def inputs_of(
 
 
 def _baseline(
-    samples: list[Sample], first: Window, fallback: dict[int, float] | None, fallback_note: str
+    samples: list[Sample], first: FaultWindow, fallback: dict[int, float] | None, fallback_note: str
 ) -> tuple[dict[int, float], str, str]:
     """(size -> median busbw before the fault, the sizes too thin for one, what it is)."""
     before = by_size(s for s in samples if s.end <= first.applied)

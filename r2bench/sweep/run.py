@@ -21,19 +21,19 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, TypeVar
 
-from r2bench.analysis.outcome import classify, software_fault_check
+from r2bench.analysis.decision import JobFacts
 from r2bench.analysis.parsedrun import (
     RunOutputs,
     TransportTap,
-    evidence_outcome,
     log_events,
     parse_outputs,
+    parse_run,
 )
 from r2bench.config.testbed import Testbed
 from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.parse.models import Outcome, OutcomeStatus
-from r2bench.parse.verify import read_verification, with_verification
+from r2bench.parse.verify import read_verification
 from r2bench.plan.build import RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.runfolder import runformat, runmodel
@@ -345,55 +345,47 @@ class RunExecutor:
         started: float,
         ended: float,
     ) -> Outcome:
-        """Parse, classify, write the record; COMPLETE last (not for an interrupted run)."""
+        """Parse, decide the outcome (`decision.decide`, through `parse_run`, as the tables
+        would for the same folder), write the record; COMPLETE last (not for an interrupted
+        run)."""
         path = folder.path
         stdout, stderr = path / runformat.STDOUT, path / runformat.STDERR
         result_json = path / runformat.RESULT_JSON
+        transports = TransportTap()
         parsed = parse_outputs(
             stdout if stdout.exists() else None,
             result_json if result_json.exists() else None,
             run.spec.collective,
         )
-        transports = TransportTap()
-        logs = [p for p in (stdout, stderr) if p.exists()]
-        sourced = log_events(logs, transports)
-        events = [e for _, e in sourced]
-        result = job.result if job else None
-        interrupted = self.interrupted.is_set()
-        outcome = classify(
-            result.exit_code if result else None,
-            timed_out=bool(result and result.timed_out) or (job is not None and result is None),
-            interrupted=interrupted,
-            parsed=parsed,
-            events=events,
-            source=runformat.STDOUT,
-            event_sources=[name for name, _ in sourced],
-        )
-        outcome = software_fault_check(outcome, run.spec.env, events)
+        sourced = log_events([p for p in (stdout, stderr) if p.exists()], transports)
         # a verifying workload's own account (docs/verify.md): wrong elements name iterations
         check = read_verification(stdout if stdout.exists() else None)
-        outcome = with_verification(outcome, check) or outcome
-        if driver.never_fired:
-            outcome = _unfired_outcome(outcome, driver.never_fired, job)
-        if job is None or driver.problems:
-            outcome = _harness_outcome(outcome, job, driver.problems)
-        spec_faults = [f.model_dump(mode="json") for f in run.spec.faults]
-        outcome = evidence_outcome(
-            outcome, path, driver.history, spec_faults, ended, check, run.spec.nodes[0]
-        )
-        folder.write_events(events)
+        outputs = RunOutputs(parsed, sourced, check, transports.transport)
+        folder.write_events([e for _, e in sourced])
         folder.write_faults(driver.history)
+        result = job.result if job else None
+        facts = JobFacts(
+            ended_at=ended,
+            exit_code=result.exit_code if result else None,
+            timed_out=bool(result and result.timed_out) or (job is not None and result is None),
+            interrupted=self.interrupted.is_set(),
+            launched=job is not None,
+            never_fired=tuple(driver.never_fired),
+            first_result_seen=job is not None and job.first_result.seen,
+            fault_problems=tuple(driver.problems),
+        )
+        outcome = parse_run(runmodel.load_run(path), outputs, facts).outcome
+        assert outcome is not None  # parse_run decides every run it is given JobFacts for
         folder.write_outcome(
             runmodel.RunEnd(
                 outcome=outcome,
-                exit_code=result.exit_code if result else None,
+                exit_code=facts.exit_code,
                 started_at=started,
                 ended_at=ended,
             )
         )
-        if not interrupted:
+        if not facts.interrupted:
             folder.mark_complete()
-            outputs = RunOutputs(parsed, None, check, transports.transport)
             self._keep_rows(path, outputs)
         return outcome
 
@@ -425,24 +417,3 @@ class RunExecutor:
             launch_command=run.launch.command,
             rerun_command=self.rerun_command,
         )
-
-
-def _unfired_outcome(outcome: Outcome, unfired: list[str], job: _Job | None) -> Outcome:
-    """A planned fault whose trigger never came: an ok run measured no fault; any other outcome
-    says so beside its own reason (e.g. no first result line was recognised)."""
-    seen = job is not None and job.first_result.seen
-    why = "the run ended before its trigger" + ("" if seen else " (no result line was seen)")
-    text = f"{', '.join(unfired)} never fired: {why}"
-    if outcome.status is OutcomeStatus.OK:
-        return Outcome(
-            status=OutcomeStatus.FAULT_NOT_INJECTED, reason=text, evidence=outcome.evidence
-        )
-    return outcome.model_copy(update={"reason": f"{outcome.reason}; {text}"})
-
-
-def _harness_outcome(outcome: Outcome, job: _Job | None, problems: list[str]) -> Outcome:
-    """The outcome when the harness itself had trouble (a fault not armed or not applied)."""
-    reason = "; ".join(problems)
-    if job is None:
-        return Outcome(status=OutcomeStatus.LAUNCH_FAILED, reason=f"not launched: {reason}")
-    return outcome.model_copy(update={"reason": f"{outcome.reason} (fault trouble: {reason})"})

@@ -8,7 +8,7 @@
 - `events`: one row per log event, fault step and RAS verdict
 - `runs`: one row per run folder (complete or not): outcome, reason, times, recovery metrics
 - `counters`: one row per node x NIC x counter sample (`tables.counters`)
-- `windows`: one row per fault cycle applied (`analysis.parsedrun.fault_windows`)
+- `windows`: one row per fault cycle applied (`analysis.windows.fault_windows`)
 - `provenance`: one row per provenance field of a run
 
 Every time is on the controller's clock. `build_tables(sweep_dir)` reads the tables back from

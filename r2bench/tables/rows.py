@@ -77,7 +77,7 @@ WINDOW_COLUMNS = (
     "evidence",
     *("link_back_at", "ended_by"),
 )
-"""One row per fault cycle applied, on the controller clock (`analysis.parsedrun.fault_windows`).
+"""One row per fault cycle applied, on the controller clock (`analysis.windows.fault_windows`).
 `back_at` is where the window ends: the link's return, or the job's end when that came first
 or the link never came back (`analysis.jobend`; empty when neither is known); `ended_by` says
 which (`link_back`, `job_end`) and `link_back_at` when the link came back (empty: never,

@@ -1,0 +1,107 @@
+"""A run's outcome, decided in one place.
+
+Every way a run gets its outcome goes through `decide`: the sweep when it records a run it
+just finished (through `parsedrun.parse_run`, with what only it saw of the job: `JobFacts`),
+`parse_run` for a complete run folder without outcome.json, `r2bench parse` and
+`r2bench import` for logs. The steps, in order: the logs' verdict (`outcome.classify`); an
+armed software fault that never fired (`software_fault_check`); a verifying workload's own
+account (`verify.with_verification`); the sweep's faults that never fired or could not be
+applied; the failure evidence of NIC faults (`evidence.apply_to_outcome`).
+
+A recorded outcome (outcome.json) is not decided again: `revisit` applies to it the two
+steps a folder alone can settle, the workload's account and the evidence. For a run this
+r2bench recorded that changes nothing (the sweep decided with the same evidence); a run
+recorded by an older r2bench gains what it did not know then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from r2bench.analysis.evidence import FaultEvidence, apply_to_outcome
+from r2bench.analysis.outcome import classify, software_fault_check
+from r2bench.parse.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
+from r2bench.parse.verify import Verification, with_verification
+from r2bench.runfolder import runformat
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the sweep saw of a job that the run folder's files do not say."""
+
+    ended_at: float
+    """When the launcher returned (epoch s, controller clock)."""
+    exit_code: int | None = None
+    timed_out: bool = False
+    interrupted: bool = False
+    launched: bool = True
+    never_fired: tuple[str, ...] = ()
+    """Faults whose trigger never came."""
+    first_result_seen: bool = False
+    """Whether the job printed a result line the fault driver recognised."""
+    fault_problems: tuple[str, ...] = ()
+    """Faults that could not be armed or applied."""
+
+
+def decide(
+    parsed: ParsedNcclTests,
+    events: Sequence[tuple[str, Event]],
+    *,
+    env: Mapping[str, object] | None = None,
+    verification: Verification | None = None,
+    evidence: Sequence[FaultEvidence] = (),
+    job: JobFacts | None = None,
+) -> Outcome:
+    """The outcome of one run from what its logs say (`events`: (source file, event)), its
+    environment, the verifying workload's account, the NIC faults' evidence and, for a run
+    the sweep just finished, what the sweep saw of its job."""
+    found = [event for _, event in events]
+    outcome = classify(
+        job.exit_code if job else None,
+        timed_out=bool(job and job.timed_out),
+        interrupted=bool(job and job.interrupted),
+        parsed=parsed,
+        events=found,
+        source=runformat.STDOUT,
+        event_sources=[source for source, _ in events],
+    )
+    outcome = software_fault_check(outcome, {k: str(v) for k, v in (env or {}).items()}, found)
+    outcome = with_verification(outcome, verification) or outcome
+    if job is not None and job.never_fired:
+        outcome = _unfired_outcome(outcome, job)
+    if job is not None and (not job.launched or job.fault_problems):
+        outcome = _harness_outcome(outcome, job)
+    return apply_to_outcome(outcome, evidence) or outcome
+
+
+def revisit(
+    recorded: Outcome, verification: Verification | None, evidence: Sequence[FaultEvidence]
+) -> Outcome:
+    """A recorded outcome with the workload's account and the NIC faults' evidence applied
+    (both leave an outcome that already has them as it is)."""
+    outcome = with_verification(recorded, verification) or recorded
+    return apply_to_outcome(outcome, evidence) or outcome
+
+
+def _unfired_outcome(outcome: Outcome, job: JobFacts) -> Outcome:
+    """A planned fault whose trigger never came: an ok run measured no fault; any other outcome
+    says so beside its own reason (e.g. no first result line was recognised)."""
+    why = "the run ended before its trigger" + (
+        "" if job.first_result_seen else " (no result line was seen)"
+    )
+    text = f"{', '.join(job.never_fired)} never fired: {why}"
+    if outcome.status is OutcomeStatus.OK:
+        return Outcome(
+            status=OutcomeStatus.FAULT_NOT_INJECTED, reason=text, evidence=outcome.evidence
+        )
+    return outcome.model_copy(update={"reason": f"{outcome.reason}; {text}"})
+
+
+def _harness_outcome(outcome: Outcome, job: JobFacts) -> Outcome:
+    """The outcome when the harness itself had trouble (not launched, or a fault not armed or
+    not applied)."""
+    reason = "; ".join(job.fault_problems)
+    if not job.launched:
+        return Outcome(status=OutcomeStatus.LAUNCH_FAILED, reason=f"not launched: {reason}")
+    return outcome.model_copy(update={"reason": f"{outcome.reason} (fault trouble: {reason})"})
