@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
-from r2bench.cli import WORKFLOW_ORDER, app, cli
+from r2bench.cli import COMMANDS, app, cli
 
 RUNNER = CliRunner()
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
@@ -26,10 +28,9 @@ def _commands() -> list[list[str]]:
 
 
 def test_commands_are_listed_in_workflow_order() -> None:
-    names = cli().list_commands(None)
-    assert names[: len(WORKFLOW_ORDER)] == list(WORKFLOW_ORDER)
+    assert cli().list_commands(None) == list(COMMANDS)
     text = RUNNER.invoke(app, ["--help"], env=ENV).output
-    positions = [text.index(f"│ {name} ") for name in WORKFLOW_ORDER]
+    positions = [text.index(f"│ {name} ") for name in COMMANDS]
     assert positions == sorted(positions)
 
 
@@ -88,10 +89,36 @@ def test_every_command_is_described_by_one_whole_sentence_at_80_columns() -> Non
     breaks: a summary must be one short sentence, or the list breaks mid-sentence."""
     text = RUNNER.invoke(app, ["--help"], env={**ENV, "COLUMNS": "80"}).output
     rows = _command_lines(text)
-    assert list(rows) == list(WORKFLOW_ORDER)
+    assert list(rows) == list(COMMANDS)
     for name, lines in rows.items():
         assert len(lines) == 1, f"{name}: description broken over lines: {lines}"
         sentence = lines[0]
         assert sentence[:1].isupper() and sentence.endswith("."), f"{name}: {sentence!r}"
         own = RUNNER.invoke(app, [name, "--help"], env={**ENV, "COLUMNS": "80"}).output
         assert sentence.rstrip(".") in " ".join(own.split()) or name == "figures", name
+
+
+_HELP_WITHOUT_REPORT_EXTRA = """
+import sys
+for name in ("pandas", "pyarrow", "plotly"):
+    sys.modules[name] = None  # as if not installed
+from typer.testing import CliRunner
+from r2bench.cli import COMMANDS, app
+for name in COMMANDS:
+    result = CliRunner().invoke(app, [name, "--help"])
+    assert result.exit_code == 0, (name, result.output, result.exception)
+print("ok")
+"""
+
+
+def test_every_command_help_works_without_the_report_extra() -> None:
+    """A command's module is imported for its --help: none may need pandas, pyarrow or plotly
+    at import (the report extra is imported in a command's body, after the check naming it)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _HELP_WITHOUT_REPORT_EXTRA],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

@@ -28,7 +28,7 @@ COMMAND_LAYER = ("r2bench.entry", "r2bench.cli", "r2bench.commands")
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("r2bench", "errors", "safeio", "textsafe", "resources", "extras", "markup", "shellwords"),
     ("config",),
-    ("nodes", "launch", "virtual", "cloudlab", "workloads"),
+    ("nodes", "launch", "workloads"),
     ("faults", "doctor", "testbeds"),
     ("plan",),
     ("parse",),
@@ -298,8 +298,21 @@ def test_version_is_answered_before_the_command_tree_is_imported() -> None:
     assert not [m for m in modules if _within(m, ("typer", "rich", "click", "r2bench.cli"))]
 
 
-def test_a_command_group_is_loaded_when_it_is_called() -> None:
-    """The check above can fail: `testbed --help` does load the virtual testbed and ssh."""
+def test_help_imports_no_command_module() -> None:
+    """`r2bench --help` shows the command table's lines: no command's module is imported."""
+    code, modules = _modules_loaded_by("--help")
+    assert code in (0, None)
+    loaded = {m for m in modules if _within(m, ("r2bench.commands",))}
+    assert loaded <= {"r2bench.commands", "r2bench.commands.failures"}, loaded
+
+
+def test_a_command_is_loaded_when_it_is_called() -> None:
+    """The checks above can fail: `testbed --help` loads the virtual testbed, `doctor --help`
+    ssh; a command loads its own module and no other command's."""
     code, modules = _modules_loaded_by("testbed", "--help")
     assert code in (0, None)
-    assert "r2bench.testbeds.virtual.lifecycle" in modules and "paramiko" in modules
+    assert "r2bench.testbeds.virtual.lifecycle" in modules
+    code, modules = _modules_loaded_by("doctor", "--help")
+    assert code in (0, None)
+    assert "r2bench.commands.doctor" in modules and "paramiko" in modules
+    assert not {"r2bench.commands.testbed", "r2bench.commands.sweep"} & set(modules)

@@ -6,20 +6,27 @@ is up, and otherwise says that it is not up and how to bring it up.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
+from r2bench.commands.options import EmbeddedTestbedOpt
 from r2bench.config.load import load_testbed
 from r2bench.doctor.checks import failed
 from r2bench.doctor.render import print_report, results_json
 from r2bench.doctor.run import diagnose
-from r2bench.errors import ExitCode
+from r2bench.errors import ExitCode, InputError
+from r2bench.nodes import NodePool
 from r2bench.sweep.embedded import EMBEDDED_NAME
+from r2bench.testbeds.discover import discover, header_of
 from r2bench.testbeds.virtual.hold import live_holder
 from r2bench.testbeds.virtual.layout import default_state_dir
 from r2bench.testbeds.virtual.statedir import StatePaths
+from r2bench.testbeds.yamlio import testbed_text, write_text_atomic
 
 EMBEDDED_NAMES = (EMBEDDED_NAME, f"{EMBEDDED_NAME}gpu")
 """The embedded testbeds a sweep with no -t brings up: the CPU one and the `--gpus` one."""
@@ -78,3 +85,76 @@ def _doctor_one(path: Path, json_out: bool, console: Console, embedded: bool = F
     else:
         print_report(model, results, console)
     return ExitCode.FAILED if failed(results) else ExitCode.OK
+
+
+def discover_command(
+    path: Path, dry_run: bool, console: Console | None = None, pool: NodePool | None = None
+) -> int:
+    """Discover, show the diff, write back. 0 done, 1 some node could not be asked."""
+    console = console or Console()
+    testbed = load_testbed(path)
+    own = pool is None
+    pool = pool or NodePool.from_testbed(testbed)
+    try:
+        merged, errors = discover(testbed, pool)
+    finally:
+        if own:
+            pool.close()
+    header = header_of(path.read_text())
+    before = testbed_text(testbed, header)
+    after = testbed_text(merged, header)
+    diff = list(difflib.unified_diff(before.splitlines(keepends=True),
+                                     after.splitlines(keepends=True),
+                                     f"{path} (before)", f"{path} (discovered)"))  # fmt: skip
+    for name, error in errors.items():
+        console.print(f"{name}: not discovered: {error}", markup=False, highlight=False)
+    if merged == testbed or not diff:
+        console.print(f"{path}: nothing to change")
+    else:
+        console.print("".join(diff), markup=False, highlight=False, end="")
+        if dry_run:
+            console.print("--dry-run: nothing written")
+        else:
+            write_text_atomic(path, after)
+            console.print(f"wrote {path}")
+    return ExitCode.FAILED if errors else ExitCode.OK
+
+
+def command(
+    testbed: EmbeddedTestbedOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+    discover: Annotated[
+        bool,
+        typer.Option(
+            "--discover",
+            help="Fill in GPUs, RDMA devices, ports, netdevs, link layers and the management "
+            "NIC from the nodes; show the diff and write the testbed file back.",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --discover: show the diff, write nothing.")
+    ] = False,
+) -> None:
+    """Check that every node of a testbed is ready for a sweep.
+
+    Per node: reachable, same OS/driver/MPI, GPUs and NICs present and up, passwordless ssh
+    between nodes, clocks in sync, builds present, no stray workload or active fault. Each
+    failed check says how to fix it; processes and faults of a sweep that holds the testbed
+    are named as that sweep's (wait for it), not as strays to kill.
+
+    With no --testbed it checks the embedded virtual testbed when it is up, and otherwise says
+    how to bring it up (`r2bench sweep` brings it up, and runs doctor, by itself).
+
+    Exit codes: 0 all checks passed (warnings allowed), 1 a check failed or (no --testbed) the
+    embedded testbed is not up, 2 invalid testbed file. With --discover: 0 written (or nothing
+    to change), 1 a node could not be asked.
+
+    Example: [bold]r2bench doctor -t experiments/testbeds/virtual-example.yaml[/]
+    """
+    if discover:
+        if testbed is None:
+            raise InputError("--discover needs the testbed file to fill in: -t TESTBED.yaml")
+        raise typer.Exit(discover_command(testbed, dry_run))
+
+    code = doctor_command(testbed, as_json)
+    raise typer.Exit(code)

@@ -14,7 +14,7 @@ from r2bench.errors import ExitCode
 VERDICT_STYLE = {"holds": "green", "does not hold": "bold red", "not tested": "yellow"}
 
 
-def figures_command(
+def command(
     sweeps: Annotated[
         list[Path], typer.Argument(help="Sweep folders (results/<sweep>).", show_default=False)
     ],

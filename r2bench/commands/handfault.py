@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Annotated
 
+import typer
 import yaml
 from rich.console import Console
 
+from r2bench.commands.options import TestbedOpt
 from r2bench.config.errors import ConfigError, ConfigIssue
 from r2bench.config.experiment import Experiment
 from r2bench.config.load import load_testbed
@@ -148,3 +152,49 @@ def fault_command(testbed_file: Path, fault: ManualFault, action: str, console: 
             f"(or wait {step.lease_s:g} s: the node reverts by itself)"
         )
     return ExitCode.OK if result.ok else ExitCode.FAILED
+
+
+def fault_by_hand(action: str) -> Callable[..., None]:
+    def command(
+        kind: Annotated[
+            str,
+            typer.Argument(
+                help="Fault kind: ib_port_down, link_down, route_drop, bandwidth_cap, flow_drop."
+            ),
+        ],
+        node: Annotated[str, typer.Argument(help="Node name in the testbed.")],
+        nic: Annotated[str, typer.Argument(help="NIC name of that node.")],
+        testbed: TestbedOpt,
+        param: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--param",
+                "-p",
+                help="KEY=VALUE kind setting (e.g. rate=1gbit); repeatable.",
+                metavar="KEY=VALUE",
+            ),
+        ] = None,
+        lease_s: Annotated[
+            float,
+            typer.Option(
+                "--lease-s",
+                help="The node reverts by itself after this many seconds.",
+                metavar="SECONDS",
+                min=1,
+                max=86400,
+            ),
+        ] = 300.0,
+    ) -> None:
+        console = Console(stderr=True)
+        params = dict(p.split("=", 1) for p in param or [] if "=" in p)
+        fault = ManualFault(kind, node, nic, params, lease_s)
+        raise typer.Exit(fault_command(testbed, fault, action, console))
+
+    verb = "Inject" if action == "inject" else "Revert"
+    command.__doc__ = (
+        f"{verb} one fault by hand, with a sweep's safety checks.\n\n"
+        "The same interlocks as an experiment file: never the management NIC, the bootstrap "
+        "interface or the controller's path.\n\n"
+        f"Example: [bold]r2bench {action} link_down node1 nic1 -t testbed.yaml[/]"
+    )
+    return command

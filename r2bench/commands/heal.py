@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from r2bench.commands.options import TestbedOpt
 from r2bench.config.load import load_testbed
 from r2bench.errors import ExitCode
 from r2bench.nodes import NodeError, NodePool
@@ -78,3 +80,13 @@ def heal_command(testbed_file: Path, console: Console | None = None) -> int:
         clean = clean and report.clean
     console.print(table)
     return ExitCode.OK if clean else ExitCode.FAILED
+
+
+def command(testbed: TestbedOpt) -> None:
+    """Revert every r2bench fault still active on a testbed.
+
+    Says what was found and reverted per node. Exit 0 when every node is clean, 1 otherwise.
+
+    Example: [bold]r2bench heal -t experiments/testbeds/dgx-h100-2node.yaml[/]
+    """
+    raise typer.Exit(heal_command(testbed, Console()))

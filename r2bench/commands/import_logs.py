@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
@@ -77,3 +79,31 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
         except MissingExtra as exc:
             errors.print(Text(printable(f"note: tables not written: {exc}")), style="yellow")
     return ExitCode.OK
+
+
+def command(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder of existing nccl-tests logs.", show_default=False, metavar="DIR"
+        ),
+    ],
+    sweep: Annotated[
+        str | None,
+        typer.Option("--sweep", help="Sweep name (default: the folder's name).", metavar="NAME"),
+    ] = None,
+    results: Annotated[Path, typer.Option("--results", help="Results root.", metavar="DIR")] = Path(
+        "results"
+    ),
+) -> None:
+    """Turn a folder of nccl-tests logs into a results sweep.
+
+    Text and/or -J JSON logs, paired by the text's `Writing JSON output to` line, else by file
+    stem, become one run folder per run (a log holding several runs gives several), so
+    `r2bench report` works on them.
+
+    Exit codes: 0 imported, 2 DIR is not a folder.
+
+    Example: [bold]r2bench import ~/nccl-logs --sweep h200-logs && r2bench report results/h200-logs[/]
+    """
+    raise typer.Exit(import_command(directory, sweep, results))

@@ -14,8 +14,9 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -339,3 +340,34 @@ def _verifications(path: Path, runs: list[ParsedNcclTests]) -> list[Verification
     ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
     with path.open("rb") as handle:
         return verifications(handle, ranges)
+
+
+def command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="nccl-tests text or -J JSON outputs, NCCL logs, or a sweep's run folder "
+            "(`-`: standard input).",
+            show_default=False,
+            metavar="PATH...",
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per file (JSON Lines).")
+    ] = False,
+) -> None:
+    """Parse nccl-tests outputs and NCCL/R2CC logs into results.
+
+    Result rows, typed events and the run's outcome (ok, wrong_results, crashed, timeout,
+    launch_failed...) with the lines that justify it. A run folder of a sweep (or several of
+    its own files) is read as one run: stdout, stderr, the -J results, its spec and the
+    outcome the sweep recorded. What the input does not say (no collective named, no library
+    version printed) is said in words, not guessed.
+
+    Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
+    nccl-tests output, 2 a file could not be read.
+
+    Example: [bold]r2bench parse all_reduce_perf.log --json[/] (or a run folder:
+    [bold]r2bench parse results/quickstart/RUN_ID[/])
+    """
+    raise typer.Exit(parse_command(files, as_json))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
@@ -81,3 +84,48 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
         for path in result.paths:
             console.print(Text(printable(f"figure: {path}")))
     return ExitCode.OK
+
+
+class FigureFormat(str, Enum):
+    """Static figure formats of `report --format`."""
+
+    png = "png"
+    svg = "svg"
+    pdf = "pdf"
+
+
+def command(
+    sweep_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A sweep folder, e.g. results/my-sweep.", show_default=False, metavar="SWEEP_DIR"
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="HTML file (default: SWEEP_DIR/report.html).", metavar="FILE"
+        ),
+    ] = None,
+    fmt: Annotated[
+        FigureFormat | None,
+        typer.Option("--format", help="Also write each figure as a static file."),
+    ] = None,
+) -> None:
+    """Rebuild a sweep's tables and write its HTML report.
+
+    The tables (Parquet + CSV) and one self-contained HTML report that works offline. It opens
+    with the answer: per library and mode under each fault scenario, what happened (survived,
+    crashed, hung, wrong results), detection and stall, busbw after vs before the fault, one
+    sentence a row. Then the outcome matrix, busbw vs size per series (runs that share
+    collective, library and version, R2CC_MODE, transport, ranks, GPUs, nodes and NCCL_*
+    settings) with spread over repeats, overhead vs a named no-fault baseline (shown as
+    overhead only outside the run-to-run spread), timelines with fault windows shaded and R2CC
+    events marked, NIC traffic, and last every run and the provenance.
+
+    Exit codes: 0 written (if a static --format cannot be exported, the HTML is still written and
+    a warning says why), 2 missing sweep folder, unknown format or unwritable output.
+
+    Example: [bold]r2bench report results/quickstart --format png[/]
+    """
+    raise typer.Exit(report_command(sweep_dir, out, fmt.value if fmt else None))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
+from r2bench.commands.options import ExperimentArg, TestbedOpt
 from r2bench.errors import ExitCode
 from r2bench.plan.build import load_inputs
 from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
@@ -55,3 +58,49 @@ def setup_command(
     console.print(summary(results, time.monotonic() - started), highlight=False)
     failed = any(result.status is Status.FAILED for result in results)
     return ExitCode.FAILED if failed else ExitCode.OK
+
+
+def command(
+    experiment: ExperimentArg,
+    testbed: TestbedOpt,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rebuild even when nothing changed.")
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Parallel make jobs (default: cores).", metavar="N"),
+    ] = None,
+    recipes: Annotated[
+        Path | None,
+        typer.Option("--recipes", help="Folder of recipe YAMLs (default: plugin/).", metavar="DIR"),
+    ] = None,
+    log_dir: Annotated[
+        Path | None,
+        typer.Option("--log-dir", help="Build logs (default: results/setup).", metavar="DIR"),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Seconds allowed per build step.", metavar="SECONDS"),
+    ] = None,
+) -> None:
+    """Build what an experiment needs on every node, cached.
+
+    Fetches and builds the library under test and the benchmark (nccl-tests) on every node in
+    parallel; an unchanged second setup does nothing and says so. `r2bench sweep` runs it
+    itself.
+
+    Exit codes: 0 built or up to date, 1 a build failed on some node (its first compiler error,
+    the known cause and the log path are shown), 2 invalid experiment or testbed file.
+
+    Example: [bold]r2bench setup experiments/quickstart.yaml -t experiments/testbeds/virtual-example.yaml[/]
+    """
+    code = setup_command(
+        experiment,
+        testbed,
+        force,
+        jobs,
+        recipes=recipes,
+        log_dir=log_dir,
+        build_timeout_s=timeout,
+    )
+    raise typer.Exit(code)

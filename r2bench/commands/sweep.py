@@ -11,21 +11,124 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import signal
 import sys
-import tempfile
 import threading
 from contextlib import suppress
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
+from r2bench.commands.options import ExperimentArg
+from r2bench.commands.plan import embedded_note, plan_of
 from r2bench.errors import ExitCode
-from r2bench.plan.build import load_inputs, make_plan, read_experiment
-from r2bench.plan.model import Plan
 from r2bench.plan.render import print_plan
 from r2bench.runfolder.store import RunStore
-from r2bench.sweep.embedded import embedded_description
 from r2bench.sweep.orchestrate import SweepOptions, run_sweep
+
+SWEEP_HELP = """Run an experiment end to end and write its report.
+
+Plan, doctor, setup (cached), then every run (preflight, launch, faults in flight, deadline, revert and verify, collect, record), a final heal, the tables and the HTML report. `--dry-run` (or `r2bench plan EXP.yaml --commands`) shows the plan and runs nothing.
+
+With no --testbed it runs on the embedded virtual testbed (2 nodes x 4 data NICs, each capped at 250 Mbit/s, in network namespaces; needs root): brought up if needed, taken down at the end unless --keep-testbed. One sweep at a time holds it: a second one refuses at once, naming the holder (pid, results folder, since when), or with --wait-testbed waits for it; it never shares it.
+
+Running it again resumes: complete runs are skipped, incomplete ones redone; --rerun failed also redoes runs whose outcome was not ok. Ctrl-C reverts the current run's faults, stops its job on every node, marks it interrupted and writes the tables.
+
+Exit codes: 0 every run ended (whatever its outcome), 1 some run could not be carried out (doctor or setup failed, node lost, revert failed), 2 bad input (or the embedded testbed held by another sweep), 130 interrupted.
+
+Example: [bold]r2bench sweep experiments/quickstart.yaml[/] """
+
+
+def command(
+    experiment: ExperimentArg,
+    testbed: Annotated[
+        Path | None,
+        typer.Option(
+            "--testbed",
+            "-t",
+            help="Testbed YAML (default: the embedded virtual one).",
+            show_default=False,
+            metavar="TESTBED.yaml",
+        ),
+    ] = None,
+    results: Annotated[
+        Path, typer.Option("--results", help="Results root folder.", metavar="DIR")
+    ] = Path("results"),
+    rerun: Annotated[
+        str | None,
+        typer.Option(
+            "--rerun", help="`failed`: redo complete runs that were not ok.", metavar="failed"
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="One line per run (CI logs).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only show the plan (`r2bench plan --commands`).")
+    ] = False,
+    keep_testbed: Annotated[
+        bool,
+        typer.Option(
+            "--keep-testbed",
+            help="Leave the embedded testbed up (its testbed file stays, for -t and doctor).",
+        ),
+    ] = False,
+    wait_testbed: Annotated[
+        float,
+        typer.Option(
+            "--wait-testbed",
+            help="While another sweep holds the embedded testbed, wait up to this long for "
+            "it (default: refuse at once, naming it).",
+            metavar="SECONDS",
+            min=0,
+            show_default=False,
+        ),
+    ] = 0.0,
+    skip_setup: Annotated[
+        bool, typer.Option("--skip-setup", help="Do not build (the nodes already have it).")
+    ] = False,
+    skip_doctor: Annotated[
+        bool,
+        typer.Option(
+            "--skip-doctor", help="Do not stop on failed doctor checks (runs may be skewed)."
+        ),
+    ] = False,
+    recipes: Annotated[
+        Path | None,
+        typer.Option(
+            "--recipes",
+            help="Folder of recipe YAMLs (default: plugin/), e.g. recipes whose git URLs point "
+            "at local mirrors on an offline host.",
+            metavar="DIR",
+        ),
+    ] = None,
+) -> None:
+    console = Console(stderr=True)
+    if rerun not in (None, "failed"):
+        console.print(f"--rerun takes `failed`, not {rerun!r}", style="red")
+        raise typer.Exit(ExitCode.USAGE)
+    options = SweepOptions(
+        experiment,
+        testbed,
+        results,
+        rerun == "failed",
+        quiet,
+        keep_testbed,
+        skip_setup,
+        skip_doctor,
+        recipes,
+        wait_testbed,
+    )
+    # The sweep handles Ctrl-C itself while it runs (r2bench.sweep.interrupts). Before its
+    # handler is in place and after it is gone, Ctrl-C is ignored, so the process never dies of
+    # a KeyboardInterrupt half-way through its clean-up or its exit.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise typer.Exit(show_plan(options) if dry_run else sweep_command(options, console))
+
+
+command.__doc__ = SWEEP_HELP  # its help: paragraphs written out, not reflowed from a docstring
 
 
 class TablesAndReport:
@@ -74,34 +177,7 @@ def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     return run_sweep(options, TablesAndReport(), console or Console(stderr=True))
 
 
-EMBEDDED_LABEL = (
-    "the embedded virtual testbed {name} that `r2bench sweep` brings up ({description})"
-)
-"""What a plan made with no -t names as its testbed file (the description is not kept)."""
-
-
-def plan_of(experiment: Path, testbed: Path | None, recipe_dirs: list[Path] | None = None) -> Plan:
-    """The plan of an experiment on a testbed file, or with no testbed on the embedded one as
-    `sweep` would bring it up (described from the experiment's `virtual_testbed` section;
-    nothing is brought up)."""
-    if testbed is not None:
-        return make_plan(load_inputs(experiment, testbed, recipe_dirs))
-    loaded = read_experiment(experiment)
-    with tempfile.TemporaryDirectory() as tmp:
-        description = embedded_description(Path(tmp), loaded.experiment.virtual_testbed)
-        inputs = load_inputs(loaded, description, recipe_dirs)
-        plan = make_plan(inputs)
-    shape = inputs.testbed.description.removeprefix("virtual testbed: ")
-    label = EMBEDDED_LABEL.format(name=plan.testbed, description=shape)
-    return plan.model_copy(update={"testbed_file": label})
-
-
-def embedded_note(plan: Plan) -> str:
-    """The line that says a plan made with no -t is of the embedded testbed, and its shape."""
-    return f"testbed: {plan.testbed_file} (plan brings nothing up; -t TESTBED.yaml plans on yours)"
-
-
-def dry_run(options: SweepOptions) -> int:
+def show_plan(options: SweepOptions) -> int:
     """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it (with no testbed
     given: the embedded one as it would be brought up; nothing is brought up)."""
     plan = plan_of(options.experiment, options.testbed, options.recipe_dirs)

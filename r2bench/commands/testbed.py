@@ -9,10 +9,8 @@ one in from its nodes (r2bench.testbeds.discover).
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
-import sys
 import time
 from enum import Enum
 from pathlib import Path
@@ -22,12 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from r2bench.config.load import load_testbed
-from r2bench.errors import ExitCode, InputError
-from r2bench.nodes import NodePool
-from r2bench.safeio import MANIFEST_LIMIT, read_bytes_bounded, read_stream_bounded
-from r2bench.testbeds.cloudlab.manifest import ManifestError, manifest_testbed
-from r2bench.testbeds.discover import discover, header_of
+from r2bench.errors import InputError
 from r2bench.testbeds.slurm import slurm_testbed
 from r2bench.testbeds.virtual.hold import HeldError, live_holder
 from r2bench.testbeds.virtual.layout import (
@@ -40,15 +33,10 @@ from r2bench.testbeds.virtual.lifecycle import up
 from r2bench.testbeds.virtual.runner import CommandError
 from r2bench.testbeds.virtual.status import known_testbeds, read_status
 from r2bench.testbeds.virtual.teardown import TestbedError, teardown
-from r2bench.testbeds.yamlio import (
-    comment_header,
-    testbed_text,
-    write_testbed,
-    write_text_atomic,
-)
+from r2bench.testbeds.yamlio import comment_header, write_testbed
 from r2bench.textsafe import printable
 
-testbed_app = typer.Typer(
+command = typer.Typer(
     help="Create, remove and inspect virtual testbeds (network namespaces on this host).",
     no_args_is_help=True,
 )
@@ -80,7 +68,7 @@ class TestbedKind(str, Enum):
     virtual = "virtual"
 
 
-@testbed_app.command("up")
+@command.command("up")
 def up_command(
     kind: Annotated[
         TestbedKind,
@@ -142,7 +130,7 @@ def up_command(
     typer.echo(str(result.testbed_yaml))
 
 
-@testbed_app.command("down")
+@command.command("down")
 def down_command(
     name: Annotated[str, typer.Argument(help="Testbed name.")],
     state_dir: StateDirOption = None,
@@ -218,7 +206,7 @@ def _print_status(console: Console, status: dict[str, Any]) -> None:
         console.print(f"data NICs capped at {status['rate']} both ways (tbf {SHAPING_HANDLE})")
 
 
-@testbed_app.command("status")
+@command.command("status")
 def status_command(
     name: Annotated[str | None, typer.Argument(help="Testbed name (default: all known).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -246,7 +234,7 @@ NICs (RDMA devices, netdevs, link layers, the management interface) are not in S
 environment: run `r2bench doctor --discover -t {out}` inside the allocation to add them."""
 
 
-@testbed_app.command("from-slurm")
+@command.command("from-slurm")
 def from_slurm_command(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Testbed YAML to write (default: stdout).")
@@ -274,102 +262,3 @@ def from_slurm_command(
             highlight=False,
             soft_wrap=True,
         )
-
-
-cloudlab_app = typer.Typer(
-    no_args_is_help=True,
-    help="CloudLab experiments: turn a manifest into a testbed file.",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-CLOUDLAB_HEADER = """\
-Made by `r2bench cloudlab testbed` from {source}.
-GPUs, RDMA devices, kernel interface names and link layers are not in a manifest: run
-  r2bench doctor --discover -t {out}
-to fill them in from the nodes (it shows the diff and writes this file back)."""
-
-
-def read_manifest(source: str) -> str:
-    """The manifest's text from a path, or stdin for `-`: a regular file or stream of at most
-    MANIFEST_LIMIT bytes (InputRefused otherwise), UTF-8 (UnicodeDecodeError otherwise)."""
-    if source == "-":
-        data = read_stream_bounded(sys.stdin.buffer, MANIFEST_LIMIT, "the manifest", "stdin")
-    else:
-        data = read_bytes_bounded(Path(source), MANIFEST_LIMIT, "the manifest")
-    return data.decode("utf-8")
-
-
-@cloudlab_app.command("testbed")
-def testbed_command(
-    manifest: Annotated[
-        str, typer.Argument(help="Manifest RSpec file, or - for stdin (`geni-get manifest`).")
-    ],
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Testbed YAML to write (default: stdout).")
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="Testbed name (default: the experiment's).")
-    ] = None,
-    user: Annotated[
-        str | None,
-        typer.Option("--user", "-u", help="Login user (default: the first login listed)."),
-    ] = None,
-) -> None:
-    """Write a testbed file from a CloudLab manifest: nodes with their login host, user and
-    port, the control network as the management NIC, and one NIC per experiment LAN.
-
-    Exit codes: 0 written, 2 the manifest cannot be read or is not a usable manifest
-    (malformed, truncated, a request RSpec, nodes without logins).
-
-    Example: [bold]r2bench cloudlab testbed manifest.xml -o testbed.yaml[/] (or pipe `geni-get manifest` into `r2bench cloudlab testbed -`)
-    """
-    err = Console(stderr=True)
-    label = "stdin" if manifest == "-" else manifest
-    try:
-        text = read_manifest(manifest)  # InputRefused names the file itself
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputError(f"{label}: cannot read the manifest: {reason}") from exc
-    try:
-        testbed = manifest_testbed(text, name=name, user=user)
-    except ManifestError as exc:
-        raise ManifestError(f"{label}: {exc}") from exc
-    header = comment_header(CLOUDLAB_HEADER, source=label, out=out or "TESTBED.yaml")
-    write_testbed(testbed, out, header)
-    if out is not None:
-        names = ", ".join(node.name for node in testbed.nodes)
-        wrote = printable(f"wrote {out}: {len(testbed.nodes)} node(s) ({names})")
-        err.print(wrote, markup=False, highlight=False, soft_wrap=True)
-
-
-def discover_command(
-    path: Path, dry_run: bool, console: Console | None = None, pool: NodePool | None = None
-) -> int:
-    """Discover, show the diff, write back. 0 done, 1 some node could not be asked."""
-    console = console or Console()
-    testbed = load_testbed(path)
-    own = pool is None
-    pool = pool or NodePool.from_testbed(testbed)
-    try:
-        merged, errors = discover(testbed, pool)
-    finally:
-        if own:
-            pool.close()
-    header = header_of(path.read_text())
-    before = testbed_text(testbed, header)
-    after = testbed_text(merged, header)
-    diff = list(difflib.unified_diff(before.splitlines(keepends=True),
-                                     after.splitlines(keepends=True),
-                                     f"{path} (before)", f"{path} (discovered)"))  # fmt: skip
-    for name, error in errors.items():
-        console.print(f"{name}: not discovered: {error}", markup=False, highlight=False)
-    if merged == testbed or not diff:
-        console.print(f"{path}: nothing to change")
-    else:
-        console.print("".join(diff), markup=False, highlight=False, end="")
-        if dry_run:
-            console.print("--dry-run: nothing written")
-        else:
-            write_text_atomic(path, after)
-            console.print(f"wrote {path}")
-    return ExitCode.FAILED if errors else ExitCode.OK

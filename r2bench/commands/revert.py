@@ -1,0 +1,8 @@
+"""`r2bench revert KIND NODE NIC -t TESTBED.yaml`: revert one fault by hand (`handfault.py`: the same
+interlocks, tag and lease as a fault of an experiment file)."""
+
+from __future__ import annotations
+
+from r2bench.commands.handfault import fault_by_hand
+
+command = fault_by_hand("revert")
