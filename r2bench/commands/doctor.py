@@ -1,7 +1,9 @@
 """`r2bench doctor`: check every node of a testbed, print the table or JSON; exit 1 on failure.
 
 With no testbed file it checks the embedded virtual testbed (`r2bench sweep`'s default) when it
-is up, and otherwise says that it is not up and how to bring it up.
+is up, and otherwise says that it is not up and how to bring it up. `--discover` fills the
+testbed file in from its nodes instead (`r2bench.testbeds.discover`), shows the diff and
+writes it back.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`r2bench heal`, `r2bench inject` and `r2bench revert`: faults by hand, with the sweep's
-interlocks.
+"""A fault by hand, with the sweep's interlocks: what `r2bench inject` and `r2bench revert`
+share (their options, `fault_by_hand`; the fault's planning; running it on its node).
 
 A hand-made fault is written as a one-fault experiment and planned like any other, so it
 passes the very checks an experiment file does (the management NIC, the bootstrap interface,

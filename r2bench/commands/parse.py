@@ -1,7 +1,9 @@
-"""The functions behind `r2bench parse`, `r2bench import` and `r2bench report`.
+"""`r2bench parse`: nccl-tests outputs, NCCL/R2CC logs or a sweep's run folder, read into
+result rows, events and an outcome (a table, or JSON Lines).
 
-Each returns the process exit code: 0 done, 1 (`parse`) an input that is not nccl-tests
-output, 2 a path that cannot be read (or a bad option).
+`parse_command` returns the process exit code: 0 done, 1 an input that is not nccl-tests
+output, 2 a path that cannot be read. `parse_file` reads one file (benchmarks/bench_logs.py
+times it).
 """
 
 from __future__ import annotations

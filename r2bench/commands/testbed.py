@@ -1,10 +1,10 @@
-"""`r2bench testbed up|down|status|from-slurm`, `r2bench cloudlab testbed` and
-`r2bench doctor --discover`: the commands that make, remove, show or fill in testbeds.
+"""`r2bench testbed up|down|status|from-slurm`: the commands that make, remove and show
+testbeds.
 
 `up`, `down` and `status` drive the virtual testbed (network namespaces on this host,
-r2bench.testbeds.virtual); `from-slurm` writes a testbed of a Slurm allocation (r2bench.testbeds.slurm);
-`cloudlab testbed` one from a CloudLab manifest (r2bench.testbeds.cloudlab.manifest); `--discover` fills
-one in from its nodes (r2bench.testbeds.discover).
+`r2bench.testbeds.virtual`); `from-slurm` writes a testbed of a Slurm allocation
+(`r2bench.testbeds.slurm`). `r2bench cloudlab testbed` is `cloudlab.py`; `r2bench doctor
+--discover` is in `doctor.py`.
 """
 
 from __future__ import annotations

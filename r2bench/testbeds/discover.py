@@ -9,7 +9,7 @@ One bash script per node (one round trip) prints tagged lines (the netdev of an 
 with RDMA -> roce, no RDMA -> eth), names NICs that carry a placeholder name (`railN` from a
 manifest) after their RDMA device, adds RDMA ports the file does not list, and marks the
 management NIC (the one the file marks, else the default route's) and the launcher's bootstrap
-interface. `r2bench.commands.testbed.discover_command` shows the diff and rewrites the file
+interface. `r2bench.commands.doctor.discover_command` shows the diff and rewrites the file
 only when something changed.
 """
 
