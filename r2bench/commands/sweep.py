@@ -24,6 +24,7 @@ from rich.console import Console
 from r2bench.commands.options import ExperimentArg
 from r2bench.commands.plan import embedded_note, plan_of
 from r2bench.errors import ExitCode
+from r2bench.extras import require_report_extra
 from r2bench.plan.render import print_plan
 from r2bench.runfolder.store import RunStore
 from r2bench.sweep.orchestrate import SweepOptions, run_sweep
@@ -151,13 +152,16 @@ class TablesAndReport:
     def write(self, store: RunStore, console: Console) -> list[str]:
         """Rebuild the tables and the HTML report from the run folders; return the report
         summary's sentences (what the runs show), which the sweep prints last."""
-        from r2bench.report.html import build_report
-        from r2bench.report.summary import summary_rows
-        from r2bench.tables.build import rebuild
-
         if not any(store.run_dirs()):
             return []
         try:
+            # first: without the extra, the imports below fail with pandas' ImportError, not
+            # MissingExtra's sentence naming what to install
+            require_report_extra("the tables and the report")
+            from r2bench.report.html import build_report
+            from r2bench.report.summary import summary_rows
+            from r2bench.tables.build import rebuild
+
             tables = rebuild(store.sweep_dir)
             build_report(store.sweep_dir, tables, store.sweep_dir / "report.html")
         except (OSError, ValueError) as exc:
