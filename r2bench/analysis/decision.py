@@ -52,10 +52,12 @@ def decide(
     verification: Verification | None = None,
     evidence: Sequence[FaultEvidence] = (),
     job: JobFacts | None = None,
+    source: str = runformat.STDOUT,
 ) -> Outcome:
     """The outcome of one run from what its logs say (`events`: (source file, event)), its
     environment, the verifying workload's account, the NIC faults' evidence and, for a run
-    the sweep just finished, what the sweep saw of its job."""
+    the sweep just finished, what the sweep saw of its job. `source`: the file the results
+    were read from, named in the evidence."""
     found = [event for _, event in events]
     outcome = classify(
         job.exit_code if job else None,
@@ -63,11 +65,11 @@ def decide(
         interrupted=bool(job and job.interrupted),
         parsed=parsed,
         events=found,
-        source=runformat.STDOUT,
+        source=source,
         event_sources=[source for source, _ in events],
     )
     outcome = software_fault_check(outcome, {k: str(v) for k, v in (env or {}).items()}, found)
-    outcome = with_verification(outcome, verification) or outcome
+    outcome = with_verification(outcome, verification, source) or outcome
     if job is not None and job.never_fired:
         outcome = _unfired_outcome(outcome, job)
     if job is not None and (not job.launched or job.fault_problems):

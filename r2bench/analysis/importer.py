@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r2bench.analysis.outcome import classify
+from r2bench.analysis.decision import decide
 from r2bench.analysis.parsedrun import parse_outputs
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.parse.events import read_events
@@ -382,7 +382,7 @@ def _import_run(
         return "", "no nccl-tests output and no NCCL/MPI event in it"
     spec = reconstruct_spec(logs, parsed, store.sweep, repeat, events, source)
     note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
-    outcome = classify(None, parsed=parsed, events=events, source=runformat.STDOUT)
+    outcome = decide(parsed, [(runformat.STDOUT, e) for e in events], env=spec.env)
     return _write_run(
         store, spec, _provenance(logs, parsed, events, note), logs, lines, events, outcome
     )
@@ -446,7 +446,7 @@ def _import_artifact(
         else:
             spec = _harness_spec(logs, run, store.sweep, repeat, events, run_source)
             parsed = run.parsed
-            outcome = classify(None, parsed=parsed, events=events, source=runformat.STDOUT)
+            outcome = decide(parsed, [(runformat.STDOUT, e) for e in events], env=spec.env)
         provenance = _artifact_provenance(logs, log, run, parsed, events, note)
         lines = (run.first_line, run.last_line)
         out.append(_write_run(store, spec, provenance, logs, lines, events, outcome))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r2bench.analysis.outcome import classify
+from r2bench.analysis.decision import decide
 from r2bench.analysis.parsedrun import ParsedRun, parse_run, read_outputs
 from r2bench.parse.events import read_events
 from r2bench.parse.models import Event, Outcome, ParsedNcclTests
@@ -84,10 +84,12 @@ def read_folder(path: Path) -> FolderRun:
         parsed = parsed.model_copy(update={"per_iteration": blocks})
     outcome, recorded = run.outcome, run.outcome is not None and record.end is not None
     if outcome is None:  # no outcome.json (a run that did not finish): judged from the logs
-        found = [event for _, event in run.events]
-        sources = [name for name, _ in run.events]
-        outcome = classify(
-            None, parsed=parsed, events=found, source=runformat.STDOUT, event_sources=sources
+        outcome = decide(
+            parsed,
+            run.events,
+            env=record.spec.env,
+            verification=run.verification,
+            evidence=run.evidence,
         )
     return FolderRun(
         path=path,
@@ -129,6 +131,6 @@ def parse_artifact_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], 
         if isinstance(run, HotRepairRun):
             out.append((run.as_parsed(), evs, run.outcome(path.name)))
         else:
-            outcome = classify(None, parsed=run.parsed, events=evs, source=path.name)
+            outcome = decide(run.parsed, [(path.name, e) for e in evs], source=path.name)
             out.append((run.parsed, evs, outcome))
     return out

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from r2bench.analysis.outcome import classify
+from r2bench.analysis.decision import decide
 from r2bench.analysis.parseview import FolderRun, read_folder, run_folder_of
 from r2bench.errors import ExitCode
 from r2bench.parse.events import read_log
@@ -62,7 +62,7 @@ def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]
     if _is_json(path.name, head):
         data = read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON").encode()
         parsed = parse_json(data)
-        return [(parsed, [], classify(None, parsed=parsed, events=[], source=path.name))]
+        return [(parsed, [], decide(parsed, [], source=path.name))]
     from r2bench.analysis.parseview import parse_artifact_file  # R-2CCL's own harness logs
 
     return parse_artifact_file(path) or _parse_runs(path.name, head, lambda: path.open("rb"))
@@ -73,7 +73,7 @@ def _parse_runs(
 ) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
     if _is_json(name, head):
         parsed = parse_json(b"".join(reopen()))
-        return [(parsed, [], classify(None, parsed=parsed, events=[], source=name))]
+        return [(parsed, [], decide(parsed, [], source=name))]
     source = reopen()
     try:
         runs, all_events = read_log(source, file_name=name)
@@ -83,7 +83,7 @@ def _parse_runs(
     for parsed in runs:
         first, last = parsed.first_line or 1, parsed.last_line or 1 << 62
         events = [e for e in all_events if first <= e.line <= last] if len(runs) > 1 else all_events
-        out.append((parsed, events, classify(None, parsed=parsed, events=events, source=name)))
+        out.append((parsed, events, decide(parsed, [(name, e) for e in events], source=name)))
     return out
 
 
