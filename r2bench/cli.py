@@ -9,6 +9,7 @@ once: they import no command module, no ssh, no pydantic models, no report extra
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
@@ -92,6 +93,16 @@ class CommandTable(TyperGroup):
         if cmd_name not in self.commands:
             self.add_command(entry.load(cmd_name, self.rich_markup_mode), cmd_name)
         return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # typer offers close names from the commands loaded so far: offer the table's
+        name = args[0] if args else ""
+        unknown = name and name not in COMMANDS and not name.startswith("-")
+        close = difflib.get_close_matches(name, list(COMMANDS)) if unknown else []
+        if close and not ctx.resilient_parsing:
+            offered = ", ".join(repr(match) for match in close)
+            ctx.fail(f"No such command {name!r}. Did you mean {offered}?")
+        return super().resolve_command(ctx, args)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing_help = True

@@ -122,3 +122,10 @@ def test_every_command_help_works_without_the_report_extra() -> None:
         check=False,
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_a_mistyped_command_is_answered_with_the_close_names() -> None:
+    """Every command of the table is offered, loaded or not (typer offers only loaded ones)."""
+    result = RUNNER.invoke(app, ["swep"], env=ENV)
+    assert result.exit_code == 2
+    assert "No such command 'swep'. Did you mean 'sweep', 'setup'?" in result.output
