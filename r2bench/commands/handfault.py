@@ -155,6 +155,9 @@ def fault_command(testbed_file: Path, fault: ManualFault, action: str, console: 
 
 
 def fault_by_hand(action: str) -> Callable[..., None]:
+    """The `command` of `r2bench inject` or `r2bench revert` (`action`): the same arguments and
+    options, the help with its verb."""
+
     def command(
         kind: Annotated[
             str,

@@ -1,5 +1,6 @@
-"""`r2bench inject KIND NODE NIC -t TESTBED.yaml`: inject one fault by hand (`handfault.py`: the same
-interlocks, tag and lease as a fault of an experiment file)."""
+"""`r2bench inject KIND NODE NIC -t TESTBED.yaml`: inject one fault by hand, with the same
+interlocks, tag and lease as a fault of an experiment file (`handfault.py`, shared with
+`revert`)."""
 
 from __future__ import annotations
 
