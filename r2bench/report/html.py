@@ -351,7 +351,7 @@ def _lead(tables: Tables) -> str:
     facts = sweep_facts(tables)
     emulated = (
         " The CPU emulation of stock NCCL and R-2CCL on the virtual testbed (TCP NICs), not the "
-        "libraries themselves (docs/gpu.md has what the real ones did)."
+        "libraries themselves (docs/gpu-notes.md has what the real ones did)."
         if facts.cpu
         else ""
     )

@@ -253,7 +253,7 @@ def recovery_section(tables: Tables) -> str:
         return f"<section id='recovery'>{title}<p>No run with faults in this sweep.</p></section>"
     emulated = (
         " Runs of the emulated libraries stand in for stock NCCL and R-2CCL (an emulation of "
-        "their design on the virtual testbed, not the libraries; docs/gpu.md has the real ones)."
+        "their design on the virtual testbed, not the libraries; docs/gpu-notes.md has the real ones)."
         if _any_emulated(tables)
         else ""
     )
