@@ -11,10 +11,11 @@ from rich.table import Table
 
 from r2bench.commands.options import TestbedOpt
 from r2bench.config.load import load_testbed
+from r2bench.config.testbed import Testbed
 from r2bench.errors import ExitCode
 from r2bench.nodes import NodeError, NodePool
 from r2bench.sweep.agent import parse_fault_line
-from r2bench.sweep.nodeside import install_injectors, own_records_script
+from r2bench.sweep.nodeside import injectors_dir, install_injectors, own_records_script
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,15 @@ class HealReport:
         return not self.failed and not self.left and not self.error
 
 
-def heal_node(pool: NodePool, name: str, work_dir: str) -> HealReport:
+def heal_node(pool: NodePool, name: str, testbed: Testbed) -> HealReport:
     """Run heal.sh on one node and count what it reverted and what is still recorded."""
     node = pool[name]
-    target = injectors_dir_for(work_dir)
+    target = injectors_dir(testbed)
     try:
         install_injectors(node, target)
         out = node.run(["bash", f"{target}/heal.sh"], root=True, timeout=300, check=False)
         left = node.run(
-            f"{own_records_script(work_dir)} | wc -l",
+            f"{own_records_script(testbed.paths.work_dir)} | wc -l",
             root=True,
             timeout=30,
             check=False,
@@ -55,17 +56,12 @@ def heal_node(pool: NodePool, name: str, work_dir: str) -> HealReport:
     return HealReport(name, reverted, failed, int(left.stdout.strip() or 0))
 
 
-def injectors_dir_for(work_dir: str) -> str:
-    """The injectors folder under a work folder."""
-    return f"{work_dir}/injectors"
-
-
 def heal_command(testbed_file: Path, console: Console | None = None) -> int:
     """Revert every fault still recorded on every node; exit 0 when every node is clean."""
     console = console or Console()
     testbed = load_testbed(testbed_file)
     with NodePool.from_testbed(testbed) as pool:
-        reports = pool.map(lambda node: heal_node(pool, node.name, testbed.paths.work_dir))
+        reports = pool.map(lambda node: heal_node(pool, node.name, testbed))
     table = Table(title=f"r2bench heal: {testbed.name}")
     for column in ("node", "reverted", "failed", "still recorded"):
         table.add_column(column, overflow="fold")
