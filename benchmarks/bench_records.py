@@ -1,7 +1,7 @@
 """Benchmark: tables + report of a 1,000-run sweep with 30 sizes per run.
 
 The sweep is built from the captured nccl-tests outputs in tests/data/nccl-tests (the sample
-sweep of `tests/sample_sweep.py`: stock NCCL and three R2CC_MODEs x {none, nic_down} x 125
+sweep of `tests/support/sample_sweep.py`: stock NCCL and three R2CC_MODEs x {none, nic_down} x 125
 repeats, -I 1 per-iteration times, -S 1 timestamps, faults and R2CC events). Building it is not
 timed. Each timed part runs in a fresh process and rebuilds the tables (Parquet + CSV) and
 writes the HTML report, twice:

@@ -19,7 +19,7 @@ apt-get update -qq
 # On Ubuntu `chromium` only names chromium-browser, a transitional package whose install pulls in
 # snapd and runs `snap install chromium`: it waits up to 30 minutes for an unreachable snap store,
 # and installs nothing where snapd does not run (containers). So only a real chromium package is
-# installed; without a browser on PATH tests/test_report_browser.py is skipped.
+# installed; without a browser on PATH tests/integration/test_report_browser.py is skipped.
 browser=()
 if [[ -n $(apt-cache show --no-all-versions chromium 2>/dev/null) ]]; then
     browser=(chromium)

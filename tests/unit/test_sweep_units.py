@@ -1,0 +1,109 @@
+"""The sweep's pieces on this machine: the node agent (real bash, real FIFOs, real processes),
+armed injects through the real lib.sh, the fault schedule and driver, the lock, the summary.
+
+Faults here are of a test-only kind (`file_fault.sh`: the "link" is a state file), written
+beside a copy of the real injectors, so lib.sh's armed mode, records and leases run for real
+without root or network namespaces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from r2bench.config.errors import ConfigError
+from r2bench.parse.models import OutcomeStatus
+from r2bench.sweep.agent import parse_fault_line
+from r2bench.sweep.display import summary_table
+from r2bench.sweep.run import RunResult
+from r2bench.sweep.schedule import fault_actions
+from tests.support import paths
+from tests.support.sweep_units import fault_step
+
+ROOT = paths.REPO
+
+
+def test_fault_lines_parse_and_garbage_does_not() -> None:
+    line = parse_fault_line(
+        "r2b-fault 1700000000,5 inject tag=x kind=link_down result=ok dev=nic1 applied=1700000000.25"
+    )
+    assert (
+        line is not None
+        and line.node_time == 1700000000.5
+        and line.time_field("applied") == 1700000000.25
+    )
+    assert line.tag == "x" and line.ok
+    for text in ("r2b-fault", "r2b-fault nope inject", "hello", ""):
+        assert parse_fault_line(text) is None
+
+
+# ---- the schedule ----------------------------------------------------------------------------
+def test_schedule_flaps_and_anchors(tmp_path: Path) -> None:
+    flap = fault_step(tmp_path, tmp_path / "s", cycles=3, period_s=1.0)
+    actions = [(a.kind, a.cycle, round(a.at_s, 6)) for a in fault_actions([flap])]
+    assert actions == [
+        ("inject", 0, 0.3), ("revert", 0, 0.6), ("inject", 1, 1.3), ("revert", 1, 1.6),
+        ("inject", 2, 2.3), ("revert", 2, 2.6),
+    ]  # fmt: skip
+    until_end = fault_step(tmp_path, tmp_path / "s", heal_after_s=None, since="first_result")
+    assert [(a.kind, a.anchor) for a in fault_actions([until_end])] == [("inject", "first_result")]
+
+
+def test_flap_needs_duration_shorter_than_period(tmp_path: Path) -> None:
+    from r2bench.config.experiment import FaultSpec
+
+    base = {"kind": "link_down", "node": "n", "nic": "x", "trigger": {"after_s": 1}}
+    with pytest.raises(ValueError, match="repeat needs duration_s"):
+        FaultSpec.model_validate({**base, "repeat": {"count": 2, "period_s": 1}})
+    with pytest.raises(ValueError, match=r"shorter than repeat\.period_s"):
+        FaultSpec.model_validate({**base, "duration_s": 2, "repeat": {"count": 2, "period_s": 1}})
+    ok = FaultSpec.model_validate(
+        {**base, "duration_s": 0.5, "repeat": {"count": 3, "period_s": 1}}
+    )
+    assert ok.active_window_s == 2.5
+
+
+def test_manual_fault_on_the_management_nic_is_refused() -> None:
+    from r2bench.commands.handfault import ManualFault, manual_fault_step
+
+    testbed = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+    with pytest.raises(ConfigError) as caught:
+        manual_fault_step(testbed, ManualFault("link_down", "node1", "mgmt0", {}))
+    refusal = caught.value.issues[0].render()
+    assert "management" in refusal
+    # located at the arguments it came from, not at a line of the experiment written for them
+    assert refusal.startswith("r2bench inject arguments: nic: "), refusal
+    assert "<command line>" not in refusal and "scenarios[0]" not in refusal
+    step, _ = manual_fault_step(testbed, ManualFault("link_down", "node1", "nic1", {}, 120))
+    assert step.tag == "r2b-hand-node1-nic1" and "--tag r2b-hand-node1-nic1" in step.revert.command
+    assert "--lease-s 120" in step.inject.command
+
+
+def test_summary_counts_outcomes_per_scenario_and_mode() -> None:
+    from r2bench.plan.build import load_inputs, make_plan
+
+    plan = make_plan(
+        load_inputs(
+            ROOT / "experiments" / "quickstart.yaml",
+            ROOT / "experiments" / "testbeds" / "virtual-example.yaml",
+        )
+    )
+    results = {
+        r.spec.run_id: RunResult(
+            r.spec.run_id,
+            OutcomeStatus.CRASHED
+            if r.spec.scenario != "none" and r.spec.library_label == "nccl-emulated"
+            else OutcomeStatus.OK,
+            "",
+            1.0,
+        )
+        for r in plan.runs
+    }
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(summary_table(plan.runs, results))
+    text = console.export_text()
+    assert "crashed" in text and "nccl-emulated" in text
+    assert "r2ccl-m0 mode 0" in text and "r2ccl-m2 mode 2" in text
