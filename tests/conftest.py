@@ -44,7 +44,7 @@ TESTS = Path(__file__).resolve().parent
 pytest_plugins = [
     "tests.support.example_testbeds",
     "tests.support.plan_script",
-    "tests.support.results_round4",
+    "tests.support.sweeps",
     "tests.support.sweep_units",
 ]
 

@@ -42,3 +42,8 @@ def invoke_as_main(*args: str, env: dict[str, str] | None = None, stdin: str | N
         assert error is None or isinstance(error, SystemExit), error
     assert "bug in r2bench" not in output
     return Ran(int(code), output, stderr)
+
+
+def invoke_wide(*args: str) -> Ran:
+    """`invoke_as_main` at 250 columns, so that no path or message is wrapped."""
+    return invoke_as_main(*args, env={"COLUMNS": "250"})

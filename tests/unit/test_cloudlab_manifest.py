@@ -9,6 +9,7 @@ import pytest
 from r2bench.config.testbed import NicKind
 from r2bench.testbeds.cloudlab.manifest import ManifestError, manifest_testbed, parse_rspec
 from tests.support import paths
+from tests.support.cli_runner import invoke_as_main
 
 DATA = paths.DATA / "cloudlab"
 
@@ -126,3 +127,18 @@ def test_blockstore_lan_found_by_its_interfaces_not_their_names() -> None:
     text = (DATA / "real-emulab-2025-blockstore.xml").read_text().replace("dsnode:if0", "bs-0")
     nfs = manifest_testbed(text).nodes[0]
     assert [n.name for n in nfs.data_nics] == ["nfsLan"]
+
+
+# ---- manifests are read with a size cap ----------------------------------------------------
+
+
+def test_a_huge_manifest_on_stdin_is_refused_fast() -> None:
+    result = invoke_as_main("cloudlab", "testbed", "-", stdin="<" * (40 * 1024 * 1024))
+    assert result.exit_code == 2
+    assert "larger than" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_manifest_that_is_a_device_is_refused_unread() -> None:
+    result = invoke_as_main("cloudlab", "testbed", "/dev/zero")
+    assert result.exit_code == 2
+    assert "not a regular file" in result.stderr

@@ -14,10 +14,12 @@ import yaml
 from r2bench.config.errors import ConfigError
 from r2bench.config.source import MAX_DEPTH, parse_yaml
 from r2bench.config.testbed import Nic
+from r2bench.config.types import parse_size
 from r2bench.faults.catalogue import FAULT_KINDS, format_seconds, injector_argv
 from r2bench.plan.build import LEASE_GRACE_S, load_inputs, make_plan
 from r2bench.plan.render import plan_json
 from tests.support import paths
+from tests.support.cli_runner import invoke_as_main
 from tests.support.config_hostile import SWEEP_BOMB, assert_plain_numbers, nest, outcome
 
 CORPUS = paths.CORPUS
@@ -253,3 +255,68 @@ def test_env_values_keep_the_text_the_user_wrote(tmp_path: Path) -> None:
     path.write_text(swept)
     values = {run.spec.env["B_OCTAL"] for run in make_plan(load_inputs(path, TESTBED)).runs}
     assert values == {"010", "011"}
+
+
+# ---- YAML that refers to itself, numbers Python will not convert ----------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x [*x]\n",
+        "a: &x {b: *x}\n",
+        "a: &x [1, [2, *x]]\n",
+        "name: t\nextra: &x {k: [*x]}\n",
+    ],
+)
+def test_a_self_referencing_anchor_is_a_located_error(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "self.yaml")
+    (issue,) = info.value.issues
+    assert "refers to itself" in issue.message and issue.line is not None
+
+
+@pytest.mark.parametrize("kind", ["experiment", "testbed", "reference", "policy"])
+def test_a_self_referencing_anchor_in_any_file_exits_2(
+    tmp_path: Path, kind: str, small_sweep: Path
+) -> None:
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text("name: x\nextra: &a [*a]\n")
+    testbed = paths.CORPUS / "testbed.yaml"
+    args = {
+        "experiment": ["plan", str(path), "-t", str(testbed)],
+        "testbed": [
+            "plan",
+            str(paths.REPO / "experiments/paper/one-nic-down.yaml"),
+            "-t",
+            str(path),
+        ],
+        "reference": ["compare", str(path), str(small_sweep)],
+        "policy": ["compare", "--policy", str(path), str(small_sweep), str(small_sweep)],
+    }[kind]
+    result = invoke_as_main(*args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "bug in r2bench" not in result.output
+
+
+@pytest.mark.parametrize("digits", [4301, 5001, 100_000])
+def test_an_integer_too_long_to_convert_is_a_located_error(digits: int) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(f"name: t\nrepeats: {'9' * digits}\n", "big.yaml")
+    (issue,) = info.value.issues
+    assert issue.path == ("repeats",) and issue.line == 2 and "digits" in issue.message
+
+
+def test_a_long_integer_as_an_env_value_is_kept_as_written() -> None:
+    # An env value is text: a long run of digits there is what the user wrote, never a crash.
+    text = "env: {X: '" + "9" * 5001 + "'}\n"
+    assert parse_yaml(text).data["env"]["X"] == "9" * 5001
+
+
+# ---- digits are ASCII digits wherever a number is read from text ----------------------------
+
+
+@pytest.mark.parametrize("size", ["\u0668K", "\u0661\u0662", "\uff18M", "8\u00b9K", "\u00b2"])
+def test_sizes_in_other_scripts_digits_are_refused(size: str) -> None:
+    with pytest.raises(ValueError, match="expected a size"):
+        parse_size(size)

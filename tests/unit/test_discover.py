@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from r2bench.config.testbed import NicKind
 from r2bench.testbeds.cloudlab.manifest import manifest_testbed
 from r2bench.testbeds.discover import merge_testbed, parse_discovery
@@ -73,3 +75,9 @@ def test_a_roce_port_without_a_netdev_is_not_added() -> None:
     testbed = manifest_testbed((DATA / "one-node-no-lan.xml").read_text())
     node = merge_testbed(testbed, {"node0": found}).nodes[0]
     assert [(n.name, n.kind) for n in node.data_nics] == [("mlx5_0", NicKind.IB)]
+
+
+@pytest.mark.parametrize("digits", ["\u00b2", "\u0663", "\u2081"])  # ², Arabic-Indic 3, ₁
+def test_discovery_takes_ascii_numbers_only(digits: str) -> None:
+    found = parse_discovery(f"gpu {digits}\nrdma mlx5_0 {digits} InfiniBand ibp24s0\n")
+    assert found.gpu_archs == [] and found.rdma == []

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from r2bench.parse.events import clean, iter_events, parse_events
+from r2bench.commands.parse import parse_file
+from r2bench.parse.events import clean, iter_events, parse_events, read_events, read_log
 from r2bench.parse.models import EventKind
+from r2bench.parse.nccltests.text import iter_runs
 from tests.support import paths
 
 DATA = paths.DATA / "nccl-tests"
@@ -23,6 +26,25 @@ def events_of(name: str, **kw: object) -> list:
 
 def kinds(events: list) -> list[EventKind]:
     return [e.kind for e in events]
+
+
+# R2CC lines, written from the format strings of R-2CCL (src/r2cc/oob/oob_udp.cc,
+# src/collectives.cc, src/transport/net.cc at f45cbcb): it cannot run on the capture machine.
+R2CC_LOG = """\
+node1:4242:4300 [3] NCCL INFO OOB: Socket Initialized on Port 51234
+node1:4242:4300 [3] NCCL INFO Connection: Connect COMPLETED rank=11 channel=2 type=BACKUP dev=5 sendComm=0x7f00
+node1:4242:4301 [3] NCCL INFO R2CC_MODE=1 (SEND): Channel 2 will simulate disable of device 3 (mlx5_3) and use backup device 5 (mlx5_5)
+node1:4242:4301 [3] NCCL INFO OOB: Broadcast HOT_REPAIR signal from rank 3 to 15 peers
+node2:777:790 [1] NCCL INFO OOB: Received HOT_REPAIR signal 'HOT_REPAIR:3' from 10.0.0.1:51234
+node1:4242:4301 [3] NCCL INFO OOB: Sent STEP_SYNC channel=2 step=10 to rank 11
+node2:777:790 [1] NCCL INFO OOB: Received STEP_SYNC channel=2 step=10 from 10.0.0.1:51234
+node2:777:777 [1] NCCL INFO R2CC: hot-repair detected, forcing R2CC_MODE=2
+node2:777:777 [1] NCCL INFO R2CC: hot-repair gather complete: localMask=0x8 globalMask=0x88
+"""
+
+PUBLIC = paths.DATA / "public"
+ROUND3 = paths.DATA / "logs-round3"
+R2CCL = paths.DATA / "r2ccl" / "runs"
 
 
 def test_killed_run_events() -> None:
@@ -97,21 +119,6 @@ def test_launch_errors(name: str, first: str) -> None:
 def test_clean_runs_have_no_error_events() -> None:
     for name in ("all_reduce_perf.socket.c1.txt", "all_reduce_perf.socket.I1.txt"):
         assert events_of(name) == []
-
-
-# R2CC lines, written from the format strings of R-2CCL (src/r2cc/oob/oob_udp.cc,
-# src/collectives.cc, src/transport/net.cc at f45cbcb): it cannot run on the capture machine.
-R2CC_LOG = """\
-node1:4242:4300 [3] NCCL INFO OOB: Socket Initialized on Port 51234
-node1:4242:4300 [3] NCCL INFO Connection: Connect COMPLETED rank=11 channel=2 type=BACKUP dev=5 sendComm=0x7f00
-node1:4242:4301 [3] NCCL INFO R2CC_MODE=1 (SEND): Channel 2 will simulate disable of device 3 (mlx5_3) and use backup device 5 (mlx5_5)
-node1:4242:4301 [3] NCCL INFO OOB: Broadcast HOT_REPAIR signal from rank 3 to 15 peers
-node2:777:790 [1] NCCL INFO OOB: Received HOT_REPAIR signal 'HOT_REPAIR:3' from 10.0.0.1:51234
-node1:4242:4301 [3] NCCL INFO OOB: Sent STEP_SYNC channel=2 step=10 to rank 11
-node2:777:790 [1] NCCL INFO OOB: Received STEP_SYNC channel=2 step=10 from 10.0.0.1:51234
-node2:777:777 [1] NCCL INFO R2CC: hot-repair detected, forcing R2CC_MODE=2
-node2:777:777 [1] NCCL INFO R2CC: hot-repair gather complete: localMask=0x8 globalMask=0x88
-"""
 
 
 def test_r2cc_failover_lines() -> None:
@@ -281,3 +288,37 @@ def test_ib_completion_error_without_its_continuation_keeps_the_next_line() -> N
     ib, signaled = parse_events(text)
     assert ib.kind is EventKind.NET_IB_COMPLETION_ERROR and ib.details["status"] == "12"
     assert signaled.kind is EventKind.MPI_PROCESS_SIGNALED and signaled.line == 2
+
+
+def test_a_socket_source_warning_is_a_socket_error() -> None:
+    events = parse_events((PUBLIC / "nccl-tests-360-a.txt").read_text())
+    assert [e.kind for e in events] == [EventKind.SOCKET_ERROR] * 4
+
+
+# ------------------------------------------------------------------ one streaming pass
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        PUBLIC / "rocm-blogs-mi300x-rccl-xgmi.txt",
+        PUBLIC / "nccl-tests-360-b.txt",
+        DATA / "all_reduce_perf.killed.warn.txt",
+        R2CCL / "r2ccl-m0-socket-hca0-all_reduce.txt",
+        ROUND3 / "extract-4-runs.txt",
+    ],
+)
+def test_read_log_is_iter_runs_and_read_events_in_one_pass(path: Path) -> None:
+    runs, events = read_log(path.open("rb"), file_name=path.name)
+    assert runs == iter_runs(path.read_bytes(), file_name=path.name)
+    assert events == read_events(path.read_bytes())
+    assert [len(r.rows) for r, _, _ in parse_file(path)] == [len(r.rows) for r in runs]
+
+
+def test_one_event_kind_beyond_its_cap_is_counted_not_built() -> None:
+    info = "vm:1:2 [0] NCCL INFO R2CC: Sent STEP_SYNC channel=0 step=1 to rank 1\n"
+    warn = "vm:1:2 [0] misc/socket.cc:46 NCCL WARN NET/Socket : unable to allocate requests\n"
+    events = read_events((info + warn) * 30, per_kind=10)
+    kinds = [e.kind for e in events]
+    assert kinds.count(EventKind.R2CC_STEP_SYNC) == 10 and kinds.count(EventKind.SOCKET_ERROR) == 10
+    assert [e.details.get("more") for e in events if "more" in e.details] == ["20", "20"]

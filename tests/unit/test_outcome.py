@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from r2bench.analysis.outcome import classify
 from r2bench.config.recipes import load_recipes
 from r2bench.parse.events import parse_events
-from r2bench.parse.models import LaunchInfo, Outcome, OutcomeStatus
+from r2bench.parse.models import EventKind, LaunchInfo, Outcome, OutcomeStatus
 from r2bench.parse.nccltests.text import parse_text
 from tests.support import paths
 
@@ -29,6 +29,9 @@ def classify_text(text: str, exit_code: int | None, **kw: object) -> Outcome:
 
 def classify_capture(name: str, exit_code: int | None, **kw: object) -> Outcome:
     return classify_text((CAPTURES / name).read_text(), exit_code, **kw)
+
+
+PUBLIC = DATA / "public"
 
 
 @pytest.mark.parametrize(
@@ -246,3 +249,48 @@ def test_evidence_names_the_file_each_line_came_from() -> None:
         "Test NCCL failure" in text and source == "stdout.txt" for text, source in by_text.items()
     )
     assert any("NCCL WARN" in text and source == "stderr.txt" for text, source in by_text.items())
+
+
+# ------------------------------------------------------------------ failures of frameworks
+
+
+def test_pytorch_watchdog_timeout_is_a_timeout_with_its_evidence() -> None:
+    for name, rank in (("basicsr-737.txt", 1), ("llamafactory-7396.txt", 0)):
+        text = (PUBLIC / name).read_text()
+        events = parse_events(text)
+        watchdog = [e for e in events if e.kind is EventKind.COLLECTIVE_TIMEOUT]
+        assert watchdog and watchdog[0].details["op"] == "ALLREDUCE"
+        assert watchdog[0].details["timeout_ms"] == "600000"
+        outcome = classify(None, parsed=parse_text(text), events=events)
+        assert outcome.status is OutcomeStatus.TIMEOUT and outcome.failed_rank == rank
+        assert "Watchdog caught collective operation timeout" in outcome.evidence[0].text
+
+
+def test_qp_fatal_events_and_a_fatal_communicator_are_a_crash() -> None:
+    text = (PUBLIC / "nccl-tests-360-b.txt").read_text()
+    events = parse_events(text)
+    fatal = [e for e in events if e.kind is EventKind.NCCL_FATAL_ERROR]
+    assert len(fatal) == 13
+    assert fatal[0].details == {"dev": "mlx5_3:1", "on": "QP", "what": "invalid request local work queue error", "source": "transport/net_ib.cc:154"}  # fmt: skip
+    assert fatal[-1].details["detected"] == "ncclIbIrecv"
+    outcome = classify(None, parsed=parse_text(text), events=events)
+    assert outcome.status is OutcomeStatus.CRASHED
+    assert outcome.evidence[0].line == 4 and "async fatal event on QP" in outcome.reason
+
+
+def test_ncclremoteerror_report_is_a_crash() -> None:
+    text = (PUBLIC / "kubecon-hk-2024-ncclremoteerror.txt").read_text()
+    events = parse_events(text)
+    kinds = [e.kind for e in events]
+    assert EventKind.NCCL_FATAL_ERROR in kinds
+    outcome = classify(None, parsed=parse_text(text), events=events)
+    assert outcome.status is OutcomeStatus.CRASHED and outcome.failed_rank == 16
+    assert "remote process exited or there was a network error" in outcome.reason
+
+
+def test_network_errors_of_a_run_that_went_on_to_its_end_are_survived() -> None:
+    """No exit code (a paste) and the run ends complete: the job carried on past them."""
+    text = (PUBLIC / "a3mega-ztan-nccl-test-result.txt").read_text()
+    warn = "node:1:2 [0] transport/net_ib.cc:154 NCCL WARN NET/IB : mlx5_3:1 async fatal event on QP (0x1): x\n"
+    outcome = classify(None, parsed=parse_text(text), events=parse_events(warn))
+    assert outcome.status is OutcomeStatus.OK and "survived 1" in outcome.reason

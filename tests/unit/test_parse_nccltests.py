@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from r2bench.analysis.outcome import classify
+from r2bench.parse.events import parse_events
+from r2bench.parse.models import OutcomeStatus, ParsedNcclTests
 from r2bench.parse.nccltests.collective import collective_from_binary, collective_from_file_name
 from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.lines import LineReader
 from r2bench.parse.nccltests.runs import combine
-from r2bench.parse.nccltests.text import parse_text
+from r2bench.parse.nccltests.text import ends_complete, iter_runs, parse_text, parse_text_runs
 from tests.support import paths
 from tests.support.parse_nccltests import read
 
@@ -21,6 +27,21 @@ SWEEP_SIZES = [8 * 4**i for i in range(12)]  # -b 8 -e 64M -f 4
 
 
 OUT_OF_PLACE_2M = "  786.82    2.67    2.67       0"
+
+PUBLIC = paths.DATA / "public"
+ROUND3 = paths.DATA / "logs-round3"
+
+
+def _runs(path: Path) -> list[tuple[ParsedNcclTests, OutcomeStatus, list[str]]]:
+    out = []
+    for _, text, parsed in parse_text_runs(path.read_bytes(), file_name=path.name):
+        outcome = classify(None, parsed=parsed, events=parse_events(text))
+        out.append((parsed, outcome.status, parsed.warnings))
+    return out
+
+
+def _peak(parsed: ParsedNcclTests) -> float:
+    return max(r.busbw_gbps or 0.0 for r in parsed.rows)
 
 
 def test_header_facts_of_a_socket_sweep() -> None:
@@ -337,3 +358,199 @@ def test_mutated_capture_never_raises(data: st.DataObject) -> None:
     junk = data.draw(st.text(max_size=50))
     p = parse_text(text[:start] + junk + text[end:])
     assert len(p.rows) <= 6 + junk.count("\n") * 2 + 2
+
+
+# ------------------------------------------------------------------ the end of a run
+
+
+def test_rccl_tests_end_with_their_footer() -> None:
+    """rccl-tests (`rccl-tests: Version`, no starting line) print no concluding line: the
+    footer is the end of a complete run, and each of the two runs is ok."""
+    runs = _runs(PUBLIC / "rocm-blogs-mi300x-rccl-xgmi.txt")
+    assert [status for _, status, _ in runs] == [OutcomeStatus.OK, OutcomeStatus.OK]
+    assert all(ends_complete(p) and not p.concluded for p, _, _ in runs)
+
+
+def test_a_version_that_concludes_is_incomplete_without_its_concluding_line() -> None:
+    """nccl-tests 2.17.4+ and newer rccl-tests print `# Collective test concluded`: output
+    cut between the footer and it is still cut short."""
+    text = (PUBLIC / "alibaba-rccl-alltoall.txt").read_text()
+    cut = text[: text.index("# Collective test concluded")]
+    parsed = parse_text(cut)
+    assert parsed.footer and not ends_complete(parsed)
+    outcome = classify(None, parsed=parsed, events=[])
+    assert outcome.status is OutcomeStatus.INCOMPLETE
+    assert "# Collective test concluded" in outcome.reason
+
+
+def test_old_nccl_tests_footer_ends_the_run() -> None:
+    parsed = parse_text((PUBLIC / "superbenchmark-nccl_alltoall.txt").read_text())
+    assert ends_complete(parsed) and not parsed.concluded
+
+
+# ------------------------------------------------------------------ several runs in one extract
+
+
+def test_an_extract_of_four_runs_is_four_runs() -> None:
+    """`grep -h` of the 2-8 GiB rows of four runs of 8, 16, 72 and ~1000 ranks: the sizes start
+    over with another busbw/algbw factor each time; every row is kept, in its run."""
+    runs = iter_runs((ROUND3 / "extract-4-runs.txt").read_bytes())
+    assert [len({r.line for r in p.rows}) for p in runs] == [3, 3, 3, 3]
+    assert [_peak(p) for p in runs] == [317.96, 338.82, 846.82, 365.65]
+    assert [(p.first_line, p.last_line) for p in runs] == [(1, 3), (4, 6), (7, 9), (10, 12)]
+    assert all(p.collective == "all_reduce" and p.cycles == 1 for p in runs)
+    for n, p in enumerate(runs, 1):
+        assert any(f"run {n} of 4 in an extract" in w for w in p.warnings), p.warnings
+
+
+def test_an_extract_of_named_files_is_split_at_each_file() -> None:
+    """grep over several files prefixes each line with its file: two runs of one rank count
+    (one busbw/algbw factor) are still two runs."""
+    runs = iter_runs((ROUND3 / "extract-named-runs.txt").read_bytes())
+    assert [len({r.line for r in p.rows}) for p in runs] == [3, 3, 3]
+    assert [_peak(p) for p in runs] == [338.82, 360.56, 846.82]
+    assert any("'rccl-2078.txt'" in w for w in runs[1].warnings)
+
+
+def test_one_run_of_cycles_stays_one_run() -> None:
+    """-N cycles restart the sizes with the same factor: one run, several cycles."""
+    text = (DATA / "all_reduce_perf.socket.N5.txt").read_bytes()
+    runs = iter_runs(text)
+    assert len(runs) == 1 and runs[0].cycles == 5
+
+
+def test_a_command_line_after_rows_starts_the_next_run() -> None:
+    text = (PUBLIC / "rocm-blogs-mi300x-rccl-xgmi.txt").read_text()
+    runs = iter_runs(text)
+    assert len(runs) == 2
+    lines = text.splitlines()
+    assert lines[(runs[1].first_line or 0) - 1].startswith("mpirun")
+
+
+# ------------------------------------------------------------------ blank redop, 0 B rows
+
+
+def test_a_blank_redop_column_is_read() -> None:
+    """Releases before 2.13.4 print nothing under `redop` for alltoall: 34 rows, not 0."""
+    parsed = parse_text((PUBLIC / "superbenchmark-nccl_alltoall.txt").read_text())
+    assert len({r.line for r in parsed.rows}) == 34 and parsed.unreadable_rows == 0
+    assert {r.redop for r in parsed.rows} == {""}
+    assert parsed.error_column and not parsed.wrong_rows
+
+
+def test_a_lost_redop_in_a_reducing_table_is_not_read_as_blank() -> None:
+    """One all_reduce row that lost its `sum` is a damaged row, never a blank redop."""
+    text = (DATA / "all_reduce_perf.socket.c1.txt").read_text()
+    row = next(ln for ln in text.splitlines() if ln.lstrip().startswith("2097152 "))
+    damaged = text.replace(row, row.replace("     sum", "        ", 1))
+    parsed = parse_text(damaged)
+    line = text.splitlines().index(row) + 1
+    assert not [r for r in parsed.rows if r.line == line]
+    assert any(f"line {line}:" in w and "redop" in w for w in parsed.warnings)
+
+
+def test_blank_redop_rows_with_a_root_column() -> None:
+    """2.13.0-2.13.3 print a root beside the blank redop: `8  2  float  -1  ...`."""
+    header = (
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong\n"
+    )
+    rows = "".join(
+        f"{size:>12}  {size // 4:>12}     float      -1    {t:.2f}  {size / t / 1e3:6.2f}"
+        f"  {size / t / 1e3 * 0.5:6.2f}      0    {t:.2f}  {size / t / 1e3:6.2f}"
+        f"  {size / t / 1e3 * 0.5:6.2f}      0\n"
+        for size, t in ((1048576, 50.0), (2097152, 80.0))
+    )
+    parsed = parse_text("# nThread 1\n" + header + rows, file_name="all_gather_perf.txt")
+    assert [(r.redop, r.root) for r in parsed.rows] == [("", -1)] * 4
+    assert parsed.collective == "all_gather"
+
+
+@pytest.mark.parametrize(
+    ("name", "zero_rows"),
+    [
+        ("superbenchmark-nccl_alltoall.txt", 5),
+        ("superbenchmark-nccl_allgather.txt", 5),
+        ("alibaba-rccl-alltoall.txt", 4),
+    ],
+)
+def test_zero_byte_rows_are_one_sweep(name: str, zero_rows: int) -> None:
+    parsed = parse_text((PUBLIC / name).read_text())
+    zero = {r.line for r in parsed.rows if r.size_bytes == 0}
+    assert len(zero) == zero_rows and parsed.cycles == 1
+
+
+def test_zero_byte_rows_of_two_cycles_are_two_cycles() -> None:
+    text = (PUBLIC / "superbenchmark-nccl_alltoall.txt").read_text()
+    rows = [ln + "\n" for ln in text.splitlines() if ln.startswith("  ") and "float" in ln]
+    head = text[: text.index(rows[0])]
+    parsed = parse_text(head + "".join(rows * 2))
+    assert parsed.cycles == 2
+    assert {r.cycle for r in parsed.rows if r.line and r.line < len(head.splitlines()) + 35} == {0}
+
+
+def test_a_repeated_single_size_is_one_cycle_each() -> None:
+    """`-b X -e X -N 3`: the same non-zero size three times is three cycles."""
+    text = (DATA / "all_reduce_perf.socket.c1.txt").read_text()
+    lines = text.splitlines(keepends=True)
+    row = next(ln for ln in lines if ln.lstrip().startswith("2097152 "))
+    head = [ln for ln in lines if ln.startswith("#")][:12]
+    parsed = parse_text("".join(head) + row * 3)
+    assert [r.cycle for r in parsed.rows] == [0, 0, 1, 1, 2, 2]
+
+
+# ------------------------------------------------------------------ hand-made tables
+
+
+def test_a_hand_edited_number_is_outvoted_not_followed() -> None:
+    """One busbw edited by hand: only that placement is left out; the genuine rows after it
+    are all read (before, the edited row narrowed the run's busbw/algbw and 7 rows after it
+    were dropped), and the warning tells the two ranges apart."""
+    parsed = parse_text((ROUND3 / "hand-edited-busbw.txt").read_text())
+    assert len({r.line for r in parsed.rows}) == 31 and _peak(parsed) == 338.82
+    assert {(r.line, r.placement) for r in parsed.rows if r.line == 54} == {(54, "in_place")}
+    warning = next(w for w in parsed.warnings if w.startswith("line 54:"))
+    assert "1.8738..1.8747" in warning and "1.8750..1.8750" in warning
+
+
+def test_a_commented_out_row_is_read_and_said() -> None:
+    parsed = parse_text((ROUND3 / "commented-row.txt").read_text())
+    assert len({r.line for r in parsed.rows}) == 31
+    assert any("commented out" in w for w in parsed.warnings)
+
+
+def test_condensed_tables_of_one_placement() -> None:
+    runs = _runs(PUBLIC / "mi300a-rccl-affinity.txt")
+    assert [len({r.line for r in p.rows}) for p, _, _ in runs] == [8, 7, 7]
+    assert all({r.placement for r in p.rows} == {"out_of_place"} for p, _, _ in runs)
+    assert [p.avg_busbw_gbps for p, _, _ in runs] == [11.69, 33.98, 26.22]
+    assert [p.ranks for p, _, _ in runs] == [2, 2, 2]  # `Rank 0 ... device 0` counts
+    assert runs[0][0].rows[0].wrong is None  # no #wrong column: not checked, not 0
+
+
+def test_a_seven_column_table_an_author_printed() -> None:
+    """`size count type redop time algbw busbw`: one placement, no root, no #wrong."""
+    text = (
+        "   size      count    type  redop    time   algbw   busbw\n"
+        "1048576     262144   float    sum   21.25   49.35   49.35\n"
+        "4194304    1048576   float    sum   52.89   79.31   79.31\n"
+    )
+    parsed = parse_text(text)
+    assert [(r.size_bytes, r.busbw_gbps, r.placement) for r in parsed.rows] == [
+        (1048576, 49.35, "out_of_place"),
+        (4194304, 79.31, "out_of_place"),
+    ]
+
+
+def test_line_reader_across_chunks() -> None:
+    lines = [f"line {i} " + "x" * (i % 97) for i in range(30000)]
+    data = ("\r\n".join(lines) + "\r\n").encode()
+    assert list(LineReader(io.BytesIO(data))) == lines
+    reader = LineReader(io.BytesIO(data[:-2]))
+    assert list(reader) == lines and not reader.ended
+
+
+def test_an_overlong_line_is_cut_not_held() -> None:
+    data = b"a" * (3 << 20) + b"\nnext\n"
+    got = list(LineReader(io.BytesIO(data)))
+    assert len(got) == 2 and got[1] == "next" and len(got[0]) < 1 << 20

@@ -14,12 +14,38 @@ from r2bench.cli import app
 from r2bench.config.load import load_testbed
 from r2bench.config.testbed import LauncherKind
 from r2bench.testbeds.slurm import (
+    MAX_HOSTS,
     SlurmError,
     expand_nodelist,
     expand_tasks_per_node,
     read_allocation,
     slurm_testbed,
 )
+
+
+def compress(prefix: str, numbers: list[int], width: int) -> str:
+    """A host list in Slurm's bracket form, ranges merged (as `scontrol show hostlist` does)."""
+    numbers = sorted(set(numbers))
+    pieces, start = [], 0
+    for i in range(1, len(numbers) + 1):
+        if i == len(numbers) or numbers[i] != numbers[i - 1] + 1:
+            low, high = numbers[start], numbers[i - 1]
+            text = str(low).zfill(width)
+            pieces.append(text if low == high else f"{text}-{str(high).zfill(width)}")
+            start = i
+    return f"{prefix}[{','.join(pieces)}]"
+
+
+prefixes = st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True)
+
+
+ENV = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "gpu[01-02]",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_TASKS_PER_NODE": "8(x2)",
+    "SLURM_GPUS_ON_NODE": "8",
+}
 
 
 @pytest.mark.parametrize(
@@ -60,22 +86,6 @@ def test_expand_rejects(text: str, message: str) -> None:
         expand_nodelist(text)
 
 
-def compress(prefix: str, numbers: list[int], width: int) -> str:
-    """A host list in Slurm's bracket form, ranges merged (as `scontrol show hostlist` does)."""
-    numbers = sorted(set(numbers))
-    pieces, start = [], 0
-    for i in range(1, len(numbers) + 1):
-        if i == len(numbers) or numbers[i] != numbers[i - 1] + 1:
-            low, high = numbers[start], numbers[i - 1]
-            text = str(low).zfill(width)
-            pieces.append(text if low == high else f"{text}-{str(high).zfill(width)}")
-            start = i
-    return f"{prefix}[{','.join(pieces)}]"
-
-
-prefixes = st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True)
-
-
 @given(prefixes, st.lists(st.integers(0, 400), min_size=1, max_size=40), st.integers(1, 4))
 def test_expand_inverts_compression(prefix: str, numbers: list[int], width: int) -> None:
     expected = [f"{prefix}{str(n).zfill(width)}" for n in sorted(set(numbers))]
@@ -104,15 +114,6 @@ def test_tasks_per_node() -> None:
     assert expand_tasks_per_node("1") == [1]
     with pytest.raises(SlurmError):
         expand_tasks_per_node("8(2)")
-
-
-ENV = {
-    "SLURM_JOB_ID": "4242",
-    "SLURM_JOB_NODELIST": "gpu[01-02]",
-    "SLURM_JOB_NUM_NODES": "2",
-    "SLURM_TASKS_PER_NODE": "8(x2)",
-    "SLURM_GPUS_ON_NODE": "8",
-}
 
 
 def test_allocation_to_testbed() -> None:
@@ -170,3 +171,54 @@ def test_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 0, result.stderr
     testbed = load_testbed(out)
     assert [n.name for n in testbed.nodes] == ["gpu01", "gpu02", "gpu03", "gpu07"]
+
+
+# ---- Slurm: ASCII digits only, node lists counted before they are built ---------------------
+
+
+@pytest.mark.parametrize(
+    "nodelist",
+    ["gpu[\u0661-\u0662]", "gpu[\u0661]", "gpu[1-\u0663]", "gpu[\uff11-2]", "gpu[\u00b9-2]"],
+)
+def test_non_ascii_digits_in_a_node_list_are_refused(nodelist: str) -> None:
+    with pytest.raises(SlurmError, match="bad range"):
+        expand_nodelist(nodelist)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"],
+)
+@pytest.mark.parametrize("value", ["\u00b2", "\u0662", "1\u00b2", "\uff12", "9" * 5001])
+def test_non_ascii_or_huge_counts_are_slurm_errors(name: str, value: str) -> None:
+    env = {"SLURM_JOB_NODELIST": "gpu[1-2]", name: value}
+    with pytest.raises(SlurmError, match=name):
+        read_allocation(env)
+
+
+@pytest.mark.parametrize("tasks", ["\u00b2(x2)", "2(x\u00b2)", "9" * 5001, "1(x99999999999999)"])
+def test_bad_tasks_per_node_are_slurm_errors(tasks: str) -> None:
+    with pytest.raises(SlurmError, match="SLURM_TASKS_PER_NODE"):
+        read_allocation({"SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_TASKS_PER_NODE": tasks})
+
+
+@pytest.mark.parametrize(
+    "nodelist",
+    [
+        "a[0-99999]b[0-99999]",
+        "a[0-999]b[0-999]c[0-999]",
+        ",".join(f"g{i}[0-99999]" for i in range(3)),
+        "a[0-99999999999999999999]",
+        "a[" + "9" * 5001 + "]",
+    ],
+)
+def test_node_lists_over_the_cap_are_refused_before_they_are_built(nodelist: str) -> None:
+    tracemalloc = pytest.importorskip("tracemalloc")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SlurmError, match=f"more than {MAX_HOSTS}|bad range"):
+            expand_nodelist(nodelist)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 1024 * 1024

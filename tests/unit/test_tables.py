@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,11 +14,16 @@ from r2bench.analysis.parsedrun import TransportTap
 from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.runs import combine
 from r2bench.parse.nccltests.text import parse_text
+from r2bench.runfolder import runformat
+from r2bench.runfolder import store as st
 from r2bench.runfolder.store import RunStore
 from r2bench.tables import build as tb
+from r2bench.tables.build import rebuild
 from tests.support import paths
 from tests.support.captures import DATA, top_level_copy
+from tests.support.cli_runner import invoke_wide
 from tests.support.sample_sweep import SampleConfig, write_sample_sweep
+from tests.support.sweeps import copy_sweep
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +244,24 @@ def test_the_transport_tap_reads_real_gpu_logs(log: Path, transport: str | None)
     tap = TransportTap()
     tap.read(log)
     assert tap.transport == transport
+
+
+# ---- environment values from a run folder never take the tables down --------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["5000", "9" * 5001, "-1", "inf", "nan", "1e308", "\u00b9", "\u0661\u0662", ""]
+)
+def test_a_hostile_ib_timeout_in_a_run_s_environment_never_kills_the_report(
+    small_sweep: Path, tmp_path: Path, value: str
+) -> None:
+    # `import` ends in the same rebuild as `report`: one test covers both.
+    sweep = copy_sweep(small_sweep, tmp_path / "s")
+    for run in st.RunStore.at(sweep).run_dirs():
+        for name in (runformat.SPEC, runformat.PROVENANCE):
+            doc = json.loads((run / name).read_text())
+            doc.setdefault("env", {}).update(NCCL_IB_TIMEOUT=value, NCCL_IB_RETRY_CNT=value)
+            (run / name).write_text(json.dumps(doc))
+    result = invoke_wide("report", str(sweep))
+    assert result.exit_code == 0, result.output
+    assert len(rebuild(sweep).runs) == len(list(st.RunStore.at(sweep).run_dirs()))

@@ -30,6 +30,7 @@ from r2bench.testbeds.virtual.sshd import (
     start_command,
 )
 from r2bench.testbeds.virtual.statedir import Manifest, StatePaths
+from tests.support import paths
 from tests.support.cli_runner import invoke_as_main
 
 SHAPES = [(1, 1), (2, 2), (4, 3), (64, 8)]
@@ -40,6 +41,16 @@ def _addresses(plan) -> list[str]:
     for node in plan.nodes:
         out += [node.mgmt_address, *node.nic_addresses]
     return out
+
+
+def _tc(plan) -> list[tuple[str, ...]]:
+    return [argv for step in plan.steps for argv in step.commands if argv[0] == "tc"]
+
+
+# ---- the embedded virtual testbed's rate is checked at plan time -----------------------------
+
+QUICKSTART = paths.REPO / "experiments" / "quickstart.yaml"
+VIRTUAL_TB = paths.REPO / "experiments" / "testbeds" / "virtual-example.yaml"
 
 
 @pytest.mark.parametrize(("nodes", "nics"), SHAPES)
@@ -201,10 +212,6 @@ def test_up_names_missing_tools_and_packages(
     assert result.exit_code == 2 and "nft" not in result.output
 
 
-def _tc(plan) -> list[tuple[str, ...]]:
-    return [argv for step in plan.steps for argv in step.commands if argv[0] == "tc"]
-
-
 def test_rate_shapes_both_ends_of_every_data_cable_with_the_fixed_handle() -> None:
     assert _tc(plan_testbed(VirtualSpec("t", 2, 4))) == []
     plan = plan_testbed(VirtualSpec("t", 2, 4, rate="400mbit"))
@@ -250,3 +257,32 @@ def test_rate_is_written_on_every_data_nic(tmp_path: Path) -> None:
         assert [nic.rate for nic in node.nics if nic.management] == [None]
     unshaped = build_testbed(plan_testbed(VirtualSpec("rt", 2, 4)), {}, python="python3")
     assert "rate" not in to_yaml(unshaped)
+
+
+@pytest.mark.parametrize(
+    "rate",
+    ['"0bit"', '""', '"10mbit; reboot"', '"10mbit\\n"', '"50kbit"', '"99tbit"', "12", '"1e9bit"'],
+)
+def test_a_bad_virtual_testbed_rate_fails_plan_located(tmp_path: Path, rate: str) -> None:
+    text = QUICKSTART.read_text()
+    text = text.replace("\nvirtual_testbed:", "\nvirtual_testbed_was:")
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text + f"virtual_testbed: {{nodes: 2, nics: 4, rate: {rate}}}\n")
+    result = invoke_as_main("plan", str(path), "-t", str(VIRTUAL_TB))
+    assert result.exit_code == 2, result.output
+    assert "virtual_testbed.rate" in result.output and f"{path.name}:" in result.output
+
+
+@pytest.mark.parametrize("rate", ["250mbit", "1gbit", "100kbit", "125mbps", "null"])
+def test_a_good_virtual_testbed_rate_plans(tmp_path: Path, rate: str) -> None:
+    text = QUICKSTART.read_text().replace("\nvirtual_testbed:", "\nvirtual_testbed_was:")
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text + f"virtual_testbed: {{nodes: 2, nics: 4, rate: {rate}}}\n")
+    result = invoke_as_main("plan", str(path), "-t", str(VIRTUAL_TB))
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("rate", ["10mbit\n", "10mbit\nreboot", "1gbit "])
+def test_a_virtual_rate_with_a_trailing_line_is_refused(rate: str) -> None:
+    with pytest.raises(PlanError):
+        rate_bits(rate)

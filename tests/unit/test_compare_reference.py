@@ -1,0 +1,57 @@
+"""A reference file's numbers: finite, whole where they count; any other is refused by name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_runner import invoke_wide
+
+# ---- a reference file's numbers: finite, whole where they count -------------------------------
+
+
+@pytest.fixture(scope="module")
+def reference(small_sweep: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ref") / "ref.yaml"
+    invoke_wide("compare", str(small_sweep), str(small_sweep), "--write-reference", str(path))
+    assert path.is_file()  # the gate's verdict (too few repeats here) does not matter
+    return path
+
+
+VALUE = r"busbw_gbps: \[[^,]+,"
+LOWER = r"(busbw_gbps: \[[^,]+), [^,]+,"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "replacement", "field"),
+    [
+        *((r"\bn: \d+", f"n: {v}", "n") for v in (".inf", "-.inf", "1e400", ".nan", "-3", "2.5")),
+        *((VALUE, f"busbw_gbps: [{v},", "busbw_gbps") for v in (".inf", ".nan", "-.inf", "x")),
+        *((LOWER, rf"\1, {v},", "busbw_gbps") for v in (".inf", ".nan", "x")),
+    ],
+)
+def test_non_finite_or_fractional_reference_numbers_are_refused_by_name(
+    small_sweep: Path, reference: Path, tmp_path: Path, pattern: str, replacement: str, field: str
+) -> None:
+    text = reference.read_text()
+    path = tmp_path / "ref.yaml"
+    path.write_text(re.sub(pattern, replacement, text, count=1))
+    assert path.read_text() != text
+    result = invoke_wide("compare", str(path), str(small_sweep))
+    assert result.exit_code == 2, result.output
+    assert f"cells[0].{field}" in result.output and str(path) in result.output.replace("\n", "")
+
+
+@pytest.mark.parametrize("count", [".inf", "1e400", "-1", ".nan"])
+def test_non_finite_outcome_counts_in_a_reference_are_refused(
+    small_sweep: Path, reference: Path, tmp_path: Path, count: str
+) -> None:
+    text = reference.read_text()
+    path = tmp_path / "ref.yaml"
+    path.write_text(re.sub(r"outcomes: \{(\w+): \d+", rf"outcomes: {{\1: {count}", text, count=1))
+    assert path.read_text() != text
+    result = invoke_wide("compare", str(path), str(small_sweep))
+    assert result.exit_code == 2, result.output
+    assert "outcomes" in result.output
