@@ -20,14 +20,18 @@ if [[ -z $python ]]; then
     if [[ -x .venv/bin/python ]]; then python=.venv/bin/python; else python=python3; fi
 fi
 workers=${R2BENCH_TEST_WORKERS:-auto}
+if ! "$python" -c 'import xdist' 2>/dev/null; then
+    echo "test.sh: pytest-xdist is missing from $python (the dev extra has it): every tier runs serially"
+    workers=
+fi
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=(unit integration system)
 failed=()
 
 # run_tier TIER: pytest on tests/TIER, in parallel except the system tier.
 run_tier() {
-    local tier=$1 status=0 parallel=(-n "$workers")
-    [[ $tier != system ]] || parallel=()
+    local tier=$1 status=0 parallel=()
+    [[ $tier == system || -z $workers ]] || parallel=(-n "$workers")
     if [[ ! -d tests/$tier ]]; then
         echo "test.sh: no tier '$tier': the tiers are the folders tests/unit, tests/integration, tests/system" >&2
         return 2

@@ -11,7 +11,8 @@ Tiers, one folder each; a test's folder sets its marker (`pytest -m unit` = `pyt
 `support/` holds the helpers the tiers share (`tests.support.*`) and `data/` what they read.
 
 A unit test that asks for a fixture of a higher tier (a testbed, sshd) or is marked `root` fails
-the collection, with the folder to move it to.
+the collection, with the folder to move it to; one that starts a process fails too
+(tests/unit/conftest.py).
 
 Requirement markers skip a test where the machine lacks what it needs (the reason says what):
 `root`, `needs_mpirun`, `needs_mpi4py`; `slow` marks a test that takes more than a few seconds.

@@ -1,4 +1,8 @@
-"""No command ends in a traceback on bad paths and folders: one line, exit 2."""
+"""No command ends in a traceback on bad paths and folders: one line, exit 2.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_cli_errors.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The command line reads as users of typer tools expect: examples, choices, order, metavars."""
+"""The command line reads as users of typer tools expect: examples, choices, order, metavars.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_cli_help.py (its pure tests).
+"""
 
 from __future__ import annotations
 

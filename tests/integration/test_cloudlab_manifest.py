@@ -1,4 +1,8 @@
-"""`r2bench cloudlab testbed`: manifests written from CloudLab's schema -> testbed files."""
+"""`r2bench cloudlab testbed`: manifests written from CloudLab's schema -> testbed files.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_cloudlab_manifest.py (its pure tests).
+"""
 
 from __future__ import annotations
 

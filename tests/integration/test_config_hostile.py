@@ -1,6 +1,10 @@
 """Hostile config input: deep nesting, huge and non-finite numbers, YAML tags, and problems in
 both files at once. Nothing may escape as a traceback; numbers that reach a node's command line
-are finite, bounded and plain decimals."""
+are finite, bounded and plain decimals.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_config_hostile.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""NIC counters: the node-side sampler (on a fake sysfs), the `counters` table, the NIC figure."""
+"""NIC counters: the node-side sampler (on a fake sysfs), the `counters` table, the NIC figure.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_counters.py (its pure tests).
+"""
 
 from __future__ import annotations
 

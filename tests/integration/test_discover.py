@@ -1,4 +1,9 @@
-"""`r2bench doctor --discover`: merge rules (pure), a LocalNode, and the virtual testbed."""
+"""`r2bench doctor --discover`: merge rules (pure), a LocalNode, and the virtual testbed.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_discover.py (its pure tests), tests/system/test_discover.py (those on a virtual
+testbed (root)).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Doctor's checks of what the r7525 testbed keeps in place: mlnx_qos limits, the topology file,
-the SmartNICs' Open vSwitch (r2bench/doctor/testbed_setup.py)."""
+the SmartNICs' Open vSwitch (r2bench/doctor/testbed_setup.py).
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_doctor_setup.py (its pure tests).
+"""
 
 from __future__ import annotations
 

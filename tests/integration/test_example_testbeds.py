@@ -6,6 +6,9 @@ The host is the DGX H100 of tests/data/hardware/dgx-h100-ibdev2netdev.txt, laid 
 Discovery on that host must leave the example as it is (every NIC found, same link layer, same
 interface), and every experiment written for the example must still plan on what discovery
 wrote: a fault aimed at a device that is Ethernet there would be refused.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_example_testbeds.py (its pure tests).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 (the one place that turns errors into exit codes). The failures that need a node use a
 testbed whose nodes do not answer (ssh to a closed port on loopback): a lost node exits 1
 from every command that talks to nodes. Bad paths and files (exit 2) are in test_cli_errors.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_exit_codes.py (its pure tests).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ each room (a top-level package or module) imports only rooms on its own floor or
 Every import counts, module-level or inside a function (a lazy import still runs), except
 those under `if TYPE_CHECKING:`. `from pkg import name` counts as importing `pkg.name` when
 that is a module, else `pkg`.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_import_graph.py (its pure tests).
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The testbed below is built from real names and values (tests/data/hardware/README.md): an
 8-GPU host whose RDMA devices interleave InfiniBand ports (`ibp*` IPoIB names) and Ethernet
 ports, a bonded RoCE device, and an IB port without IPoIB.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_link_layer.py (its pure tests).
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The example of the docs is added to `analysis.metrics.REGISTRY` before anything else of r2bench
 is imported (as an edit of metrics.py would), in a fresh interpreter; the runs table, the
 report's recovery table and compare's policy must all carry it without any other change.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_metric_registry.py (its pure tests).
 """
 
 from __future__ import annotations

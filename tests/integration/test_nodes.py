@@ -1,4 +1,8 @@
-"""The node layer: LocalNode and SshNode (against a real sshd on 127.0.0.1), and NodePool."""
+"""The node layer: LocalNode and SshNode (against a real sshd on 127.0.0.1), and NodePool.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_nodes.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`r2bench parse` and `r2bench import` command functions, on the real captures."""
+"""`r2bench parse` and `r2bench import` command functions, on the real captures.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_parse_cli.py (its pure tests).
+"""
 
 from __future__ import annotations
 

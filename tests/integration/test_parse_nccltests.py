@@ -1,4 +1,8 @@
-"""nccl-tests text/JSON parser, checked against real captures (tests/data/nccl-tests/README.md)."""
+"""nccl-tests text/JSON parser, checked against real captures (tests/data/nccl-tests/README.md).
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_parse_nccltests.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`plan --script DIR`: per-node bash scripts that can be read, pasted and run."""
+"""`plan --script DIR`: per-node bash scripts that can be read, pasted and run.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_plan_script.py (its pure tests).
+"""
 
 from __future__ import annotations
 

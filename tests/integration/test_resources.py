@@ -1,4 +1,8 @@
-"""plugin/ and injectors/ are found from a checkout and from an installed wheel alike."""
+"""plugin/ and injectors/ are found from a checkout and from an installed wheel alike.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_resources.py (its pure tests).
+"""
 
 from __future__ import annotations
 

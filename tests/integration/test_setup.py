@@ -1,5 +1,9 @@
 """`r2bench setup`: cache keys and stamps, build-failure extraction, per-node rendering, and the
-whole command on a local testbed (LocalNode) with tiny local-source recipes."""
+whole command on a local testbed (LocalNode) with tiny local-source recipes.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_setup.py (its pure tests).
+"""
 
 from __future__ import annotations
 

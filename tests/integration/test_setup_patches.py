@@ -1,5 +1,9 @@
 """Recipe patches: the recipe model, conditions on node facts, the cache key, and setup applying
-them on a local testbed (a patch that does not apply is a build failure naming patch and node)."""
+them on a local testbed (a patch that does not apply is a build failure naming patch and node).
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_setup_patches.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Run store: atomic files, COMPLETE last, resume, incomplete runs kept; provenance."""
+"""Run store: atomic files, COMPLETE last, resume, incomplete runs kept; provenance.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_store.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Sweep folders as the user names them (`.`, `run/..`, any script): `report` and `figures`
-write into the sweep meant."""
+write into the sweep meant.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_sweep_folder_paths.py (its pure tests).
+"""
 
 from __future__ import annotations
 

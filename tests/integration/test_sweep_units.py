@@ -4,6 +4,9 @@ armed injects through the real lib.sh, the fault schedule and driver, the lock, 
 Faults here are of a test-only kind (`file_fault.sh`: the "link" is a state file), written
 beside a copy of the real injectors, so lib.sh's armed mode, records and leases run for real
 without root or network namespaces.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_sweep_units.py (its pure tests).
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """One holder per virtual testbed (r2bench.testbeds.virtual.hold): a live holder is refused with its pid
 and results folder, a dead one is taken over, and doctor and `testbed down` name the holder
-instead of telling anyone to kill its runs or remove its testbed."""
+instead of telling anyone to kill its runs or remove its testbed.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_testbed_hold.py (its pure tests).
+"""
 
 from __future__ import annotations
 

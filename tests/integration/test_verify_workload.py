@@ -1,6 +1,10 @@
 """r2bench's verification workload (r2b_verify, docs/verify.md): its captured GPU outputs read
 by the unchanged nccl-tests parsers, the `#iter`/`#verify` reader, the self-test's outcome
-(wrong_results naming the iteration), the recipe and the GPU experiment's plan."""
+(wrong_results naming the iteration), the recipe and the GPU experiment's plan.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_verify_workload.py (its pure tests).
+"""
 
 from __future__ import annotations
 

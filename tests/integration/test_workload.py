@@ -1,4 +1,8 @@
-"""Tests of the emulated ring AllReduce (r2bench.workloads), run with the real mpirun."""
+"""Tests of the emulated ring AllReduce (r2bench.workloads), run with the real mpirun.
+
+This module holds those with real processes; the same subject's other tests:
+tests/unit/test_workload.py (its pure tests).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""`r2bench doctor --discover`: merge rules (pure), a LocalNode, and the virtual testbed."""
+"""`r2bench doctor --discover`: merge rules (pure), a LocalNode, and the virtual testbed.
+
+This module holds those on a virtual testbed (root); the same subject's other tests:
+tests/unit/test_discover.py (its pure tests), tests/integration/test_discover.py (those with
+real processes).
+"""
 
 from __future__ import annotations
 

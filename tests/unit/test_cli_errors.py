@@ -1,4 +1,8 @@
-"""No command ends in a traceback on bad paths and folders: one line, exit 2."""
+"""No command ends in a traceback on bad paths and folders: one line, exit 2.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_cli_errors.py (those with real processes).
+"""
 
 from __future__ import annotations
 

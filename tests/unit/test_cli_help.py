@@ -1,4 +1,8 @@
-"""The command line reads as users of typer tools expect: examples, choices, order, metavars."""
+"""The command line reads as users of typer tools expect: examples, choices, order, metavars.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_cli_help.py (those with real processes).
+"""
 
 from __future__ import annotations
 

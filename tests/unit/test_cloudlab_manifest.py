@@ -1,4 +1,8 @@
-"""`r2bench cloudlab testbed`: manifests written from CloudLab's schema -> testbed files."""
+"""`r2bench cloudlab testbed`: manifests written from CloudLab's schema -> testbed files.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_cloudlab_manifest.py (those with real processes).
+"""
 
 from __future__ import annotations
 

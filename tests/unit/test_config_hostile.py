@@ -1,6 +1,10 @@
 """Hostile config input: deep nesting, huge and non-finite numbers, YAML tags, and problems in
 both files at once. Nothing may escape as a traceback; numbers that reach a node's command line
-are finite, bounded and plain decimals."""
+are finite, bounded and plain decimals.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_config_hostile.py (those with real processes).
+"""
 
 from __future__ import annotations
 

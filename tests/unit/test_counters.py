@@ -1,4 +1,8 @@
-"""NIC counters: the node-side sampler (on a fake sysfs), the `counters` table, the NIC figure."""
+"""NIC counters: the node-side sampler (on a fake sysfs), the `counters` table, the NIC figure.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_counters.py (those with real processes).
+"""
 
 from __future__ import annotations
 

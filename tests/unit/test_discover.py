@@ -1,4 +1,9 @@
-"""`r2bench doctor --discover`: merge rules (pure), a LocalNode, and the virtual testbed."""
+"""`r2bench doctor --discover`: merge rules (pure), a LocalNode, and the virtual testbed.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_discover.py (those with real processes), tests/system/test_discover.py
+(those on a virtual testbed (root)).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ The development machines have no GPUs, no RDMA devices and no GPU drivers, so th
 `nvidia-smi -L`, `nvidia-smi topo -m`, `lsmod`, the InfiniBand sysfs files and HPC-X/MPICH
 `mpirun --version` below are written by hand in the exact formats those tools print. The Open MPI
 `mpirun --version`, `ps`, `/etc/os-release` and netdev sysfs outputs were captured on Debian 12.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_doctor.py (those with real processes).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Doctor's checks of what the r7525 testbed keeps in place: mlnx_qos limits, the topology file,
-the SmartNICs' Open vSwitch (r2bench/doctor/testbed_setup.py)."""
+the SmartNICs' Open vSwitch (r2bench/doctor/testbed_setup.py).
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_doctor_setup.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """A fault may run on another host than the node whose NIC it affects (the BlueField that
-carries the NIC), and a host that runs no rank never gets ranks (the r7525 testbed)."""
+carries the NIC), and a host that runs no rank never gets ranks (the r7525 testbed).
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_fault_executor.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 The testbed below is built from real names and values (tests/data/hardware/README.md): an
 8-GPU host whose RDMA devices interleave InfiniBand ports (`ibp*` IPoIB names) and Ethernet
 ports, a bonded RoCE device, and an IB port without IPoIB.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_link_layer.py (those with real processes).
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The example of the docs is added to `analysis.metrics.REGISTRY` before anything else of r2bench
 is imported (as an edit of metrics.py would), in a fresh interpreter; the runs table, the
 report's recovery table and compare's policy must all carry it without any other change.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_metric_registry.py (those with real processes).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The node layer: LocalNode and SshNode (against a real sshd on 127.0.0.1), and NodePool."""
+"""The node layer: LocalNode and SshNode (against a real sshd on 127.0.0.1), and NodePool.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_nodes.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`r2bench parse` and `r2bench import` command functions, on the real captures."""
+"""`r2bench parse` and `r2bench import` command functions, on the real captures.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_parse_cli.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""nccl-tests text/JSON parser, checked against real captures (tests/data/nccl-tests/README.md)."""
+"""nccl-tests text/JSON parser, checked against real captures (tests/data/nccl-tests/README.md).
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_parse_nccltests.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`plan --script DIR`: per-node bash scripts that can be read, pasted and run."""
+"""`plan --script DIR`: per-node bash scripts that can be read, pasted and run.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_plan_script.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """R-2CCL's performance model (analysis/r2cc_model.py) against upstream's README and its 07 log,
-and its report section and figure on the imported reference logs."""
+and its report section and figure on the imported reference logs.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_r2cc_model.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""plugin/ and injectors/ are found from a checkout and from an installed wheel alike."""
+"""plugin/ and injectors/ are found from a checkout and from an installed wheel alike.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_resources.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """`r2bench setup`: cache keys and stamps, build-failure extraction, per-node rendering, and the
-whole command on a local testbed (LocalNode) with tiny local-source recipes."""
+whole command on a local testbed (LocalNode) with tiny local-source recipes.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_setup.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Recipe patches: the recipe model, conditions on node facts, the cache key, and setup applying
-them on a local testbed (a patch that does not apply is a build failure naming patch and node)."""
+them on a local testbed (a patch that does not apply is a build failure naming patch and node).
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_setup_patches.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Run store: atomic files, COMPLETE last, resume, incomplete runs kept; provenance."""
+"""Run store: atomic files, COMPLETE last, resume, incomplete runs kept; provenance.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_store.py (those with real processes).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Sweep and run folders as the user names them (`.`, `..`, `/`, any script): the sweep meant, or
-a one-line error with exit 2; never a traceback."""
+a one-line error with exit 2; never a traceback.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_sweep_folder_paths.py (those with real processes).
+"""
 
 from __future__ import annotations
 

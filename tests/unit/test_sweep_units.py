@@ -4,6 +4,9 @@ armed injects through the real lib.sh, the fault schedule and driver, the lock, 
 Faults here are of a test-only kind (`file_fault.sh`: the "link" is a state file), written
 beside a copy of the real injectors, so lib.sh's armed mode, records and leases run for real
 without root or network namespaces.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_sweep_units.py (those with real processes).
 """
 
 from __future__ import annotations

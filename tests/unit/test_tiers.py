@@ -3,6 +3,7 @@ refuses a unit test that asks for real processes, saying where it goes."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass, field
 
 import pytest
@@ -73,3 +74,8 @@ def test_a_test_outside_the_tiers_is_told_the_folders() -> None:
 def test_every_collected_test_carries_its_tier(request: pytest.FixtureRequest) -> None:
     assert request.node.get_closest_marker("unit") is not None
     assert request.node.get_closest_marker("integration") is None
+
+
+def test_a_unit_test_that_starts_a_process_is_told_to_move() -> None:
+    with pytest.raises(AssertionError, match="move it to tests/integration/"):
+        subprocess.run(["true"], check=False)

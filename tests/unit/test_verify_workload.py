@@ -1,6 +1,10 @@
 """r2bench's verification workload (r2b_verify, docs/verify.md): its captured GPU outputs read
 by the unchanged nccl-tests parsers, the `#iter`/`#verify` reader, the self-test's outcome
-(wrong_results naming the iteration), the recipe and the GPU experiment's plan."""
+(wrong_results naming the iteration), the recipe and the GPU experiment's plan.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_verify_workload.py (those with real processes).
+"""
 
 from __future__ import annotations
 

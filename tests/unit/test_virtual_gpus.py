@@ -1,5 +1,9 @@
 """Namespace nodes on one GPU host, without a GPU: the GPU layout, the testbed file, the per-node
-NCCL_HOSTID in the launch line, doctor's word on shared GPUs, and the experiment's own testbed."""
+NCCL_HOSTID in the launch line, doctor's word on shared GPUs, and the experiment's own testbed.
+
+This module holds its pure tests; the same subject's other tests:
+tests/system/test_virtual_gpus.py (those on a virtual testbed (root)).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Tests of the emulated ring AllReduce (r2bench.workloads), run with the real mpirun."""
+"""Tests of the emulated ring AllReduce (r2bench.workloads), run with the real mpirun.
+
+This module holds its pure tests; the same subject's other tests:
+tests/integration/test_workload.py (those with real processes).
+"""
 
 from __future__ import annotations
 
