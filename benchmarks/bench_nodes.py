@@ -94,8 +94,8 @@ def bench(model: NodeModel, count: int) -> tuple[Timing, Timing]:
 @contextmanager
 def loopback_node() -> Iterator[NodeModel]:
     """A throwaway sshd on 127.0.0.1 (the test helper) and a node model reaching it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from helpers_sshd import SshServer
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.support.helpers_sshd import SshServer
 
     with tempfile.TemporaryDirectory(prefix="r2bench-bench-") as tmp:
         server = SshServer(Path(tmp)).prepare().start()

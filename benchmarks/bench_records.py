@@ -48,8 +48,8 @@ from r2bench.runfolder.runformat import TABLES_DIR
 from r2bench.runfolder.runmodel import load_run
 from r2bench.tables.build import rebuild
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from sample_sweep import SampleConfig, write_sample_sweep
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.sample_sweep import SampleConfig, write_sample_sweep
 
 CAPTURED = Path(__file__).resolve().parent.parent / "tests" / "data" / "nccl-tests"
 # The targets on 2 cores for 1,000 runs (the times scale with --runs / 1,000).
