@@ -470,8 +470,12 @@ def iteration_windows(run: ParsedRun) -> Iterations:
 
 
 def empty_run(record: runmodel.RunRecord) -> ParsedRun:
-    """A run with nothing parsed (an incomplete or unreadable one): its record only."""
-    return ParsedRun(record, ParsedNcclTests(), [], None)
+    """A run with nothing parsed (an incomplete or unreadable one): its record and the fault
+    windows it was dealt (the runs table says which NIC went down even when the run did not
+    finish)."""
+    end = record.end
+    windows = fault_windows(record.faults, end.ended_at if end else None)
+    return ParsedRun(record, ParsedNcclTests(), [], None, windows=windows)
 
 
 def key_of(row: ResultRow | PerIteration) -> RowKey:

@@ -14,7 +14,6 @@ import os
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -412,13 +411,14 @@ def render_report(
 
 
 def _made(sweep_dir: Path, tables: Tables) -> str:
-    """What the page was made from, and when."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """What the page was made from. No build time and no path beyond the sweep's name: the
+    same sweep gives the same page, wherever and whenever it is built (the committed example
+    reports are compared byte for byte)."""
     return (
         f"<p class='small'>{len(tables.runs)} runs, {len(tables.results)} result rows, "
         f"{tables.n_iterations} iterations, {len(tables.events)} events. "
-        f"Generated {stamp} by r2bench {esc(r2bench.__version__)} from "
-        f"<code>{esc(sweep_dir)}</code>.</p>"
+        f"Made by r2bench {esc(r2bench.__version__)} from the sweep "
+        f"<code>{esc(Path(sweep_dir).name)}</code>.</p>"
     )
 
 

@@ -172,3 +172,16 @@ def test_ras_start_command_is_tagged_and_optional() -> None:
     cmd = ras_start_command("run-1", "/w/runs/run-1", "node0", 60)
     assert cmd.startswith("command -v ncclras >/dev/null 2>&1 || exit 0;")
     assert "R2B_RUN=run-1 nohup timeout 65" in cmd and "ncclras -m -f json" in cmd
+
+
+def test_incomplete_run_keeps_the_fault_it_was_dealt(tmp_path: Path) -> None:
+    """A run cut short (no COMPLETE marker) after its fault was applied and reverted: the runs
+    table still says which NIC went down, when, and for how long (only its metrics are
+    undefined), as the tables said before the run's model was split."""
+    run = _copy(M0, tmp_path / "sweep")
+    (run / "COMPLETE").unlink()
+    row = build_tables(tmp_path / "sweep").runs.iloc[0]
+    assert (row["fault_node"], row["fault_nic"]) == ("node1", "nic1")
+    assert row["fault_cycles"] == 1
+    assert row["fault_applied_at"] < row["fault_back_at"]
+    assert row["detect_s_reason"] == "incomplete run (no COMPLETE marker)"
