@@ -1,28 +1,49 @@
-"""A run folder read as one run, for `r2bench parse`: its stdout and stderr together, with its
-`-J` results, spec, recorded outcome and events, as the tables read it (`analysis.parsedrun`).
+"""What `r2bench parse` and `r2bench import` read a log or a run folder as: the one reading
+both share, so they give one answer (library, R2CC_MODE, outcome, iterations) per run.
 
-Given one of a run folder's own files (`results/<sweep>/<run>/stdout.txt`), `parse` reads the
-whole folder: a run's stdout and stderr are two halves of one run, never two runs to judge.
+- **A log set** (`LogSet`: a text output and the `-J` JSON it names, else the JSON of its stem)
+  is read by `read_log_set` into its runs (`LogRun`); `import` writes one run folder per
+  `LogRun`, `parse` prints one JSON object per `LogRun`. A text output and its `-J` twin are
+  one run (`json_twin`, `text_twin`): given either or both, `parse` reads the pair.
+- **A run folder** is read as one run (`read_folder`): its stdout and stderr together, with
+  its `-J` results, spec, recorded outcome and events, as the tables read it
+  (`analysis.parsedrun`). Given one of a run folder's own files
+  (`results/<sweep>/<run>/stdout.txt`), `parse` reads the whole folder.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from r2bench.analysis.decision import decide
 from r2bench.analysis.parsedrun import ParsedRun, parse_run, read_outputs
-from r2bench.parse.events import read_events
-from r2bench.parse.models import Event, Outcome, ParsedNcclTests
+from r2bench.parse.events import read_events, read_log
+from r2bench.parse.iterlines import logged_blocks
+from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text, r2cc_mode
+from r2bench.parse.models import Event, Outcome, ParsedNcclTests, PerIteration
+from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.runs import combine
 from r2bench.parse.r2ccl_artifact import (
     ArtifactError,
+    ArtifactLog,
+    HarnessRun,
     HotRepairRun,
     events_between,
+    library_basis,
     looks_like_artifact,
     read_artifact,
 )
-from r2bench.parse.verify import Verification
+from r2bench.parse.verify import Verification, verifications
 from r2bench.runfolder import runformat, runmodel
+from r2bench.safeio import JSON_RECORD_LIMIT, check_regular, read_text_bounded
 
 RUN_FILES = (
     runformat.SPEC,
@@ -67,6 +88,11 @@ class FolderRun:
     transport: str | None = None
     exit_code: int | None = None
     warnings: list[str] = field(default_factory=list)
+    library: str | None = None
+    """The spec's library recipe; None when the import that wrote it only guessed it."""
+    library_basis: str | None = None
+    mode: str | None = None
+    """The spec's R2CC_MODE."""
 
 
 def read_folder(path: Path) -> FolderRun:
@@ -102,7 +128,19 @@ def read_folder(path: Path) -> FolderRun:
         transport=run.transport,
         exit_code=record.end.exit_code if record.end else None,
         warnings=list(parsed.warnings),
+        **_folder_library(record),
     )
+
+
+def _folder_library(record: runmodel.RunRecord) -> dict[str, Any]:
+    """The library and mode the run's spec names (as the tables show them): an imported run's
+    library guessed from R2CC_* variables alone is no library (`LibraryIdentity.shown`)."""
+    spec = record.spec
+    basis = record.provenance.get("library_basis") if record.provenance else None
+    recipe = spec.library.recipe if spec.library else None
+    if isinstance(basis, str):
+        recipe = LibraryIdentity(recipe or "", None, basis).shown
+    return {"library": recipe, "library_basis": basis, "mode": r2cc_mode(spec.env)}
 
 
 def _with_spec_collective(run: ParsedRun, collective: str | None) -> ParsedNcclTests:
@@ -114,23 +152,263 @@ def _with_spec_collective(run: ParsedRun, collective: str | None) -> ParsedNcclT
     return parsed.model_copy(update={"collective": collective, "collective_from": "run_spec"})
 
 
-def parse_artifact_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]] | None:
-    """`r2bench parse`'s view of an artifact log: one (results, events, outcome) per run, or
-    None when `path` is no artifact log. A refused run raises its located ArtifactError."""
-    if not looks_like_artifact(path):
-        return None
-    log = read_artifact(path)
-    if log.errors:
-        first = log.errors[0]
-        raise ArtifactError(first.path, first.line, first.what, first.fix)
+# --------------------------------------------------------------------------- log sets
+
+TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
+JSON_SUFFIXES = (".json",)
+_HEADER_BYTES = 65536
+_SNIFF_BYTES = 4096
+_WRITING_JSON_RE = re.compile(r"^# Writing JSON output to (.+)$", re.MULTILINE)
+_SPEC_ENV_RE = re.compile(r"^(NCCL_|R2CC_)")
+
+
+@dataclass(frozen=True)
+class LogSet:
+    """The files of one run (or of several runs one after another): a text output and/or the
+    `-J` JSON it wrote."""
+
+    stem: str
+    text: Path | None = None
+    json: Path | None = None
+
+    @property
+    def sources(self) -> list[Path]:
+        """The files, text first."""
+        return [p for p in (self.text, self.json) if p is not None]
+
+
+def json_named_in(text: Path) -> str | None:
+    """The `-J` file a text output says it wrote (`# Writing JSON output to <file>`), as
+    printed (a path on the machine that ran it)."""
+    with text.open("rb") as handle:
+        head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
+    m = _WRITING_JSON_RE.search(head)
+    return m.group(1).strip() if m else None
+
+
+def json_twin(text: Path) -> Path | None:
+    """The `-J` JSON beside a text output that is the same run: the file it names (by name, in
+    its own folder), else the JSON of its stem when it names none."""
+    named = json_named_in(text)
+    twin = text.parent / Path(named).name if named else text.with_suffix(JSON_SUFFIXES[0])
+    return twin if twin != text and twin.is_file() else None
+
+
+def text_twin(json_path: Path) -> Path | None:
+    """The text output beside a `-J` JSON whose twin it is (`json_twin`), or None."""
+    for suffix in TEXT_SUFFIXES:
+        text = json_path.with_suffix(suffix)
+        if text.is_file() and json_twin(text) == json_path:
+            return text
+    return None
+
+
+def json_env(doc: dict[str, Any]) -> dict[str, str]:
+    """The environment a -J file lists (`env`: `NAME=value` strings)."""
+    env = {}
+    for item in doc.get("env") or []:
+        if isinstance(item, str) and "=" in item:
+            name, value = item.split("=", 1)
+            env[name] = value
+    return env
+
+
+def json_doc(path: Path | None) -> dict[str, Any]:
+    """A -J file as a JSON object; {} when there is none or it cannot be read as one."""
+    if path is None:
+        return {}
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def settings_env(env: dict[str, str]) -> dict[str, str]:
+    """The NCCL_* and R2CC_* variables of an environment: the settings a run is keyed by."""
+    return {k: v for k, v in env.items() if _SPEC_ENV_RE.match(k)}
+
+
+@dataclass(frozen=True)
+class LogRun:
+    """One run of a log set, as `parse` prints it and `import` writes it."""
+
+    parsed: ParsedNcclTests
+    """The results as read (the text's, with its -J twin's per-iteration times)."""
+    events: list[Event]
+    outcome: Outcome
+    library: LibraryIdentity
+    env: dict[str, str]
+    """The NCCL_* / R2CC_* settings the input states (the -J env, the artifact harness's)."""
+    lines: tuple[int, int] | None = None
+    """The run's lines of the text when the file holds several runs; None: all of it."""
+    json: Path | None = None
+    """The -J twin read with it."""
+    verification: Verification | None = None
+    logged: tuple[PerIteration, ...] = ()
+    """Iterations only the workload's `#iter` lines hold (`parse.iterlines`)."""
+    artifact: HarnessRun | HotRepairRun | None = None
+    """The artifact run it is, for an R-2CCL artifact log."""
+
+    @property
+    def mode(self) -> str | None:
+        """The run's R2CC_MODE, as its settings state it."""
+        return r2cc_mode(self.env)
+
+    @property
+    def per_iteration(self) -> list[PerIteration]:
+        """Every timed iteration's block: the results', then the `#iter` lines' (as the tables
+        count them)."""
+        return [*self.parsed.per_iteration, *self.logged]
+
+
+@dataclass(frozen=True)
+class LogSetRead:
+    """A log set's runs, and for an artifact log what its harness printed besides."""
+
+    runs: list[LogRun]
+    artifact: ArtifactLog | None = None
+
+
+def _is_json(name: str, data: bytes) -> bool:
+    return name.lower().endswith(".json") or data[:_SNIFF_BYTES].lstrip()[:1] == b"{"
+
+
+def _read_json_file(path: Path) -> ParsedNcclTests:
+    """A -J file, size-capped (`InputRefused` over it)."""
+    return parse_json(read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
+
+
+def read_log_set(logs: LogSet, source: str | None = None) -> LogSetRead:
+    """A log set's runs. `source` names the file in events and evidence (default: the text's
+    name). A text holding several runs is split where a new run shows; a part holding no
+    result and no event (a banner at its end) is no run. Raises OSError, or `InputRefused`
+    for a device, fifo or folder, or a JSON file over its size cap."""
+    if logs.text is None:
+        assert logs.json is not None, "a log set holds a file"
+        return LogSetRead([_json_run(logs.json, source or logs.json.name)])
+    check_regular(logs.text, "log")
+    name = source or logs.text.name
+    with logs.text.open("rb") as handle:
+        head = handle.read(_SNIFF_BYTES)
+    if _is_json(logs.text.name, head):
+        return LogSetRead([_json_run(logs.text, name)])
+    if logs.json is None and looks_like_artifact(logs.text):
+        return _artifact_runs(logs.text, name)
+    return LogSetRead(_text_runs(logs, name))
+
+
+def _json_run(path: Path, name: str) -> LogRun:
+    check_regular(path, "log")
+    parsed = _read_json_file(path)
+    env = settings_env(json_env(json_doc(path)))
+    outcome = decide(parsed, [], env=env, source=name)
+    return LogRun(parsed, [], outcome, identify_library(parsed, env, []), env, json=path)
+
+
+def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
+    assert logs.text is not None
+    with logs.text.open("rb") as handle:
+        runs, all_events = read_log(handle, file_name=logs.text.name)
+    several = len(runs) > 1
+    ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
+    with logs.text.open("rb") as handle:
+        checks = verifications(handle, ranges)
+    out = []
+    for parsed, (first, last), check in zip(runs, ranges, checks, strict=True):
+        events = [e for e in all_events if first <= e.line <= last] if several else all_events
+        if several and not parsed.is_nccl_tests and not events and check is None:
+            continue  # a banner or stray lines between runs: no run
+        twin = logs.json if not several or _names_json(logs.text, first, last) else None
+        doc = json_doc(twin)
+        if twin is not None:
+            parsed = combine(parsed, parse_json(twin.read_bytes()))
+        env = settings_env(json_env(doc))
+        outcome = decide(
+            parsed, [(name, e) for e in events], env=env, verification=check, source=name
+        )
+        logged = logged_blocks(check, _blocks_of(parsed), parsed.iters or 1, 0.0)
+        out.append(
+            LogRun(
+                parsed,
+                events,
+                outcome,
+                identify_library(parsed, env, events),
+                env,
+                lines=(first, last) if several else None,
+                json=twin,
+                verification=check,
+                logged=tuple(block.times for block in logged),
+            )
+        )
+    return out
+
+
+def _blocks_of(parsed: ParsedNcclTests) -> list[tuple[int, str, int]]:
+    return [(p.size_bytes, p.placement, p.cycle) for p in parsed.per_iteration]
+
+
+def run_lines(path: Path, first: int, last: int) -> Iterator[bytes]:
+    """Lines `first`..`last` (1-based) of a file, streamed."""
     with path.open("rb") as handle:
-        events = read_events(handle)
+        for number, line in enumerate(handle, start=1):
+            if number > last:
+                return
+            if number >= first:
+                yield line
+
+
+def _names_json(path: Path, first: int, last: int) -> bool:
+    return any(
+        _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
+        for line in run_lines(path, first, last)
+    )
+
+
+def _artifact_runs(path: Path, name: str) -> LogSetRead:
+    """An R-2CCL artifact log's runs: R-2CCL by its harness, with the settings it states."""
+    log = read_artifact(path, str(path))
+    with path.open("rb") as handle:
+        all_events = read_events(handle)
     out = []
     for run in log.runs:
-        evs = events_between(events, run.first_line, run.last_line)
+        events = events_between(all_events, run.first_line, run.last_line)
+        basis = library_basis(log, run, events)
         if isinstance(run, HotRepairRun):
-            out.append((run.as_parsed(), evs, run.outcome(path.name)))
+            parsed, env = run.as_parsed(), {}
+            outcome = run.outcome(name)
+            version = run.library_version
         else:
-            outcome = decide(run.parsed, [(path.name, e) for e in evs], source=path.name)
-            out.append((run.parsed, evs, outcome))
-    return out
+            parsed, env = run.parsed, settings_env(run.settings)
+            outcome = decide(parsed, [(name, e) for e in events], env=env, source=name)
+            version = parsed.library_version or nccl_version_text(parsed.nccl_library)
+        library = LibraryIdentity("r2ccl", version, basis)
+        lines = (run.first_line, run.last_line)
+        out.append(LogRun(parsed, events, outcome, library, env, lines=lines, artifact=run))
+    return LogSetRead(out, log)
+
+
+def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
+    """Parse one nccl-tests text/JSON output or NCCL log alone (`-` reads stdin; its `-J` twin
+    is not looked for: `read_log_set` reads the pair); one entry per run. A file is streamed,
+    never read whole, so logs of gigabytes parse in bounded memory. Raises OSError, or
+    InputRefused for a device, fifo or folder, or a JSON file over its size cap; an artifact
+    log's refused run raises its located ArtifactError."""
+    return [(r.parsed, r.events, r.outcome) for r in read_path(path).runs]
+
+
+def read_path(path: Path, twin: Path | None = None) -> LogSetRead:
+    """`read_log_set` of one file (with its `-J` twin when given); `-` reads stdin, spooled
+    to a file in chunks (parsed like any file, never held whole). An artifact log's refused
+    run raises its located ArtifactError."""
+    if str(path) == "-":
+        with tempfile.TemporaryDirectory(prefix="r2b-parse-") as tmp:
+            spooled = Path(tmp) / "stdin"
+            with spooled.open("wb") as out:
+                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+            return read_path(spooled)
+    read = read_log_set(LogSet(path.stem, path, twin))
+    if read.artifact is not None and read.artifact.errors:
+        first = read.artifact.errors[0]
+        raise ArtifactError(first.path, first.line, first.what, first.fix)
+    return read

@@ -2,19 +2,18 @@
 result rows, events and an outcome (a table, or JSON Lines).
 
 `parse_command` returns the process exit code: 0 done, 1 an input that is not nccl-tests
-output, 2 a path that cannot be read. `parse_file` reads one file (benchmarks/bench_logs.py
-times it).
+output, 2 a path that cannot be read. The reading is `analysis.parseview`'s (the one `import`
+uses); this module holds the arguments and the printing. `parse_file` (re-exported from there)
+reads one file (benchmarks/bench_logs.py times it).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 import sys
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,85 +22,44 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from r2bench.analysis.decision import decide
-from r2bench.analysis.parseview import FolderRun, read_folder, run_folder_of
+from r2bench.analysis.parseview import (
+    JSON_SUFFIXES,
+    FolderRun,
+    LogRun,
+    json_twin,
+    parse_file,
+    read_folder,
+    read_path,
+    run_folder_of,
+    text_twin,
+)
 from r2bench.errors import ExitCode
-from r2bench.parse.events import read_log
 from r2bench.parse.library import nccl_version_text
-from r2bench.parse.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
-from r2bench.parse.nccltests.jsonfile import parse_json
-from r2bench.parse.verify import Verification, verifications, with_verification
+from r2bench.parse.models import Outcome, OutcomeStatus, ParsedNcclTests, PerIteration
 from r2bench.runfolder.runmodel import RecordError
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, check_regular, read_text_bounded
+from r2bench.safeio import InputRefused
 from r2bench.textsafe import printable
 
-_SNIFF_BYTES = 4096
+__all__ = ["command", "file_summary", "folder_summary", "parse_command", "parse_file"]
 
 
-def _is_json(name: str, data: bytes) -> bool:
-    return name.lower().endswith(".json") or data[:_SNIFF_BYTES].lstrip()[:1] == b"{"
+def file_summary(path: Path, run: LogRun, recovery: bool = True) -> dict[str, Any]:
+    """The JSON object `r2bench parse --json` prints for one run of a file (with `recovery`,
+    the metrics of the run folder holding it)."""
+    doc = _summary(path, run.parsed, run.outcome, run.per_iteration)
+    doc.update(library=run.library.shown, library_basis=run.library.basis, mode=run.mode)
+    doc["events"] = [e.model_dump(mode="json", exclude_defaults=True) for e in run.events]
+    if recovery:
+        from r2bench.analysis.recovery import recovery_doc  # needs pandas (the report extra)
+
+        doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
+    return doc
 
 
-def parse_file(path: Path) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
-    """Parse one nccl-tests text/JSON output or NCCL log (`-` reads stdin); one entry per run
-    (a text file holding several runs is split where a new run shows: a header, rows after a
-    footer, a device list, a command line, another file's grep prefix, another busbw/algbw
-    factor). A file is streamed once, in chunks, never read whole, so logs of gigabytes parse
-    in bounded memory. Raises OSError, or InputRefused for a device,
-    fifo or folder, or a JSON file over its size cap."""
-    if str(path) == "-":
-        # spooled to a file in chunks: stdin is parsed like any file, never held whole
-        with tempfile.TemporaryDirectory(prefix="r2b-parse-") as tmp:
-            spooled = Path(tmp) / "stdin"
-            with spooled.open("wb") as out:
-                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
-            return parse_file(spooled)
-    check_regular(path, "log")
-    with path.open("rb") as handle:
-        head = handle.read(_SNIFF_BYTES)
-    if _is_json(path.name, head):
-        data = read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON").encode()
-        parsed = parse_json(data)
-        return [(parsed, [], decide(parsed, [], source=path.name))]
-    from r2bench.analysis.parseview import parse_artifact_file  # R-2CCL's own harness logs
-
-    return parse_artifact_file(path) or _parse_runs(path.name, head, lambda: path.open("rb"))
-
-
-def _parse_runs(
-    name: str, head: bytes, reopen: Callable[[], Iterable[bytes]]
-) -> list[tuple[ParsedNcclTests, list[Event], Outcome]]:
-    if _is_json(name, head):
-        parsed = parse_json(b"".join(reopen()))
-        return [(parsed, [], decide(parsed, [], source=name))]
-    source = reopen()
-    try:
-        runs, all_events = read_log(source, file_name=name)
-    finally:
-        _close(source)
-    out = []
-    for parsed in runs:
-        first, last = parsed.first_line or 1, parsed.last_line or 1 << 62
-        events = [e for e in all_events if first <= e.line <= last] if len(runs) > 1 else all_events
-        out.append((parsed, events, decide(parsed, [(name, e) for e in events], source=name)))
-    return out
-
-
-def _close(source: Iterable[bytes]) -> None:
-    close = getattr(source, "close", None)
-    if close is not None:
-        close()
-
-
-def file_summary(
-    path: Path,
-    parsed: ParsedNcclTests,
-    events: list[Event],
-    outcome: Outcome,
-    recovery: bool = True,
+def _summary(
+    path: Path, parsed: ParsedNcclTests, outcome: Outcome, per_iteration: list[PerIteration]
 ) -> dict[str, Any]:
-    """The JSON object `r2bench parse --json` prints for one file (with `recovery`, the
-    metrics of the run folder holding it)."""
+    """The keys a file's and a run folder's JSON objects share."""
     rows = []
     for r in parsed.rows:
         row = r.model_dump(mode="json", include=_ROW_KEYS)
@@ -123,16 +81,11 @@ def file_summary(
         "failed_host": outcome.failed_host,
         "evidence": [e.model_dump(mode="json") for e in outcome.evidence],
         "rows": rows,
-        "per_iteration": [p.model_dump(mode="json") for p in parsed.per_iteration],
-        "events": [e.model_dump(mode="json", exclude_defaults=True) for e in events],
+        "per_iteration": [p.model_dump(mode="json") for p in per_iteration],
         "warnings": parsed.warnings,
     }
     if parsed.avg_busbw_gbps is not None:
         doc["avg_busbw_gbps"] = parsed.avg_busbw_gbps
-    if recovery:
-        from r2bench.analysis.recovery import recovery_doc  # needs pandas (the report extra)
-
-        doc["recovery"] = recovery_doc(path)  # the run folder's metrics (docs/recovery.md)
     return doc
 
 
@@ -247,7 +200,8 @@ def folder_summary(run: FolderRun) -> dict[str, Any]:
     """The JSON object `r2bench parse --json` prints for a run folder: a file's keys, plus
     `run_folder`, `files` (what was read), `outcome_recorded`, `exit_code`, `transport`, each
     event's `source` file, and the folder's recovery metrics."""
-    doc = file_summary(run.path, run.parsed, [], run.outcome, recovery=False)
+    doc = _summary(run.path, run.parsed, run.outcome, run.parsed.per_iteration)
+    doc.update(library=run.library, library_basis=run.library_basis, mode=run.mode)
     doc["events"] = [
         {"source": source, **e.model_dump(mode="json", exclude_defaults=True)}
         for source, e in run.events
@@ -266,19 +220,54 @@ def folder_summary(run: FolderRun) -> dict[str, Any]:
     return doc
 
 
-def _inputs(files: list[Path]) -> list[tuple[Path, bool]]:
-    """(path, is a run folder) of each input, in order: a run folder's own files given
-    together (stdout.txt and stderr.txt) are its folder, once."""
-    out: list[tuple[Path, bool]] = []
+@dataclass(frozen=True)
+class _Input:
+    """One thing to read: a run folder, or a file (as given) read with its `-J` twin."""
+
+    path: Path
+    folder: bool = False
+    text: Path | None = None
+    """The text output read (the twin of a JSON given); None: `path` alone."""
+    twin: Path | None = None
+    """The `-J` JSON read with the text."""
+
+    @property
+    def other(self) -> Path | None:
+        """The file read with the one given, if any."""
+        return self.twin if self.text in (None, self.path) else self.text
+
+
+def _inputs(files: list[Path]) -> list[_Input]:
+    """Each input, in order: a run folder's own files given together (stdout.txt and
+    stderr.txt) are its folder, once; a text output and its `-J` twin (`json_twin`), given
+    together or either alone, are one run, read once."""
+    out: list[_Input] = []
     seen: set[Path] = set()
     for path in files:
-        folder = run_folder_of(path) if str(path) != "-" else None
-        if folder is None:
-            out.append((path, False))
-        elif folder.resolve() not in seen:
-            seen.add(folder.resolve())
-            out.append((folder, True))
+        if str(path) == "-":
+            out.append(_Input(path))
+            continue
+        folder = run_folder_of(path)
+        if folder is not None:
+            if folder.resolve() not in seen:
+                seen.add(folder.resolve())
+                out.append(_Input(folder, folder=True))
+            continue
+        text, twin = _pair(path)
+        if text.resolve() not in seen:
+            seen.update(p.resolve() for p in (text, twin) if p is not None)
+            out.append(_Input(path, text=text, twin=twin))
     return out
+
+
+def _pair(path: Path) -> tuple[Path, Path | None]:
+    """(text, -J twin) of a file given: a JSON with a text twin is read as that text's pair."""
+    if not path.is_file():
+        return path, None
+    if path.suffix.lower() in JSON_SUFFIXES:
+        text = text_twin(path)
+        return (text, path) if text is not None else (path, None)
+    return path, json_twin(path)
 
 
 def parse_command(files: list[Path], as_json: bool) -> int:
@@ -294,9 +283,10 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     """
     console, errors = Console(width=max(Console().width, 132)), Console(stderr=True, soft_wrap=True)
     status = ExitCode.OK
-    for path, is_folder in _inputs(files):
+    for given in _inputs(files):
+        path = given.path
         try:
-            docs = [folder_summary(read_folder(path))] if is_folder else _file_docs(path)
+            docs = [folder_summary(read_folder(path))] if given.folder else _file_docs(given)
         except RecursionError:
             deep = "nested too deeply to read (a JSON twin of thousands of levels)"
             errors.print(Text(printable(f"r2bench parse: cannot read {path}: {deep}")), style="red")
@@ -319,29 +309,19 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     return status
 
 
-def _file_docs(path: Path) -> list[dict[str, Any]]:
-    """The JSON object of each run a file holds."""
-    runs = parse_file(path)
-    checks = _verifications(path, [parsed for parsed, _, _ in runs])
+def _file_docs(given: _Input) -> list[dict[str, Any]]:
+    """The JSON object of each run a file (with its -J twin) holds."""
+    runs = read_path(given.text or given.path, given.twin).runs
     docs = []
-    for index, (run, check) in enumerate(zip(runs, checks, strict=True)):
-        outcome = with_verification(run[2], check, path.name) or run[2]
-        doc = file_summary(path, run[0], run[1], outcome)
-        doc["verification"] = check.as_json() if check else None
+    for index, run in enumerate(runs):
+        doc = file_summary(given.path, run)
+        doc["verification"] = run.verification.as_json() if run.verification else None
+        if given.other is not None:
+            doc["read_with"] = str(given.other)
         if len(runs) > 1:
             doc["run"] = index + 1
         docs.append(doc)
     return docs
-
-
-def _verifications(path: Path, runs: list[ParsedNcclTests]) -> list[Verification | None]:
-    """A verifying workload's account of each run of a text file (docs/verify.md); none for
-    stdin (read once) and JSON files."""
-    if str(path) == "-" or path.suffix.lower() == ".json":
-        return [None] * len(runs)
-    ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
-    with path.open("rb") as handle:
-        return verifications(handle, ranges)
 
 
 def command(

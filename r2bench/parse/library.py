@@ -1,10 +1,15 @@
 """The library a log says ran: its family (NCCL, RCCL, R-2CCL, MSCCL, another fork) and
-version, line by line (`library_of_line`, `LibraryEvidence`), and NCCL_VERSION_CODE as a
-dotted version."""
+version, line by line (`library_of_line`, `LibraryEvidence`); a run's library from all its
+output (`identify_library`) and its R2CC_MODE (`r2cc_mode`), the one reading `parse`, `import`
+and the tables share; NCCL_VERSION_CODE as a dotted version."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from r2bench.parse.models import Event, EventKind, ParsedNcclTests
 
 
 def nccl_version_text(code: int | None) -> str | None:
@@ -82,3 +87,66 @@ class LibraryEvidence:
         if version is not None and self.version is None:
             self.version = version
         return True
+
+
+MODE_VARIABLE = "R2CC_MODE"
+"""The variable that picks R-2CCL's recovery mode (0 off, 1, 2 Balance, 3 R2CC-AllReduce)."""
+
+_GUESS = "guess: "
+_R2CC_EVENT_PREFIX = "r2cc_"
+
+
+@dataclass(frozen=True)
+class LibraryIdentity:
+    """The library a run's output shows ran, and how that is known.
+
+    `recipe` is the library's name as a sweep's recipes call it (nccl, rccl, r2ccl); `basis`
+    says what proved it, or starts with `guess:` when nothing did (then `proven` is False and
+    `parse --json` prints no library)."""
+
+    recipe: str
+    version: str | None
+    """The version as printed (`2.19.3+cuda12.2`), None when none is."""
+    basis: str
+
+    @property
+    def proven(self) -> bool:
+        """Whether the output proves the library (not a guess)."""
+        return not self.basis.startswith(_GUESS)
+
+    @property
+    def shown(self) -> str | None:
+        """The library `parse --json` and the tables name: the recipe when proven, else None."""
+        return self.recipe if self.proven else None
+
+
+def identify_library(
+    parsed: ParsedNcclTests, env: Mapping[str, str], events: Iterable[Event]
+) -> LibraryIdentity:
+    """What a run's output proves about the library that ran: R2CC log lines prove R-2CCL;
+    rccl-tests' and RCCL's own lines prove RCCL; otherwise the version the output prints
+    (NCCL's `NCCL version 2.19.3+cuda12.2` line, nccl-tests' `nccl-library=`, a -J file's
+    `nccl_library`) names an NCCL build. R2CC_* variables without any R2CC line, or no version
+    at all, are only a guess, and the basis says so (`parse` and `import` both call this)."""
+    events = list(events)
+    printed = parsed.library_version or next(
+        (e.details.get("version") for e in events if e.kind is EventKind.NCCL_VERSION), None
+    )
+    version = printed or nccl_version_text(parsed.nccl_library or parsed.nccl_headers)
+    if any(e.kind.value.startswith(_R2CC_EVENT_PREFIX) for e in events):
+        return LibraryIdentity("r2ccl", version, "R2CC log lines")
+    if parsed.library_family == "rccl":
+        said = f"RCCL version {version} printed" if version else "rccl-tests lines, no version"
+        return LibraryIdentity("rccl", version, f"{said}, no R2CC log line")
+    if any(name.startswith("R2CC_") for name in env):
+        return LibraryIdentity("r2ccl", version, _GUESS + "R2CC_* variables set, no R2CC log line")
+    if version:
+        return LibraryIdentity("nccl", version, f"NCCL version {version} printed, no R2CC log line")
+    return LibraryIdentity("nccl", None, _GUESS + "no library version or R2CC line in the output")
+
+
+def r2cc_mode(env: Mapping[str, object]) -> str | None:
+    """The R2CC_MODE a run's environment sets (a -J file's env, the artifact harness's
+    settings, a run's spec), as text; None when unset."""
+    value = env.get(MODE_VARIABLE)
+    return None if value is None else str(value)

@@ -2,8 +2,10 @@
 mode, outcome and number of timed iterations through `r2bench parse --json`, through
 `r2bench import` and the tables, and (for a run folder) in the outcome the sweep recorded.
 
-What does not agree yet is listed in `KNOWN`, each input with the reason, as a strict xfail:
-an input that starts to agree fails until it is taken off the list.
+`parse` and `import` share one reading (`analysis.parseview.read_log_set`, the library from
+`parse.library.identify_library`, the mode from `r2cc_mode`). What does not agree is listed in
+`KNOWN`, each input with the reason, as a strict xfail: an input that starts to agree fails until
+it is taken off the list (today: none).
 """
 
 from __future__ import annotations
@@ -38,81 +40,8 @@ class Answer:
     iterations: int
 
 
-NO_MODE = "parse --json reports no R2CC_MODE (import takes it from the -J env or the run's spec)"
-ARTIFACT = (
-    "R-2CCL's artifact logs: import labels them R-2CCL with their R2CC_MODE (the harness's "
-    "settings lines); parse --json says what the lines state: library_family nccl, no mode"
-)
-HOT_REPAIR = (
-    "the hot-repair program's log: import labels it R-2CCL (the artifact's harness); parse "
-    "--json names no library"
-)
-ITER_LINES = (
-    "a verifying workload's #iter lines: the tables count them as timed iterations, parse "
-    "--json on a log file leaves them out of per_iteration (on a run folder it keeps them)"
-)
-JSON_TWIN = "import reads the text with its -J twin (the iterations); parse reads one file"
-JSON_LIBRARY = (
-    "a -J file names NCCL's version (nccl_library): import calls the library NCCL, parse "
-    "--json leaves library_family empty"
-)
-FOLDER_LIBRARY = (
-    "a run folder: the tables give the spec's library, parse --json what the logs state "
-    "(library_family, none for the emulator)"
-)
-
-_KNOWN_BY_REASON: dict[str, tuple[str, ...]] = {
-    JSON_TWIN: ("nccl-tests/all_reduce_perf.socket.I1.txt",),
-    "parse --json finds 2 runs in it, import 1": ("public/rccl-2075-b.txt",),
-    HOT_REPAIR: (
-        "r7525/logs/01.hot_repair_to_balance.log",
-        "r7525/logs/02.hot_repair_to_r2cc_allreduce.log",
-    ),
-    ARTIFACT: tuple(
-        f"r7525/logs/{name}.log"
-        for name in (
-            "03.nccl_tests_compare_all",
-            "04.nccl_tests_baseline_healthy",
-            "05.nccl_tests_balance_unhealthy",
-            "06.nccl_tests_r2cc_allreduce_unhealthy",
-            "07.nccl_tests_r2cc_allreduce_k_sweep",
-        )
-    ),
-    ITER_LINES: tuple(
-        f"verify/{name}.stdout.txt"
-        for name in (
-            "all_gather.np2.ok",
-            "all_reduce.np2.16M-256M.n20",
-            "all_reduce.np2.256M.check",
-            "all_reduce.np2.256M.nocheck",
-            "all_reduce.np2.corrupt3",
-            "all_reduce.np2.ok",
-            "broadcast.np2.ok",
-            "reduce_scatter.np2.ok",
-        )
-    ),
-    NO_MODE: tuple(
-        f"r2ccl/runs/r2ccl-{name}-all_reduce.json"
-        for name in (
-            "m0-nvlink",
-            "m0-socket",
-            "m0-socket-hca0",
-            "m1-nvlink",
-            "m1-socket",
-            "m2-nvlink",
-            "m2-socket",
-            "m2-socket-hca0",
-            "m3-nvlink",
-            "m3-socket",
-        )
-    ),
-    JSON_LIBRARY: (
-        "r2ccl/runs/stock-nvlink-all_reduce.json",
-        "r2ccl/runs/stock-socket-all_reduce.json",
-    ),
-}
-KNOWN = {name: reason for reason, names in _KNOWN_BY_REASON.items() for name in names}
-"""Inputs (relative to tests/data) whose paths disagree today, with why."""
+KNOWN: dict[str, str] = {}
+"""Inputs (relative to tests/data) whose paths disagree today, with why: none."""
 
 
 def _run_folders() -> list[Path]:
@@ -134,7 +63,7 @@ def _parse_answers(paths: list[Path]) -> dict[Path, list[Answer]]:
     for line in out.getvalue().splitlines():
         doc = json.loads(line)
         iterations = sum(len(block["times_us"]) for block in doc["per_iteration"])
-        answer = Answer(doc["library_family"], None, doc["outcome"], iterations)
+        answer = Answer(doc["library"], doc["mode"], doc["outcome"], iterations)
         answers[Path(doc["file"])].append(answer)
     return answers
 
@@ -215,17 +144,7 @@ def test_a_run_folder_gives_one_answer(answers: Answers, folder: Path) -> None:
     assert table.outcome == answers.recorded[folder]
 
 
-@pytest.mark.parametrize(
-    "folder",
-    [
-        pytest.param(
-            p,
-            id=str(p.relative_to(DATA)),
-            marks=pytest.mark.xfail(reason=FOLDER_LIBRARY, strict=True),
-        )
-        for p in _run_folders()
-    ],
-)
+@pytest.mark.parametrize("folder", [_case(p) for p in _run_folders()])
 def test_a_run_folder_names_one_library_and_mode(answers: Answers, folder: Path) -> None:
     [parsed] = answers.parse[folder]
     table = answers.tables[folder]

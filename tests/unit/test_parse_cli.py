@@ -99,7 +99,27 @@ def test_per_iteration_counts_from_json(capsys: pytest.CaptureFixture[str]) -> N
     [doc] = parse_json_lines(capsys, "all_reduce_perf.socket.I1.json")
     assert len(doc["per_iteration"]) == 6  # 3 sizes x 2 placements
     assert all(len(p["times_us"]) == 20 for p in doc["per_iteration"])
-    assert row(doc, 1048576, "out_of_place")["time_us"] == pytest.approx(502.1875)
+    # the JSON is read with the text output that wrote it, as `import` reads them: the rows
+    # are the text's (line numbers, timestamps), the iterations the JSON's
+    assert doc["read_with"].endswith("all_reduce_perf.socket.I1.txt")
+    assert row(doc, 1048576, "out_of_place")["time_us"] == pytest.approx(502.19)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ("all_reduce_perf.socket.I1.txt",),
+        ("all_reduce_perf.socket.I1.json",),
+        ("all_reduce_perf.socket.I1.txt", "all_reduce_perf.socket.I1.json"),
+        ("all_reduce_perf.socket.I1.json", "all_reduce_perf.socket.I1.txt"),
+    ],
+)
+def test_a_text_output_and_its_json_twin_are_one_run(
+    capsys: pytest.CaptureFixture[str], given: tuple[str, ...]
+) -> None:
+    [doc] = parse_json_lines(capsys, *given)
+    assert Path(doc["file"]).name == given[0]
+    assert sum(len(p["times_us"]) for p in doc["per_iteration"]) == 120
 
 
 def test_launch_failures(capsys: pytest.CaptureFixture[str]) -> None:
