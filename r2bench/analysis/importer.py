@@ -1,11 +1,14 @@
 """Import a folder of existing nccl-tests outputs into a results sweep.
 
-Each run of each log becomes one run folder (a text file holding several runs, one after
-another, is split at each new nccl-tests header). A text output and the `-J` JSON it names
-(`# Writing JSON output to <file>`) are one run; without that line, files sharing a stem are.
-A run's identity includes its source (relative path and content hash), so two different files
-never collide and importing the same file again is a no-op. The library is what the output
-proves (R2CC log lines, the NCCL version); a guess says so (`Provenance.library_basis`). The RunSpec is reconstructed from what the output says (collective,
+Each run of each log becomes one run folder: the runs `r2bench parse` shows of it, read by the
+same code (`analysis.parseview.read_log_set`), so both give one library, R2CC_MODE, outcome
+and iteration count per run. A text file holding several runs is split at each new nccl-tests
+header. A text output and the `-J` JSON it names (`# Writing JSON output to <file>`) are one
+run; without that line, files sharing a stem are. A run's identity includes its source
+(relative path and content hash), so two different files never collide and importing the same
+file again is a no-op. The library is what the output proves (R2CC log lines, the NCCL
+version; `parse.library.identify_library`); a guess says so (`Provenance.library_basis`). The
+RunSpec is reconstructed from what the output says (collective,
 sizes, iterations, devices and hosts, NCCL_* / R2CC_* variables of the JSON's environment);
 the provenance says `imported from <path>`. Files that hold no nccl-tests output and no log
 event are skipped with a reason. Importing the same folder again skips runs already complete.
@@ -14,35 +17,36 @@ event are skipped with a reason. Importing the same folder again skips runs alre
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r2bench.analysis.decision import decide
-from r2bench.analysis.parsedrun import parse_outputs
+from r2bench.analysis.parseview import (
+    JSON_SUFFIXES,
+    TEXT_SUFFIXES,
+    LogRun,
+    LogSet,
+    json_doc,
+    json_env,
+    json_named_in,
+    read_log_set,
+    run_lines,
+    settings_env,
+)
 from r2bench.config.experiment import NcclTestsOptions
-from r2bench.parse.events import read_events
-from r2bench.parse.library import nccl_version_text
-from r2bench.parse.models import Event, EventKind, Outcome, ParsedNcclTests
+from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text
+from r2bench.parse.models import Event, Outcome, ParsedNcclTests
 from r2bench.parse.nccltests.collective import collective_from_file_name
-from r2bench.parse.nccltests.jsonfile import parse_json
-from r2bench.parse.nccltests.runs import combine
-from r2bench.parse.nccltests.text import iter_runs
 from r2bench.parse.r2ccl_artifact import (
     ArtifactLog,
     HarnessRun,
     HotRepairRun,
     declared_failure,
-    events_between,
     hot_repair_scenario,
-    library_basis,
     looks_like_artifact,
-    read_artifact,
 )
 from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.runfolder import runformat, runmodel
@@ -50,28 +54,9 @@ from r2bench.runfolder import store as st
 from r2bench.runfolder.provenance import Provenance, redact_env
 from r2bench.safeio import JSON_RECORD_LIMIT
 
-TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
-JSON_SUFFIXES = (".json",)
 IMPORTED_TESTBED = "imported"
 _HEADER_RE = re.compile(r"minBytes (\d+) maxBytes (\d+) step: (\d+)\((factor|bytes)\)")
-_SPEC_ENV_RE = re.compile(r"^(NCCL_|R2CC_)")
 _HEADER_BYTES = 65536
-_WRITING_JSON_RE = re.compile(r"^# Writing JSON output to (.+)$", re.MULTILINE)
-_R2CC_EVENT_PREFIX = "r2cc_"
-
-
-@dataclass(frozen=True)
-class LogSet:
-    """The files of one imported run: text output and/or JSON, sharing a stem."""
-
-    stem: str
-    text: Path | None = None
-    json: Path | None = None
-
-    @property
-    def sources(self) -> list[Path]:
-        """The files, text first."""
-        return [p for p in (self.text, self.json) if p is not None]
 
 
 @dataclass
@@ -119,7 +104,7 @@ def find_logs(directory: Path) -> list[LogSet]:
     sets = []
     for text in texts:
         text_rel = text.relative_to(directory)
-        named = _json_named_in(text)
+        named = json_named_in(text)
         twin = _pick_named(named, text_rel, by_name) if named else None
         if twin is None and not named:
             stem_twin = str(text_rel.with_suffix(".json"))
@@ -128,13 +113,6 @@ def find_logs(directory: Path) -> list[LogSet]:
         sets.append(LogSet(stem, text, jsons.pop(twin) if twin else None))
     sets += [LogSet(str(Path(rel).with_suffix("")), None, path) for rel, path in jsons.items()]
     return sorted(sets, key=lambda s: s.stem)
-
-
-def _json_named_in(text: Path) -> str | None:
-    with text.open("rb") as handle:
-        head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
-    m = _WRITING_JSON_RE.search(head)
-    return m.group(1).strip() if m else None
 
 
 def _pick_named(named: str, text_rel: Path, by_name: dict[str, list[str]]) -> str | None:
@@ -157,25 +135,6 @@ def _too_large(path: Path) -> bool:
         return False
 
 
-def _json_doc(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _json_env(doc: dict[str, Any]) -> dict[str, str]:
-    env = {}
-    for item in doc.get("env") or []:
-        if isinstance(item, str) and "=" in item:
-            name, value = item.split("=", 1)
-            env[name] = value
-    return env
-
-
 def _size_args(text: Path | None, doc: dict[str, Any], parsed: ParsedNcclTests) -> tuple[int, ...]:
     cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     if cfg and all(isinstance(cfg.get(k), int) for k in ("minimum_bytes", "maximum_bytes")):
@@ -193,30 +152,14 @@ def _size_args(text: Path | None, doc: dict[str, Any], parsed: ParsedNcclTests) 
 def library_of(
     parsed: ParsedNcclTests, env: dict[str, str], events: list[Event]
 ) -> tuple[str, ComponentRef, str]:
-    """(label, library, basis): what the output proves about the library that ran.
+    """(label, library, basis): what the output proves about the library that ran
+    (`parse.library.identify_library`, the reading `parse` shares)."""
+    identity = identify_library(parsed, env, events)
+    return identity.recipe, _library_ref(identity), identity.basis
 
-    R2CC log lines prove R-2CCL; rccl-tests' and RCCL's own lines (`rccl-tests: Version`,
-    `# rccl-tests version`, `RCCL version : 2.28.3-...`) prove RCCL; otherwise the version the
-    output prints (NCCL's `NCCL version 2.19.3+cuda12.2` line, nccl-tests' `nccl-library=`)
-    names an NCCL build; R2CC_* variables without any R2CC line are only a guess, and the
-    basis says so.
-    """
-    printed = parsed.library_version or next(
-        (e.details.get("version") for e in events if e.kind is EventKind.NCCL_VERSION), None
-    )
-    version = printed or nccl_version_text(parsed.nccl_library or parsed.nccl_headers)
-    if any(e.kind.value.startswith(_R2CC_EVENT_PREFIX) for e in events):
-        recipe, basis = "r2ccl", "R2CC log lines"
-    elif parsed.library_family == "rccl":
-        said = f"RCCL version {version} printed" if version else "rccl-tests lines, no version"
-        recipe, basis = "rccl", f"{said}, no R2CC log line"
-    elif any(name.startswith("R2CC_") for name in env):
-        recipe, basis = "r2ccl", "guess: R2CC_* variables set, no R2CC log line"
-    elif version:
-        recipe, basis = "nccl", f"NCCL version {version} printed, no R2CC log line"
-    else:
-        recipe, basis = "nccl", "guess: no library version or R2CC line in the output"
-    return recipe, ComponentRef(recipe=recipe, ref=_version_number(version)), basis
+
+def _library_ref(identity: LibraryIdentity) -> ComponentRef:
+    return ComponentRef(recipe=identity.recipe, ref=_version_number(identity.version))
 
 
 def _version_number(printed: str | None) -> str | None:
@@ -251,8 +194,8 @@ def reconstruct_spec(
     source: str | None = None,
 ) -> RunSpec:
     """The RunSpec of an imported output, as far as the output tells it."""
-    doc = _json_doc(logs.json)
-    env = {k: v for k, v in _json_env(doc).items() if _SPEC_ENV_RE.match(k)}
+    doc = json_doc(logs.json)
+    env = settings_env(json_env(doc))
     label, library, _ = library_of(parsed, env, events or [])
     begin, end, factor = _size_args(logs.text, doc, parsed)
     hosts = sorted({d.host for d in parsed.devices}) or ["unknown"]
@@ -282,9 +225,9 @@ def reconstruct_spec(
 def _provenance(
     logs: LogSet, parsed: ParsedNcclTests, events: list[Event], run_note: str = ""
 ) -> Provenance:
-    doc = _json_doc(logs.json)
-    env, dropped = redact_env(_json_env(doc))
-    spec_env = {k: v for k, v in env.items() if _SPEC_ENV_RE.match(k)}
+    doc = json_doc(logs.json)
+    env, dropped = redact_env(json_env(doc))
+    spec_env = settings_env(env)
     return Provenance(
         imported_from=", ".join(str(p.resolve()) for p in logs.sources) + run_note,
         library_basis=library_of(parsed, spec_env, events)[2],
@@ -328,64 +271,36 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
             return [("", why)]
         logs = LogSet(logs.stem, logs.text, None)  # the text alone: its rows are the run
     source = f"{logs.stem}@{_content_hash(logs.sources)}"
-    if logs.text is None:
-        parsed = parse_outputs(None, logs.json)
-        return [_import_run(logs, store, repeat, parsed, [], None, source)]
-    if is_artifact(logs):
-        return _import_artifact(logs, store, repeat, source)
-    with logs.text.open("rb") as handle:
-        runs = iter_runs(handle, file_name=logs.text.name)
-    with logs.text.open("rb") as handle:
-        all_events = read_events(handle)
-    several = len(runs) > 1
+    read = read_log_set(logs, runformat.STDOUT)  # the reading `parse` shows
+    several = len(read.runs) > 1
     out = []
-    for index, parsed in enumerate(runs):
-        first, last = parsed.first_line or 1, parsed.last_line or 1 << 62
-        events = [e for e in all_events if first <= e.line <= last] if several else all_events
-        json_doc = logs.json if not several or _names_json(logs.text, first, last) else None
-        if json_doc is not None:
-            parsed = combine(parsed, parse_json(json_doc.read_bytes()))
-        part = LogSet(logs.stem, logs.text, json_doc)
+    for index, run in enumerate(read.runs):
         run_source = f"{source}#run{index + 1}" if several else source
-        lines = (first, last) if several else None
-        out.append(_import_run(part, store, repeat, parsed, events, lines, run_source))
+        note = f" (run{index + 1})" if several else ""
+        out.append(_import_run(logs, store, repeat, run, run_source, note))
+    if read.artifact is not None:
+        out += _artifact_leftovers(read.artifact)
     return out
 
 
-def _run_lines(path: Path, first: int, last: int) -> Iterator[bytes]:
-    """Lines `first`..`last` (1-based) of a file, streamed."""
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if number > last:
-                return
-            if number >= first:
-                yield line
-
-
-def _names_json(path: Path, first: int, last: int) -> bool:
-    return any(
-        _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
-        for line in _run_lines(path, first, last)
-    )
-
-
 def _import_run(
-    logs: LogSet,
-    store: st.RunStore,
-    repeat: int,
-    parsed: ParsedNcclTests,
-    events: list[Event],
-    lines: tuple[int, int] | None,
-    source: str,
+    logs: LogSet, store: st.RunStore, repeat: int, run: LogRun, source: str, note: str
 ) -> tuple[str, str]:
-    if not parsed.is_nccl_tests and not events:
+    """One run's folder: its spec and provenance as the output tells them."""
+    part = LogSet(logs.stem, logs.text, run.json)
+    if isinstance(run.artifact, HotRepairRun):
+        spec = _hot_repair_spec(run.artifact, store.sweep, repeat, source)
+    elif isinstance(run.artifact, HarnessRun):
+        spec = _harness_spec(part, run, store.sweep, repeat, source)
+    elif not run.parsed.is_nccl_tests and not run.events:
         return "", "no nccl-tests output and no NCCL/MPI event in it"
-    spec = reconstruct_spec(logs, parsed, store.sweep, repeat, events, source)
-    note = f" ({source.rsplit('#', 1)[1]})" if "#run" in source else ""
-    outcome = decide(parsed, [(runformat.STDOUT, e) for e in events], env=spec.env)
-    return _write_run(
-        store, spec, _provenance(logs, parsed, events, note), logs, lines, events, outcome
-    )
+    else:
+        spec = reconstruct_spec(part, run.parsed, store.sweep, repeat, run.events, source)
+    if run.artifact is not None:
+        provenance = _artifact_provenance(part, run, note)
+    else:
+        provenance = _provenance(part, run.parsed, run.events, note)
+    return _write_run(store, spec, provenance, part, run.lines, run.events, run.outcome)
 
 
 def _write_run(
@@ -403,14 +318,14 @@ def _write_run(
         return spec.run_id, "already imported"
     folder = store.start(spec, provenance)
     if lines is not None and logs.text is not None:
-        folder.write_stdout(b"".join(_run_lines(logs.text, *lines)))
+        folder.write_stdout(b"".join(run_lines(logs.text, *lines)))
     elif logs.text is not None:
         folder.copy_in(logs.text, runformat.STDOUT)
     if logs.json is not None:
         folder.copy_in(logs.json, runformat.RESULT_JSON)
     folder.write_events(events)
     folder.write_outcome(
-        runmodel.RunEnd(outcome=outcome, started_at=_start_time(_json_doc(logs.json)))
+        runmodel.RunEnd(outcome=outcome, started_at=_start_time(json_doc(logs.json)))
     )
     folder.mark_complete()
     return spec.run_id, "imported"
@@ -425,32 +340,10 @@ def is_artifact(logs: LogSet) -> bool:
     return logs.text is not None and logs.json is None and looks_like_artifact(logs.text)
 
 
-def _import_artifact(
-    logs: LogSet, store: st.RunStore, repeat: int, source: str
-) -> list[tuple[str, str]]:
-    """One run folder per run of an artifact log, with the settings its lines state; a run
-    refused (`ArtifactError`) and each script table come back as skip reasons."""
-    assert logs.text is not None
-    log = read_artifact(logs.text, str(logs.text))
-    with logs.text.open("rb") as handle:
-        all_events = read_events(handle)
-    runs = log.runs
-    out = []
-    for index, run in enumerate(runs):
-        events = events_between(all_events, run.first_line, run.last_line)
-        run_source = f"{source}#run{index + 1}" if len(runs) > 1 else source
-        note = f" (run{index + 1})" if len(runs) > 1 else ""
-        if isinstance(run, HotRepairRun):
-            spec = _hot_repair_spec(run, store.sweep, repeat, run_source)
-            parsed, outcome = run.as_parsed(), run.outcome(runformat.STDOUT)
-        else:
-            spec = _harness_spec(logs, run, store.sweep, repeat, events, run_source)
-            parsed = run.parsed
-            outcome = decide(parsed, [(runformat.STDOUT, e) for e in events], env=spec.env)
-        provenance = _artifact_provenance(logs, log, run, parsed, events, note)
-        lines = (run.first_line, run.last_line)
-        out.append(_write_run(store, spec, provenance, logs, lines, events, outcome))
-    out += [("", f"refused: {refusal}") for refusal in log.errors]
+def _artifact_leftovers(log: ArtifactLog) -> list[tuple[str, str]]:
+    """What an artifact log holds besides its runs, as skip reasons: each run refused
+    (`ArtifactError`) and each script table."""
+    out = [("", f"refused: {refusal}") for refusal in log.errors]
     out += [
         (
             "",
@@ -459,31 +352,22 @@ def _import_artifact(
         )
         for t in log.tables
     ]
-    if not runs and not log.errors and not log.tables:
+    if not log.runs and not log.errors and not log.tables:
         out.append(("", "an R-2CCL artifact log with no run in it"))
     return out
 
 
-def _harness_spec(
-    logs: LogSet,
-    run: HarnessRun,
-    sweep: str,
-    repeat: int,
-    events: list[Event],
-    source: str,
-) -> RunSpec:
+def _harness_spec(logs: LogSet, run: LogRun, sweep: str, repeat: int, source: str) -> RunSpec:
     """The nccl-tests spec as the output tells it, with R-2CCL as the library, the settings
     the harness stated as its environment and scenario `none` (a declared failure is one of
     those settings: nothing was injected)."""
-    spec = reconstruct_spec(logs, run.parsed, sweep, repeat, events, source)
-    env = {k: v for k, v in run.settings.items() if _SPEC_ENV_RE.match(k)}
+    spec = reconstruct_spec(logs, run.parsed, sweep, repeat, run.events, source)
     sizes = [r.size_bytes for r in run.parsed.rows]
-    version = run.parsed.library_version or nccl_version_text(run.parsed.nccl_library)
     return spec.model_copy(
         update={
-            "library_label": "r2ccl",
-            "library": ComponentRef(recipe="r2ccl", ref=_version_number(version)),
-            "env": env,
+            "library_label": run.library.recipe,
+            "library": _library_ref(run.library),
+            "env": run.env,
             "scenario": BASELINE_VARIANT,  # a declared failure is a setting, not a fault
             "size_begin": min(sizes, default=spec.size_begin),
             "size_end": max(sizes, default=spec.size_end),
@@ -524,17 +408,12 @@ def _hot_repair_spec(run: HotRepairRun, sweep: str, repeat: int, source: str) ->
     )
 
 
-def _artifact_provenance(
-    logs: LogSet,
-    log: ArtifactLog,
-    run: HarnessRun | HotRepairRun,
-    parsed: ParsedNcclTests,
-    events: list[Event],
-    note: str,
-) -> Provenance:
+def _artifact_provenance(logs: LogSet, logged: LogRun, note: str) -> Provenance:
     """The provenance of an artifact run: R-2CCL proven by the line that shows it, the
     settings the harness stated as the job's environment."""
-    base = _provenance(logs, parsed, events, note)
+    run = logged.artifact
+    assert run is not None, "an artifact run"
+    base = _provenance(logs, logged.parsed, logged.events, note)
     settings = run.settings if isinstance(run, HarnessRun) else {}
     extra = [f"R-2CCL artifact log, lines {run.first_line}-{run.last_line}"]
     if isinstance(run, HarnessRun) and run.label:
@@ -550,7 +429,7 @@ def _artifact_provenance(
         )
     return base.model_copy(
         update={
-            "library_basis": library_basis(log, run, events),
+            "library_basis": logged.library.basis,
             "env": {**base.env, **settings},
             "launch_command": run.command if isinstance(run, HarnessRun) else None,
             "notes": [*base.notes, *extra],
