@@ -150,6 +150,10 @@ def _rich_table(doc: dict[str, Any]) -> Table:
     return table
 
 
+_LIBRARY_NAMES = {"nccl": "NCCL", "rccl": "RCCL", "r2ccl": "R-2CCL", "msccl": "MSCCL"}
+"""How the human output writes a library family (a recipe's own name stays as it is)."""
+
+
 def _facts(doc: dict[str, Any]) -> list[str]:
     """One line per thing a reader asks of a run, each said once; what the input does not
     tell is named as such, never a `?`."""
@@ -157,7 +161,9 @@ def _facts(doc: dict[str, Any]) -> list[str]:
     how = (
         f" (from the {doc['collective_from'].replace('_', ' ')})" if doc["collective_from"] else ""
     )
-    family = str(doc.get("library_family") or "").upper().replace("R2CCL", "R-2CCL")
+    # the library the run is filed under (as import files it), else what the lines state
+    name = str(doc.get("library") or doc.get("library_family") or "")
+    family = _LIBRARY_NAMES.get(name, name)
     library = doc.get("library_version") or doc["nccl_library"]
     lines = [
         f"collective: {doc['collective']}{how}"
@@ -170,6 +176,8 @@ def _facts(doc: dict[str, Any]) -> list[str]:
         if library
         else f"library: {family + ', ' if family else ''}version not printed in {where}",
     ]
+    if doc.get("mode") is not None:
+        lines.append(f"R2CC_MODE: {doc['mode']} (the run's settings)")
     if doc.get("run_folder"):
         transport = doc.get("transport") or "not logged (no NCCL INFO `via` line)"
         lines.insert(0, f"read as one run: {', '.join(doc['files'])}")
@@ -274,7 +282,8 @@ def parse_command(files: list[Path], as_json: bool) -> int:
     """Parse nccl-tests outputs (text or -J JSON), NCCL logs and run folders: result rows,
     events, outcome.
 
-    `-` reads stdin. A file holding several runs gives one result per run. A run folder (or
+    `-` reads stdin. A file holding several runs gives one result per run; a text output and
+    its -J twin are one run (`_inputs`), read as `import` reads them. A run folder (or
     any of its own files: stdout.txt, stderr.txt, ...) is one run: its stdout and stderr read
     together with its -J results, spec and recorded outcome. With --json, print one JSON
     object per run (JSON Lines). A crashed or hung run is not an error (its outcome says
@@ -335,7 +344,12 @@ def command(
         ),
     ],
     as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object per file (JSON Lines).")
+        bool,
+        typer.Option(
+            "--json",
+            help="One JSON object per run (JSON Lines): results, outcome, library, library_basis, "
+            "mode (R2CC_MODE) and more (docs/records.md lists the fields).",
+        ),
     ] = False,
 ) -> None:
     """Parse nccl-tests outputs and NCCL/R2CC logs into results.
@@ -343,8 +357,10 @@ def command(
     Result rows, typed events and the run's outcome (ok, wrong_results, crashed, timeout,
     launch_failed...) with the lines that justify it. A run folder of a sweep (or several of
     its own files) is read as one run: stdout, stderr, the -J results, its spec and the
-    outcome the sweep recorded. What the input does not say (no collective named, no library
-    version printed) is said in words, not guessed.
+    outcome the sweep recorded. A text output and its -J twin (the JSON it says it wrote, else
+    the one of its stem), given together or either alone, are one run, as `r2bench import`
+    reads them. What the input does not say (no collective named, no library version printed)
+    is said in words, not guessed.
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
     nccl-tests output, 2 a file could not be read.

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from r2bench.commands.parse import parse_command
-from r2bench.parse.library import LibraryEvidence, library_of_line
+from r2bench.parse.events import read_events
+from r2bench.parse.library import (
+    LibraryEvidence,
+    LibraryIdentity,
+    identify_library,
+    library_of_line,
+    r2cc_mode,
+)
+from r2bench.parse.models import ParsedNcclTests
+from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.text import parse_text
 from tests.support import paths
 
@@ -72,3 +81,73 @@ def test_parse_json_prints_the_family(tmp_path: Path, capsys: pytest.CaptureFixt
         "rccl",
         "2.28.3-gfx1151-rccl:a188cf2",
     )
+
+
+# ------------------------------------------------------------------ the library a run is filed under
+
+
+def test_r2cc_lines_prove_r2ccl() -> None:
+    text = (R2CCL / "r2ccl-m0-socket-all_reduce.txt").read_text()
+    identity = identify_library(parse_text(text), {}, read_events(text))
+    assert (identity.recipe, identity.shown, identity.version) == (
+        "r2ccl",
+        "r2ccl",
+        "2.23.4+cuda13.0",
+    )
+    assert identity.basis == "R2CC log lines"
+
+
+def test_r2cc_variables_alone_are_a_guess_and_name_no_library() -> None:
+    parsed = parse_json((R2CCL / "r2ccl-m0-socket-all_reduce.json").read_bytes())
+    identity = identify_library(parsed, {"R2CC_MODE": "0"}, [])
+    assert (identity.recipe, identity.proven, identity.shown) == ("r2ccl", False, None)
+    assert identity.basis.startswith("guess: ")
+
+
+def test_a_json_naming_nccls_version_is_nccl() -> None:
+    parsed = parse_json((R2CCL / "stock-socket-all_reduce.json").read_bytes())
+    identity = identify_library(parsed, {}, [])
+    assert (identity.shown, identity.version) == ("nccl", "2.28.9")
+
+
+def test_nothing_said_is_a_guess() -> None:
+    identity = identify_library(ParsedNcclTests(), {}, [])
+    assert identity == LibraryIdentity(
+        "nccl", None, "guess: no library version or R2CC line in the output"
+    )
+    assert identity.shown is None
+
+
+@pytest.mark.parametrize(
+    ("env", "mode"), [({}, None), ({"R2CC_MODE": "2"}, "2"), ({"R2CC_MODE": 3}, "3")]
+)
+def test_r2cc_mode_is_the_settings_text(env: dict[str, object], mode: str | None) -> None:
+    assert r2cc_mode(env) == mode
+
+
+def _docs(capsys: pytest.CaptureFixture[str], path: Path) -> list[dict]:
+    parse_command([path], as_json=True)
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_parse_files_an_artifact_run_under_r2ccl_with_its_harness_mode(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    docs = _docs(capsys, DATA / "r7525" / "logs" / "07.nccl_tests_r2cc_allreduce_k_sweep.log")
+    assert {d["library"] for d in docs} == {"r2ccl"}
+    assert {d["library_family"] for d in docs} == {"nccl"}  # what the lines state
+    assert [d["mode"] for d in docs] == ["0", "2", "3", "3", "3", "3", "3", "0", "2"]
+
+
+def test_parse_files_the_hot_repair_program_under_r2ccl(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    [doc] = _docs(capsys, DATA / "r7525" / "logs" / "01.hot_repair_to_balance.log")
+    assert (doc["library"], doc["mode"]) == ("r2ccl", None)
+    assert "R-2CCL" in doc["library_basis"]
+
+
+def test_a_json_envs_mode_is_the_runs_and_judges_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """R2CC_FAILED_HCA under mode 0 fails nothing: the outcome says so, as import's does."""
+    [doc] = _docs(capsys, R2CCL / "r2ccl-m0-socket-hca0-all_reduce.json")
+    assert (doc["library"], doc["mode"], doc["outcome"]) == (None, "0", "fault_not_injected")

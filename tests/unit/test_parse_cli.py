@@ -300,3 +300,19 @@ def test_a_folder_that_is_no_run_folder_is_refused(
 ) -> None:
     assert parse_command([tmp_path], as_json=False) == 2
     assert "give a file" in capsys.readouterr().err
+
+
+def test_a_banner_after_a_run_is_no_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """rccl-2075-b.txt: one alltoall_perf run's tail, then the banner of a run that printed
+    nothing (`======== scatter_perf ====`): one run, as import makes one."""
+    assert parse_command([paths.DATA / "public" / "rccl-2075-b.txt"], as_json=True) == 0
+    [doc] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (doc["outcome"], "run" in doc) == ("ok", False)
+
+
+def test_iter_lines_are_timed_iterations(capsys: pytest.CaptureFixture[str]) -> None:
+    """A verifying workload's `#iter` lines on a plain log count as the tables count them."""
+    log = paths.DATA / "verify" / "all_reduce.np2.ok.stdout.txt"
+    assert parse_command([log], as_json=True) == 0
+    [doc] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sum(len(block["times_us"]) for block in doc["per_iteration"]) == 6
