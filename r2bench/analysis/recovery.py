@@ -42,6 +42,7 @@ from r2bench.analysis.parsedrun import (
 from r2bench.analysis.windows import FaultWindow
 from r2bench.config.r2ccl import failover_timeout_at
 from r2bench.parse.events import parse_events
+from r2bench.parse.library import r2cc_mode
 from r2bench.parse.models import EventKind, OutcomeStatus
 from r2bench.parse.nccltests.lines import iter_lines
 from r2bench.runfolder import runformat, runmodel
@@ -209,7 +210,7 @@ def _recovery_of(run: ParsedRun) -> RunRecovery:
     return RunRecovery(
         run_id=record.run_id,
         library=spec.library_label,
-        r2cc_mode=None if env.get("R2CC_MODE") is None else str(env["R2CC_MODE"]),
+        r2cc_mode=r2cc_mode(env),
         scenario=spec.scenario,
         repeat=spec.repeat,
         outcome=outcome if record.complete else "incomplete",
@@ -307,8 +308,7 @@ def run_recovery(run: Path | runmodel.RunRecord) -> RunRecovery:
 
 def series_key(spec: runmodel.SpecFields) -> tuple[str | None, str | None]:
     """The series a run's fault-free baseline is pooled over: (library label, R2CC_MODE)."""
-    mode = spec.env.get("R2CC_MODE")
-    return spec.library_label, None if mode is None else str(mode)
+    return spec.library_label, r2cc_mode(spec.env)
 
 
 def recovery_doc(path: Path) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from r2bench.config.r2ccl import AR_STAGE2_CHUNKS_MAX
 from r2bench.parse.events import read_events
+from r2bench.parse.library import MODE_VARIABLE
 from r2bench.parse.models import (
     Device,
     Event,
@@ -62,7 +63,6 @@ MIB = 1 << 20
 K_MIN, K_MAX = 1, AR_STAGE2_CHUNKS_MAX
 """R2CC_AR_STAGE2_CHUNKS: R-2CCL runs stage 2 of R2CC-AllReduce in at most 16 chunks."""
 K_VARIABLE = "R2CC_AR_STAGE2_CHUNKS"
-MODE_VARIABLE = "R2CC_MODE"
 FAILED_NODE_VARIABLE = "R2CC_FAILED_NODE"
 FAILED_HCA_VARIABLE = "R2CC_FAILED_HCA"
 FAILED_COUNT_VARIABLE = "R2CC_FAILED_NIC_COUNT"
