@@ -16,9 +16,10 @@ from r2bench.textsafe import printable
 
 
 def import_command(directory: Path, sweep: str | None, results: Path) -> int:
-    """Import a folder of existing nccl-tests logs (text and/or -J JSON, paired by file stem)
-    into a results sweep: one run folder per log, spec reconstructed from the output, so
-    `r2bench report` works on them. Runs already imported are skipped. Exit 2 if DIR is not a
+    """Import a folder of existing nccl-tests logs (text and/or -J JSON, a text and the JSON it
+    wrote paired) into a results sweep: one run folder per run `r2bench parse` shows of a log
+    (the same reading: library, R2CC_MODE, outcome, iterations), spec reconstructed from the
+    output, so `r2bench report` works on them. Runs already imported are skipped. Exit 2 if DIR is not a
     readable folder."""
     console, errors = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if not directory.is_dir():
@@ -99,8 +100,9 @@ def command(
     """Turn a folder of nccl-tests logs into a results sweep.
 
     Text and/or -J JSON logs, paired by the text's `Writing JSON output to` line, else by file
-    stem, become one run folder per run (a log holding several runs gives several), so
-    `r2bench report` works on them.
+    stem, become one run folder per run (a log holding several runs gives several), the runs
+    `r2bench parse` shows of it with the same library and R2CC_MODE, so `r2bench report` works
+    on them.
 
     Exit codes: 0 imported, 2 DIR is not a folder.
 
