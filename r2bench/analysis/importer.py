@@ -35,6 +35,7 @@ from r2bench.analysis.parseview import (
     read_log_set,
     run_lines,
     settings_env,
+    timed_iterations,
 )
 from r2bench.config.experiment import NcclTestsOptions
 from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text
@@ -175,7 +176,7 @@ def _options(parsed: ParsedNcclTests, doc: dict[str, Any]) -> NcclTestsOptions:
     args = doc.get("args")
     extra = [str(a) for a in args[1:]] if isinstance(args, list) else []
     return NcclTestsOptions(
-        iterations=parsed.iters or 1,
+        iterations=timed_iterations(parsed),
         warmup=parsed.warmup_iters or 0,
         check=bool(parsed.validation),
         cycles=parsed.cycles if parsed.cycles > 1 else None,

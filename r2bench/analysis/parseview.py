@@ -327,7 +327,8 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
         outcome = decide(
             parsed, [(name, e) for e in events], env=env, verification=check, source=name
         )
-        logged = logged_blocks(check, _blocks_of(parsed), parsed.iters or 1, 0.0)
+        # a log file has no launch node: its clock offset is 0
+        logged = logged_blocks(check, _blocks_of(parsed), timed_iterations(parsed), 0.0)
         out.append(
             LogRun(
                 parsed,
@@ -342,6 +343,13 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
             )
         )
     return out
+
+
+def timed_iterations(parsed: ParsedNcclTests) -> int:
+    """The timed iterations per size and placement a log's run ran, as an imported run's spec
+    states them (`NcclTestsOptions.iterations`): the `#iter` lines are split by it here as the
+    tables split them."""
+    return parsed.iters or 1
 
 
 def _blocks_of(parsed: ParsedNcclTests) -> list[tuple[int, str, int]]:
