@@ -26,7 +26,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from r2bench.commands.sweep import SweepOptions, sweep_command
+from r2bench.commands.sweep import sweep_command
+from r2bench.sweep.orchestrate import SweepOptions
 from r2bench.testbeds.virtual.lifecycle import throwaway_testbed
 
 OVERHEAD_TARGET = 1.10

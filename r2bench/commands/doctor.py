@@ -11,37 +11,39 @@ from __future__ import annotations
 import difflib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from r2bench.commands.options import EmbeddedTestbedOpt
-from r2bench.config.load import load_testbed
-from r2bench.doctor.checks import failed
-from r2bench.doctor.render import print_report, results_json
-from r2bench.doctor.run import diagnose
 from r2bench.errors import ExitCode, InputError
-from r2bench.nodes import NodePool
-from r2bench.sweep.embedded import EMBEDDED_NAME
-from r2bench.testbeds.discover import discover, header_of
-from r2bench.testbeds.virtual.hold import live_holder
-from r2bench.testbeds.virtual.layout import default_state_dir
-from r2bench.testbeds.virtual.statedir import StatePaths
-from r2bench.testbeds.yamlio import testbed_text, write_text_atomic
 
-EMBEDDED_NAMES = (EMBEDDED_NAME, f"{EMBEDDED_NAME}gpu")
-"""The embedded testbeds a sweep with no -t brings up: the CPU one and the `--gpus` one."""
+# The checks, ssh, the config models and the virtual testbed are imported where they are used,
+# not here: `r2bench doctor --help` loads none of them.
+if TYPE_CHECKING:
+    from r2bench.nodes import NodePool
 
 
-def embedded_testbed_files(names: tuple[str, ...] = EMBEDDED_NAMES) -> list[Path]:
+def embedded_names() -> tuple[str, ...]:
+    """The embedded testbeds a sweep with no -t brings up: the CPU one and the `--gpus` one."""
+    from r2bench.sweep.embedded import EMBEDDED_NAME
+
+    return (EMBEDDED_NAME, f"{EMBEDDED_NAME}gpu")
+
+
+def embedded_testbed_files(names: tuple[str, ...] | None = None) -> list[Path]:
     """The testbed files of the embedded testbeds that are up now."""
-    files = [StatePaths(default_state_dir(name)).testbed_yaml for name in names]
+    from r2bench.testbeds.virtual.layout import default_state_dir
+    from r2bench.testbeds.virtual.statedir import StatePaths
+
+    files = [StatePaths(default_state_dir(name)).testbed_yaml for name in names or embedded_names()]
     return [path for path in files if path.is_file()]
 
 
-def not_up_message(names: tuple[str, ...] = EMBEDDED_NAMES) -> str:
+def not_up_message(names: tuple[str, ...] | None = None) -> str:
     """What doctor says with no -t when no embedded testbed is up."""
+    names = names or embedded_names()
     return (
         f"the embedded virtual testbed {names[0]} is not up, so there is nothing to check: "
         "`r2bench sweep EXPERIMENT.yaml` brings it up for the sweep (and doctors it first); "
@@ -55,7 +57,7 @@ def doctor_command(
     testbed: Path | None,
     json_out: bool,
     console: Console | None = None,
-    names: tuple[str, ...] = EMBEDDED_NAMES,
+    names: tuple[str, ...] | None = None,
 ) -> int:
     """Check every node of a testbed (none given: the embedded ones that are up); print a
     report; return 0 if nothing failed, else 1 (also when no testbed is up to check).
@@ -74,6 +76,12 @@ def doctor_command(
 
 
 def _doctor_one(path: Path, json_out: bool, console: Console, embedded: bool = False) -> int:
+    from r2bench.config.load import load_testbed
+    from r2bench.doctor.checks import failed
+    from r2bench.doctor.render import print_report, results_json
+    from r2bench.doctor.run import diagnose
+    from r2bench.testbeds.virtual.hold import live_holder
+
     model = load_testbed(path)
     if embedded and not json_out:
         holder = live_holder(path.parent)
@@ -93,6 +101,11 @@ def discover_command(
     path: Path, dry_run: bool, console: Console | None = None, pool: NodePool | None = None
 ) -> int:
     """Discover, show the diff, write back. 0 done, 1 some node could not be asked."""
+    from r2bench.config.load import load_testbed
+    from r2bench.nodes import NodePool
+    from r2bench.testbeds.discover import discover, header_of
+    from r2bench.testbeds.yamlio import testbed_text, write_text_atomic
+
     console = console or Console()
     testbed = load_testbed(path)
     own = pool is None

@@ -13,25 +13,19 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.console import Console
 
 from r2bench.commands.options import TestbedOpt
-from r2bench.config.errors import ConfigError, ConfigIssue
-from r2bench.config.experiment import Experiment
-from r2bench.config.load import load_testbed
-from r2bench.config.recipes import load_recipes
-from r2bench.config.source import parse_yaml
-from r2bench.config.validate import validate_model
 from r2bench.errors import ExitCode
-from r2bench.faults.catalogue import FAULT_KINDS
-from r2bench.nodes import NodePool
-from r2bench.plan.build import LEASE_GRACE_S, Inputs, make_plan
-from r2bench.plan.model import FaultStep, NodeCommand
-from r2bench.sweep.nodeside import injectors_dir, install_injectors
+
+# The config models, the planner and ssh are imported where they are used: `r2bench inject
+# --help` and `r2bench revert --help` load none of them.
+if TYPE_CHECKING:
+    from r2bench.config.errors import ConfigIssue
+    from r2bench.plan.model import FaultStep, NodeCommand
 
 DEFAULT_LEASE_S = 300.0
 MANUAL_TAG_RUN = "manual"
@@ -52,6 +46,17 @@ def manual_fault_step(testbed_file: Path, fault: ManualFault) -> tuple[FaultStep
     """Plan a one-fault experiment; ConfigError with located messages when refused.
 
     Returns the fault's step and the testbed's work folder."""
+    import yaml
+
+    from r2bench.config.errors import ConfigError
+    from r2bench.config.experiment import Experiment
+    from r2bench.config.load import load_testbed
+    from r2bench.config.recipes import load_recipes
+    from r2bench.config.source import parse_yaml
+    from r2bench.config.validate import validate_model
+    from r2bench.faults.catalogue import FAULT_KINDS
+    from r2bench.plan.build import LEASE_GRACE_S, Inputs, make_plan
+
     testbed_doc_name = str(testbed_file)
     testbed = load_testbed(testbed_file)
     # By hand, a fault that runs on a SmartNIC runs on the one that carries the NIC (if any;
@@ -137,6 +142,10 @@ def _retagged(step: FaultStep, tag: str) -> FaultStep:
 
 def fault_command(testbed_file: Path, fault: ManualFault, action: str, console: Console) -> int:
     """Inject or revert one fault by hand; prints the injector's event line."""
+    from r2bench.config.load import load_testbed
+    from r2bench.nodes import NodePool
+    from r2bench.sweep.nodeside import injectors_dir, install_injectors
+
     step, _ = manual_fault_step(testbed_file, fault)
     command = step.inject if action == "inject" else step.revert
     testbed = load_testbed(testbed_file)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from r2bench.commands.options import TestbedOpt
-from r2bench.config.load import load_testbed
-from r2bench.config.testbed import Testbed
 from r2bench.errors import ExitCode
-from r2bench.nodes import NodeError, NodePool
-from r2bench.sweep.agent import parse_fault_line
-from r2bench.sweep.nodeside import injectors_dir, install_injectors, own_records_script
+
+# ssh, the config models and the node-side scripts are imported where they are used:
+# `r2bench heal --help` loads none of them.
+if TYPE_CHECKING:
+    from r2bench.config.testbed import Testbed
+    from r2bench.nodes import NodePool
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,10 @@ class HealReport:
 
 def heal_node(pool: NodePool, name: str, testbed: Testbed) -> HealReport:
     """Run heal.sh on one node and count what it reverted and what is still recorded."""
+    from r2bench.nodes import NodeError
+    from r2bench.sweep.agent import parse_fault_line
+    from r2bench.sweep.nodeside import injectors_dir, install_injectors, own_records_script
+
     node = pool[name]
     target = injectors_dir(testbed)
     try:
@@ -58,6 +64,9 @@ def heal_node(pool: NodePool, name: str, testbed: Testbed) -> HealReport:
 
 def heal_command(testbed_file: Path, console: Console | None = None) -> int:
     """Revert every fault still recorded on every node; exit 0 when every node is clean."""
+    from r2bench.config.load import load_testbed
+    from r2bench.nodes import NodeError, NodePool
+
     console = console or Console()
     testbed = load_testbed(testbed_file)
     with NodePool.from_testbed(testbed) as pool:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from r2bench.commands.options import EmbeddedTestbedOpt, ExperimentArg
-from r2bench.commands.plan_script import write_scripts
-from r2bench.plan.build import load_inputs, make_plan, read_experiment
-from r2bench.plan.model import Plan
-from r2bench.plan.render import plan_json, print_plan
-from r2bench.sweep.embedded import embedded_description
 from r2bench.textsafe import printable
+
+# The plan's models and builders are imported where they are used: `r2bench plan --help`
+# loads no config model, launcher or virtual testbed.
+if TYPE_CHECKING:
+    from r2bench.plan.model import Plan
 
 
 def command(
@@ -57,6 +57,9 @@ def command(
 
     Example: [bold]r2bench plan experiments/quickstart.yaml --commands[/]
     """
+    from r2bench.commands.plan_script import write_scripts
+    from r2bench.plan.render import plan_json, print_plan
+
     result = plan_of(experiment, testbed)
     stderr = Console(stderr=True)
     if testbed is None and not as_json:
@@ -81,6 +84,9 @@ def plan_of(experiment: Path, testbed: Path | None, recipe_dirs: list[Path] | No
     """The plan of an experiment on a testbed file, or with no testbed on the embedded one as
     `sweep` would bring it up (described from the experiment's `virtual_testbed` section;
     nothing is brought up)."""
+    from r2bench.plan.build import load_inputs, make_plan, read_experiment
+    from r2bench.sweep.embedded import embedded_description
+
     if testbed is not None:
         return make_plan(load_inputs(experiment, testbed, recipe_dirs))
     loaded = read_experiment(experiment)

@@ -11,9 +11,6 @@ from rich.console import Console
 
 from r2bench.commands.options import ExperimentArg, TestbedOpt
 from r2bench.errors import ExitCode
-from r2bench.plan.build import load_inputs
-from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
-from r2bench.setup.report import Status, summary
 
 DEFAULT_LOG_DIR = Path("results") / "setup"
 
@@ -45,6 +42,11 @@ def setup_command(
     Exit codes: 0 all built or up to date, 1 a step failed on some node, 2 invalid experiment
     or testbed file.
     """
+    # imported here, not at the top: `r2bench setup --help` loads no ssh, config or build code
+    from r2bench.plan.build import load_inputs
+    from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
+    from r2bench.setup.report import Status, summary
+
     console = console or Console(stderr=True)
     inputs = load_inputs(experiment, testbed, [recipes] if recipes else None)
     options = SetupOptions(

@@ -16,18 +16,17 @@ import sys
 import threading
 from contextlib import suppress
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from r2bench.commands.options import ExperimentArg
-from r2bench.commands.plan import embedded_note, plan_of
 from r2bench.errors import ExitCode
-from r2bench.extras import require_report_extra
-from r2bench.plan.render import print_plan
-from r2bench.runfolder.store import RunStore
-from r2bench.sweep.orchestrate import SweepOptions, run_sweep
+
+if TYPE_CHECKING:  # imported where used: `r2bench sweep --help` loads no ssh, plan or sweep code
+    from r2bench.runfolder.store import RunStore
+    from r2bench.sweep.orchestrate import SweepOptions
 
 SWEEP_HELP = """Run an experiment end to end and write its report.
 
@@ -106,6 +105,8 @@ def command(
         ),
     ] = None,
 ) -> None:
+    from r2bench.sweep.orchestrate import SweepOptions
+
     console = Console(stderr=True)
     if rerun not in (None, "failed"):
         console.print(f"--rerun takes `failed`, not {rerun!r}", style="red")
@@ -154,6 +155,8 @@ class TablesAndReport:
         summary's sentences (what the runs show), which the sweep prints last."""
         if not any(store.run_dirs()):
             return []
+        from r2bench.extras import require_report_extra
+
         try:
             # first: without the extra, the imports below fail with pandas' ImportError, not
             # MissingExtra's sentence naming what to install
@@ -177,6 +180,8 @@ def rerun_line(argv: list[str]) -> str:
 
 def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
     """Run every planned run of an experiment on a testbed (see the module docstring)."""
+    from r2bench.sweep.orchestrate import run_sweep
+
     options = dataclasses.replace(options, rerun_line=rerun_line(sys.argv))
     return run_sweep(options, TablesAndReport(), console or Console(stderr=True))
 
@@ -184,6 +189,9 @@ def sweep_command(options: SweepOptions, console: Console | None = None) -> int:
 def show_plan(options: SweepOptions) -> int:
     """`--dry-run`: the plan, exactly as `r2bench plan --commands` shows it (with no testbed
     given: the embedded one as it would be brought up; nothing is brought up)."""
+    from r2bench.commands.plan import embedded_note, plan_of
+    from r2bench.plan.render import print_plan
+
     plan = plan_of(options.experiment, options.testbed, options.recipe_dirs)
     if options.testbed is None:
         Console(stderr=True).print(embedded_note(plan), markup=False, highlight=False)

@@ -21,20 +21,10 @@ from rich.console import Console
 from rich.table import Table
 
 from r2bench.errors import InputError
-from r2bench.testbeds.slurm import slurm_testbed
-from r2bench.testbeds.virtual.hold import HeldError, live_holder
-from r2bench.testbeds.virtual.layout import (
-    SHAPING_HANDLE,
-    VirtualSpec,
-    check_name,
-    default_state_dir,
-)
-from r2bench.testbeds.virtual.lifecycle import up
-from r2bench.testbeds.virtual.runner import CommandError
-from r2bench.testbeds.virtual.status import known_testbeds, read_status
-from r2bench.testbeds.virtual.teardown import TestbedError, teardown
-from r2bench.testbeds.yamlio import comment_header, write_testbed
 from r2bench.textsafe import printable
+
+# Each subcommand imports the testbed code it drives (the virtual testbed's models, Slurm):
+# `r2bench testbed --help` and `r2bench testbed up --help` load none of it.
 
 command = typer.Typer(
     help="Create, remove and inspect virtual testbeds (network namespaces on this host).",
@@ -117,6 +107,9 @@ def up_command(
     On a GPU host: [bold]r2bench testbed up virtual --nodes 2 --nics 4 --rate 4gbit --gpus 1[/]
     (docs/gpu.md: the namespace GPU testbed).
     """
+    from r2bench.testbeds.virtual.layout import VirtualSpec
+    from r2bench.testbeds.virtual.lifecycle import up
+
     console = Console(stderr=True)
     if kind is not TestbedKind.virtual:
         raise InputError(f"unknown testbed kind {kind!r}: only `virtual` can be created")
@@ -148,6 +141,11 @@ def down_command(
 
     Example: [bold]r2bench testbed down vt[/]
     """
+    from r2bench.testbeds.virtual.hold import HeldError, live_holder
+    from r2bench.testbeds.virtual.layout import check_name, default_state_dir
+    from r2bench.testbeds.virtual.runner import CommandError
+    from r2bench.testbeds.virtual.teardown import TestbedError, teardown
+
     console = Console(stderr=True)
     check_name(name)
     state = state_dir or default_state_dir(name)
@@ -203,6 +201,8 @@ def _print_status(console: Console, status: dict[str, Any]) -> None:
             f"router: nft {router['family']} table {router['table']} in {router['netns']}"
         )
     if status.get("rate"):
+        from r2bench.testbeds.virtual.layout import SHAPING_HANDLE
+
         console.print(f"data NICs capped at {status['rate']} both ways (tbf {SHAPING_HANDLE})")
 
 
@@ -216,6 +216,9 @@ def status_command(
 
     Example: [bold]r2bench testbed status vt[/]
     """
+    from r2bench.testbeds.virtual.layout import check_name, default_state_dir
+    from r2bench.testbeds.virtual.status import known_testbeds, read_status
+
     console = Console()
     names = [name] if name else known_testbeds()
     statuses = [read_status(n, state_dir or default_state_dir(n)) for n in map(check_name, names)]
@@ -250,6 +253,9 @@ def from_slurm_command(
 
     Example: [bold]r2bench testbed from-slurm -o testbed.yaml[/]
     """
+    from r2bench.testbeds.slurm import slurm_testbed
+    from r2bench.testbeds.yamlio import comment_header, write_testbed
+
     err = Console(stderr=True)
     testbed = slurm_testbed(os.environ, name=name)  # SlurmError (exit 2) outside an allocation
     job = os.environ.get("SLURM_JOB_ID", "?")
