@@ -31,7 +31,8 @@ failed=()
 # run_tier TIER: pytest on tests/TIER, in parallel except the system tier.
 run_tier() {
     local tier=$1 status=0 parallel=()
-    [[ $tier == system || -z $workers ]] || parallel=(-n "$workers")
+    # loadgroup: the tests of an xdist group (tests/conftest.py's HOST_PROCESSES) share a worker
+    [[ $tier == system || -z $workers ]] || parallel=(-n "$workers" --dist loadgroup)
     if [[ ! -d tests/$tier ]]; then
         echo "test.sh: no tier '$tier': the tiers are the folders tests/unit, tests/integration, tests/system" >&2
         return 2

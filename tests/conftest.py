@@ -4,7 +4,8 @@ Tiers, one folder each; a test's folder sets its marker (`pytest -m unit` = `pyt
 - `unit/`: pure, in this process: no root, no process started, no sshd, no namespaces, no
   mpirun. The coverage tier: `pytest tests/unit` answers in under a minute on 2 cores.
 - `integration/`: real processes on this host: sshd on loopback, mpirun, local nodes, the CLI in
-  a subprocess, a headless browser.
+  a subprocess, a headless browser; and pure tests that take seconds (a sample sweep through
+  tables, report and compare; property-based campaigns), which would hold the unit tier up.
 - `system/`: network namespaces, virtual testbeds, sweeps; marked `root` too. Its tests run one at
   a time (`scripts/test.sh`): every virtual testbed takes the management subnet 198.18.0.0/24, so
   only one can be up per host.
@@ -38,8 +39,7 @@ import pytest
 from r2bench.testbeds.virtual.layout import VirtualSpec, default_state_dir
 from r2bench.testbeds.virtual.lifecycle import UpResult, up
 from r2bench.testbeds.virtual.teardown import TestbedError, teardown
-
-TESTS = Path(__file__).resolve().parent
+from tests.support.paths import TESTS
 
 # Fixtures that tests of more than one tier ask for, by name.
 pytest_plugins = [
@@ -51,7 +51,8 @@ pytest_plugins = [
 
 TIERS = {
     "unit": "pure: no root, no process started, no testbed (tests/unit; under a minute)",
-    "integration": "real processes on this host: sshd, mpirun, the CLI in a subprocess (tests/integration)",
+    "integration": "real processes on this host (sshd, mpirun, the CLI, a browser), and whole-pipeline"
+    " runs or property campaigns that take seconds (tests/integration)",
     "system": "network namespaces, virtual testbeds, sweeps; needs root (tests/system)",
 }
 """Tier (= folder under tests/) -> what its tests may use."""
@@ -61,6 +62,18 @@ HEAVY_FIXTURES = {
     "sshd": "integration",
 }
 """Fixture -> the lowest tier that may ask for it (each starts real processes)."""
+
+HOST_PROCESSES = "host_processes"
+"""xdist group of the integration modules that start workload processes on this host or check
+that none runs (doctor's stray-process check sees every process of the host): their tests run
+on one worker, one after the other, so that one never sees another's workload."""
+HOST_PROCESS_MODULES = {
+    "test_cli_errors.py",
+    "test_doctor.py",
+    "test_exit_codes.py",
+    "test_verify_workload.py",
+    "test_workload.py",
+}
 
 REQUIREMENTS: dict[str, tuple[Callable[[], bool], str]] = {
     "root": (lambda: os.geteuid() == 0, "needs root: network namespaces and sshd"),
@@ -76,6 +89,7 @@ MARKERS = {
     "needs_mpirun": "needs Open MPI's mpirun on PATH; skipped otherwise",
     "needs_mpi4py": "needs mpi4py; skipped otherwise",
     "virtual_optional": "skip, not fail, where the virtual testbed is refused up front",
+    "xdist_group": "pytest-xdist: tests of one group run on one worker (--dist loadgroup)",
 }
 
 
@@ -123,6 +137,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(tier)
         if tier == "system":
             item.add_marker("root")
+        if tier == "integration" and item.path.name in HOST_PROCESS_MODULES:
+            item.add_marker(pytest.mark.xdist_group(HOST_PROCESSES))
     if problems:
         raise pytest.UsageError("tests in the wrong tier:\n  " + "\n  ".join(problems))
 
