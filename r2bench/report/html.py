@@ -28,13 +28,12 @@ from r2bench.tables.build import Tables
 # sweep on a machine without it still runs and says why no report was written.
 try:
     import pandas as pd
-    from plotly.io.json import to_json_plotly
     from plotly.offline import get_plotlyjs
 
     from r2bench.report import evidence as ev
     from r2bench.report import numbers
     from r2bench.report.charts import Figure, all_figures, outcome_counts
-    from r2bench.report.inline import prose_html
+    from r2bench.report.inline import figure_json, prose_html
     from r2bench.report.model import model_section
     from r2bench.report.nics import SECTION_TITLE, nic_panel_figures
     from r2bench.report.recovery import recovery_section
@@ -83,12 +82,6 @@ def esc(value: Any) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return ""
     return html.escape(str(value), quote=True)
-
-
-def figure_json(spec: dict[str, Any]) -> str:
-    """A figure spec as JSON safe inside <script> (plotly's encoder escapes <, > and /)."""
-    text: str = to_json_plotly(spec)  # plotly is untyped
-    return text
 
 
 @dataclass

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from plotly.io.json import to_json_plotly
 
 from r2bench.analysis.metrics import of_unit
+from r2bench.report.inline import figure_json
 from r2bench.tables.build import RAS_VERDICT, Tables
 
 TIME_METRICS = of_unit("s")
@@ -266,7 +266,7 @@ def recovery_section(tables: Tables) -> str:
     figure = (
         f"<div class='fig'><div id='plot-{FIGURE_ID}' class='r2-plot'></div>"
         f"<script type='application/json' class='r2-figure' id='figure-{FIGURE_ID}'>"
-        f"{to_json_plotly(spec)}</script></div>"
+        f"{figure_json(spec)}</script></div>"
     )
     parts = [title, note, _html_table(_display(recovery_table(metrics))), figure]
     observed = observer_rows(tables, metrics)
