@@ -1,0 +1,97 @@
+"""Build the NCCL stub library on this machine: read two symbol tables, compile the stubs (effects).
+
+`r2bench.setup.stubs` decides what to stub and renders the C source; this module runs `nm -D` on
+the consumer (`--undefined-only`) and the provider (`--defined-only`), writes the source and
+compiles it with `cc -shared -fPIC` into a given folder. Errors name the file and the fix (nm
+comes with binutils, cc with build-essential). Not yet called by `setup` (docs/setup.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from r2bench.errors import EnvironmentFailure, InputError
+from r2bench.setup.stubs import STUB_LIBRARY_NAME, STUB_SOURCE_NAME, StubLibrary, stub_library
+
+NM_TIMEOUT_S = 60
+CC_TIMEOUT_S = 120
+
+
+class StubBuildError(EnvironmentFailure):
+    """A symbol table could not be read or the stub library did not compile."""
+
+
+@dataclass(frozen=True)
+class BuiltStubs:
+    """The stub library built for one consumer on one provider."""
+
+    library: StubLibrary
+    source_path: Path
+    """The C source written (kept beside the library, as the record of what was stubbed)."""
+    path: Path | None
+    """The compiled library to preload after the provider; None when nothing is missing."""
+
+
+def build_stubs(consumer: Path, provider: Path, out_dir: Path) -> BuiltStubs:
+    """Read both symbol tables, write the stub source into `out_dir` and compile it there.
+
+    When the provider defines every NCCL function the consumer needs, the source (with an empty
+    list) is still written, nothing is compiled and `path` is None.
+    """
+    library = stub_library(
+        consumer=str(consumer),
+        consumer_nm=read_symbols(consumer, defined=False),
+        provider=str(provider),
+        provider_nm=read_symbols(provider, defined=True),
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source_path = out_dir / STUB_SOURCE_NAME
+    source_path.write_text(library.source)
+    path = compile_stubs(source_path, out_dir / STUB_LIBRARY_NAME) if library.names else None
+    return BuiltStubs(library=library, source_path=source_path, path=path)
+
+
+def read_symbols(path: Path, *, defined: bool) -> str:
+    """`nm -D` output of `path`: its defined dynamic symbols, or its undefined ones."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file: give the shared library whose symbols to read")
+    nm = _tool("nm", "binutils", f"read the symbol table of {path}")
+    which = "--defined-only" if defined else "--undefined-only"
+    result = _run([nm, "-D", which, str(path)], NM_TIMEOUT_S, f"nm -D {which} {path}")
+    if result.returncode != 0:
+        raise StubBuildError(
+            f"{path}: nm -D {which} failed ({result.stderr.strip()}): is it a shared library "
+            "(an ELF .so with a dynamic symbol table)?"
+        )
+    return result.stdout
+
+
+def compile_stubs(source: Path, target: Path) -> Path:
+    """Compile the stub source into the shared library `target` with `cc -shared -fPIC`."""
+    cc = _tool("cc", "build-essential", f"compile {source}")
+    result = _run(
+        [cc, "-shared", "-fPIC", "-o", str(target), str(source)], CC_TIMEOUT_S, f"cc {source}"
+    )
+    if result.returncode != 0:
+        raise StubBuildError(
+            f"{source}: cc -shared -fPIC failed: {result.stderr.strip()} (a C compiler that builds "
+            "shared libraries is needed: install build-essential)"
+        )
+    return target
+
+
+def _tool(name: str, package: str, purpose: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise StubBuildError(f"{name} not found on PATH, needed to {purpose}: install {package}")
+    return found
+
+
+def _run(argv: list[str], timeout: int, what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise StubBuildError(f"{what} did not finish in {timeout} s") from exc
