@@ -45,6 +45,7 @@ from r2bench.launch.registry import crash_messages
 from r2bench.parse.models import Event, EventKind, ParsedNcclTests
 from r2bench.parse.nccltests.lines import MAX_LINE, LogLines
 from r2bench.parse.nccltests.text import ROW_FIRST, RunParser
+from r2bench.parse.numbers import id_or_none
 
 MAX_TEXT = 500
 
@@ -695,7 +696,21 @@ def _test_event(lineno: int, line: str, body: str, m: re.Match[str]) -> Event:
 
 def _event(kind: EventKind, lineno: int, line: str, **fields: Any) -> Event:
     fields["message"] = clean(fields.get("message", ""))
+    _refuse_bad_ids(fields)
     return Event(kind=kind, line=lineno, text=clean(line.strip()), **fields)
+
+
+def _refuse_bad_ids(fields: dict[str, Any]) -> None:
+    """A pid, thread id or rank beyond any real one (a pid of 10^23) is left out of the event,
+    and the event says why in its details: the line's event is kept, its table stays int64."""
+    for name in ("pid", "tid", "rank"):
+        if fields.get(name) is None:
+            continue
+        fields[name], why = id_or_none(fields[name], name)
+        if why is not None:
+            details = dict(fields.get("details") or {})
+            details[f"{name}_refused"] = why
+            fields["details"] = details
 
 
 def _parse_time(ts: str | None, tz: tzinfo) -> float | None:

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_int
+
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_RE = re.compile(r"^\d{2}:\d{2}:\d{2}$")
 INT_RE = re.compile(r"^[-+]?\d+$")
@@ -26,13 +28,11 @@ _HEAD_COLUMNS = ("size", "count", "type", "redop", "root")
 
 def to_int(tok: str) -> int | None:
     """int of a token; floats like `0e+00` or `4.1943e+06` (#wrong printed with %g) are
-    accepted when integral."""
-    if INT_RE.match(tok):
-        return int(tok)
-    val = to_float(tok)
-    if val is None or val != val or val in (float("inf"), float("-inf")):
+    accepted when integral. None when it is not a whole number within int64."""
+    try:
+        return bounded_int(tok, "token", low=-INT64_MAX)
+    except BadNumber:
         return None
-    return int(val) if val.is_integer() else None
 
 
 def to_float(tok: str) -> float | None:

@@ -12,6 +12,7 @@ from r2bench.parse.models import Device, ParsedNcclTests, PerIteration, Placemen
 from r2bench.parse.nccltests.collective import collective_from_binary, name_collective
 from r2bench.parse.nccltests.salvage import salvage_json_results
 from r2bench.parse.nccltests.state import PLACEMENTS, RunState, finish_run, next_cycle
+from r2bench.parse.numbers import ID_MAX, BadNumber, bounded_float, bounded_int
 
 
 def parse_json(data: str | bytes) -> ParsedNcclTests:
@@ -48,8 +49,8 @@ def _json_document(st: RunState, doc: dict[str, Any]) -> list[PerIteration]:
             continue
         try:
             per_iter.extend(_json_result(st, res))
-        except (TypeError, ValueError, KeyError) as exc:
-            st.warn(f"results[{i}] malformed: {exc}")
+        except (TypeError, ValueError, KeyError) as exc:  # BadNumber is a ValueError
+            st.warn(f"results[{i}] malformed: {exc}; not read")
     return per_iter
 
 
@@ -60,7 +61,7 @@ def _json_header(st: RunState, doc: dict[str, Any], cfg: dict[str, Any]) -> None
         st.fields["header"] = True
     lib = doc.get("nccl_version")
     if isinstance(lib, int):
-        st.fields["nccl_library"] = lib
+        _header_int(st, "nccl_library", lib, "nccl_version")
     for src, dst in (
         ("nthreads", "n_threads"),
         ("ngpus", "n_gpus"),
@@ -68,35 +69,58 @@ def _json_header(st: RunState, doc: dict[str, Any], cfg: dict[str, Any]) -> None
         ("warmup_iters", "warmup_iters"),
     ):
         if isinstance(cfg.get(src), int):
-            st.fields[dst] = cfg[src]
+            _header_int(st, dst, cfg[src], f"config.{src}")
     if isinstance(cfg.get("validation"), int):
         st.fields["validation"] = bool(cfg["validation"])
     for dev in cfg.get("devices") or []:
         if isinstance(dev, dict):
             _json_device(st, dev)
     oob = doc.get("out_of_bounds")
-    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
-        st.fields["oob_values"] = oob["count"]
+    if (
+        isinstance(oob, dict)
+        and isinstance(oob.get("count"), int)
+        and _header_int(st, "oob_values", oob["count"], "out_of_bounds.count")
+    ):
         st.fields["oob_failed"] = oob["count"] > 0 or str(oob.get("okay")) == "false"
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), (int, float)):
-        st.fields["avg_busbw_gbps"] = float(avg["bandwidth"])
-        st.fields["footer"] = True
+        try:
+            st.fields["avg_busbw_gbps"] = bounded_float(avg["bandwidth"], "bandwidth")
+            st.fields["footer"] = True
+        except BadNumber as refused:
+            st.warn(f"average_bus_bandwidth: {refused}; not read")
     st.fields["concluded"] = "end_time" in doc
     version = doc.get("nccl_tests_version")
     if isinstance(version, str):
         st.fields["nccl_tests_version"] = version
 
 
+def _header_int(st: RunState, field: str, value: int, where: str) -> bool:
+    """Keep a whole number of the header in `field`, or warn (located) and leave it out."""
+    try:
+        st.fields[field] = bounded_int(value, where)
+    except BadNumber as refused:
+        st.warn(f"{refused}; not read")
+        return False
+    return True
+
+
+def _device_id(dev: dict[str, Any], key: str) -> int | None:
+    """A device entry's id (rank, pid...), None when absent; BadNumber when out of range."""
+    if dev.get(key) is None:
+        return None
+    return bounded_int(dev[key], f"device {key}", low=-1, high=ID_MAX)
+
+
 def _json_device(st: RunState, dev: dict[str, Any]) -> None:
     try:
         st.devices.append(
             Device(
-                rank=dev["rank"],
-                group=dev.get("group"),
-                pid=dev.get("pid"),
+                rank=_device_id(dev, "rank"),  # absent: refused by Device
+                group=_device_id(dev, "group"),
+                pid=_device_id(dev, "pid"),
                 host=str(dev.get("hostname", "")),
-                device=dev.get("device"),
+                device=_device_id(dev, "device"),
                 bus_id=dev.get("device_hex"),
                 name=dev.get("device_info"),
             )
@@ -106,7 +130,8 @@ def _json_device(st: RunState, dev: dict[str, Any]) -> None:
 
 
 def _json_result(st: RunState, res: dict[str, Any]) -> list[PerIteration]:
-    size, root = int(res["size"]), int(str(res.get("root", -1)).strip())
+    size = bounded_int(res["size"], "size")
+    root = bounded_int(res.get("root", -1), "root", low=-1)
     key = (str(res.get("type", "")), str(res.get("redop", "")), root)
     cycle = next_cycle(st, key, size)
     out: list[PerIteration] = []
@@ -120,8 +145,10 @@ def _json_result(st: RunState, res: dict[str, Any]) -> list[PerIteration]:
                 PerIteration(
                     size_bytes=size,
                     placement=placement,
-                    times_us=tuple(float(t) for t in it["times_us"]),
-                    skipped_iterations=int(it.get("skipped_iterations") or 0),
+                    times_us=tuple(bounded_float(t, "times_us") for t in it["times_us"]),
+                    skipped_iterations=bounded_int(
+                        it.get("skipped_iterations") or 0, "skipped_iterations"
+                    ),
                     cycle=cycle,
                 )
             )
@@ -138,12 +165,17 @@ def _json_row(
 ) -> ResultRow:
     def num(key: str) -> float | None:
         val = meas.get(key)
-        return float(val) if isinstance(val, (int, float)) else None
+        return bounded_float(val, f"{placement}.{key}") if isinstance(val, (int, float)) else None
 
-    wrong = num("nwrong")
+    raw_wrong = meas.get("nwrong")
+    wrong = (
+        bounded_int(raw_wrong, f"{placement}.nwrong")
+        if isinstance(raw_wrong, (int, float)) and raw_wrong == raw_wrong
+        else None
+    )
     return ResultRow(
         size_bytes=size,
-        count=int(res.get("count", 0)),
+        count=bounded_int(res.get("count", 0), "count"),
         type=str(res.get("type", "")),
         redop=str(res.get("redop", "")),
         root=root,
@@ -151,6 +183,6 @@ def _json_row(
         time_us=num("time"),
         algbw_gbps=num("alg_bw"),
         busbw_gbps=num("bus_bw"),
-        wrong=int(wrong) if wrong is not None and wrong == wrong else None,
+        wrong=wrong,
         cycle=cycle,
     )

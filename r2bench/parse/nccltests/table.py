@@ -36,6 +36,7 @@ from r2bench.parse.nccltests.salvage import (
     short_row,
 )
 from r2bench.parse.nccltests.state import PLACEMENTS, RunState, next_cycle, unreadable
+from r2bench.parse.numbers import BadNumber, bounded_int, id_or_none
 
 _VERSION_RE = re.compile(
     r"([nr])ccl-tests version (\S+)(?: [nr]ccl-headers=(\d+))?(?: [nr]ccl-library=(\d+))?"
@@ -203,15 +204,19 @@ def parse_comment(st: RunState, lineno: int, line: str) -> None:
                 st.library.family = "nccl"  # nccl-tests built against an NCCL of that code
     elif _NTHREAD_RE.match(line):
         st.fields["header"] = True
-        _parse_args_line(st, line)
+        _parse_args_line(st, lineno, line)
     elif (m := DEVICE_RE.match(line)) is not None:
-        st.devices.append(_device(m))
+        device = _device(st, lineno, m)
+        if device is not None:
+            st.devices.append(device)
         st.n_ranks = len({d.rank for d in st.devices})
     elif (m := _STARTING_RE.match(line)) is not None:
         name_collective(st, collective_from_binary(m.group(1)), "program_line")
     elif (m := _OOB_RE.match(line)) is not None:
-        st.fields["oob_values"] = int(m.group(1))
-        st.fields["oob_failed"] = m.group(2) == "FAILED" or int(m.group(1)) > 0
+        oob = _header_int(st, lineno, "out of bounds values", m.group(1))
+        if oob is not None:
+            st.fields["oob_values"] = oob
+            st.fields["oob_failed"] = m.group(2) == "FAILED" or oob > 0
     elif (m := _AVG_RE.match(line)) is not None:
         st.fields["avg_busbw_gbps"] = _measure(st, lineno, "avg busbw", m.group(1))
         st.fields["footer"] = True
@@ -239,20 +244,36 @@ def parse_comment(st: RunState, lineno: int, line: str) -> None:
         st.library.feed(line)
 
 
-def _parse_args_line(st: RunState, line: str) -> None:
+def _header_int(st: RunState, lineno: int, what: str, tok: str) -> int | None:
+    """A whole number of a header line, or None after a located warning when out of range."""
+    try:
+        return bounded_int(tok, what)
+    except BadNumber as refused:
+        st.warn(f"line {lineno}: {refused}; not read")
+        return None
+
+
+def _parse_args_line(st: RunState, lineno: int, line: str) -> None:
     for key, rx in _ARG_RES.items():
         m = rx.search(line)
-        if m:
-            st.fields[key] = bool(int(m.group(1))) if key == "validation" else int(m.group(1))
+        if m and (value := _header_int(st, lineno, key, m.group(1))) is not None:
+            st.fields[key] = bool(value) if key == "validation" else value
 
 
-def _device(m: re.Match[str]) -> Device:
+def _device(st: RunState, lineno: int, m: re.Match[str]) -> Device | None:
+    """The device a `#  Rank` line names, or None (warned) when one of its ids is out of range."""
+    ids: dict[str, int | None] = {}
+    for name, group in (("rank", 1), ("group", 2), ("pid", 3), ("device", 5)):
+        ids[name], why = id_or_none(m.group(group), name) if m.group(group) else (None, None)
+        if why is not None:
+            st.warn(f"line {lineno}: {why}; device line not read")
+            return None
     return Device(
-        rank=int(m.group(1)),
-        group=int(m.group(2)) if m.group(2) is not None else None,
-        pid=int(m.group(3)) if m.group(3) is not None else None,
+        rank=ids["rank"] or 0,
+        group=ids["group"],
+        pid=ids["pid"],
         host=m.group(4) or "",
-        device=int(m.group(5)),
+        device=ids["device"],
         bus_id=m.group(6) or None,
         name=m.group(7).strip() or None,
     )
@@ -275,6 +296,8 @@ def _fits_head(layout: Layout, tokens: list[str]) -> str | None:
     for name, tok in zip(layout.head, tokens, strict=False):
         if name in ("size", "count") and not (INT_RE.match(tok) and not tok.startswith("-")):
             return f"{name} {tok!r} is not a count"
+        if name in ("size", "count", "root") and to_int(tok) is None:
+            return f"{name} {tok!r} is out of range (more than int64 holds)"
         if name == "type" and (NAME_RE.match(tok) is None or tok == "N/A"):
             return f"{name} {tok!r} is not a name"
         if name == "redop" and tok and (NAME_RE.match(tok) is None or tok == "N/A"):

@@ -1,0 +1,153 @@
+"""A bad value costs its row or field, never the run: every number a reader keeps is finite and
+within its field's range (int64 for tables), and the refusal is one located warning."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from r2bench.parse.events import parse_events
+from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.text import parse_text
+from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_int
+
+HUGE = 10**23
+
+ROW = {
+    "size": 64,
+    "count": 16,
+    "type": "float",
+    "redop": "sum",
+    "root": -1,
+    "out_of_place": {"time": 20.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+    "in_place": {"time": 19.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+}
+
+
+def _json_file(bad_row: dict[str, object], header: dict[str, object] | None = None) -> str:
+    good = {**ROW, "size": 128, "count": 32}
+    doc = {
+        "args": ["/x/all_reduce_perf"],
+        "config": {"nthreads": 1, "devices": []},
+        **(header or {}),
+        "results": [bad_row, good],
+    }
+    return json.dumps(doc)
+
+
+def _sizes(parsed_rows: object) -> set[int]:
+    return {row.size_bytes for row in parsed_rows}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [
+        ("count", "1e400"),
+        ("count", "Infinity"),
+        ("count", "-Infinity"),
+        ("count", "NaN"),
+        ("size", str(2**64)),
+        ("size", "1e400"),
+        ("root", str(HUGE)),
+    ],
+)
+def test_json_row_with_a_number_out_of_range_is_refused_and_the_rest_read(
+    field: str, raw: str
+) -> None:
+    text = _json_file({**ROW, field: "@"}).replace('"@"', raw)
+    parsed = parse_json(text)
+    assert _sizes(parsed.rows) == {128}
+    assert any("results[0]" in w and field in w for w in parsed.warnings), parsed.warnings
+
+
+@pytest.mark.parametrize("raw", ["1e23", str(HUGE), "1e400", "Infinity"])
+def test_json_wrong_count_out_of_range_refuses_the_row(raw: str) -> None:
+    bad = {**ROW, "out_of_place": {**ROW["out_of_place"], "nwrong": "@"}}  # type: ignore[dict-item]
+    parsed = parse_json(_json_file(bad).replace('"@"', raw))
+    assert _sizes(parsed.rows) == {128}
+    assert any("nwrong" in w for w in parsed.warnings), parsed.warnings
+
+
+def test_json_header_numbers_out_of_range_are_left_out_with_a_warning() -> None:
+    header = {
+        "nccl_version": HUGE,
+        "config": {"nthreads": HUGE, "devices": [{"rank": 0, "pid": HUGE}]},
+    }
+    parsed = parse_json(_json_file(ROW, header))
+    assert parsed.devices == []
+    assert any("nccl_version" in w for w in parsed.warnings)
+    assert any("nthreads" in w for w in parsed.warnings)
+    assert any("pid" in w for w in parsed.warnings)
+    assert len(parsed.rows) == 4
+
+
+TABLE = """\
+# nThread 1 nGpus 2 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  {pid} on         vm device  0 [0x00] NVIDIA H200
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+{row}
+         128            32     float     sum      -1    20.00    0.01    0.01       0    18.69    0.01    0.01       0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0.01
+"""
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        f"{2**64}            16     float     sum      -1    20.00    0.00    0.00       0    18.69    0.00    0.00       0",
+        f"          64   {HUGE}     float     sum      -1    20.00    0.00    0.00       0    18.69    0.00    0.00       0",
+        f"          64            16     float     sum      -1    20.00    0.00    0.00  {HUGE}    18.69    0.00    0.00       0",
+        "          64            16     float     sum      -1    20.00    0.00    0.00  1e23    18.69    0.00    0.00       0",
+    ],
+)
+def test_text_row_with_a_number_out_of_range_is_refused_located(row: str) -> None:
+    parsed = parse_text(TABLE.format(pid=1234, row=row))
+    assert all(r.size_bytes == 128 for r in parsed.rows if r.placement == "out_of_place")
+    assert 128 in _sizes(parsed.rows)
+    assert any(w.startswith("line 9:") for w in parsed.warnings), parsed.warnings
+    assert all(r.wrong is None or r.wrong <= INT64_MAX for r in parsed.rows)
+
+
+def test_text_device_line_with_a_pid_out_of_range_is_refused_located() -> None:
+    row = "          64            16     float     sum      -1    20.00    0.00    0.00       0    18.69    0.00    0.00       0"
+    parsed = parse_text(TABLE.format(pid=HUGE, row=row))
+    assert parsed.devices == []
+    assert any(w.startswith("line 4:") and "pid" in w for w in parsed.warnings), parsed.warnings
+    assert len(parsed.rows) == 4
+
+
+def test_nccl_line_with_a_pid_out_of_range_keeps_the_event_without_the_pid() -> None:
+    events = parse_events(f"vm:{HUGE}:11 [0] NCCL WARN NET/IB : bad thing\n")
+    assert len(events) == 1
+    assert events[0].pid is None and events[0].tid == 11
+    assert "out of range" in events[0].details["pid_refused"]
+
+
+@pytest.mark.parametrize(
+    "value", [math.inf, -math.inf, math.nan, "1e400", "Infinity", True, None, "x"]
+)
+def test_bounded_readers_refuse_what_is_not_a_finite_number(value: object) -> None:
+    with pytest.raises(BadNumber):
+        bounded_int(value, "field")
+    with pytest.raises(BadNumber):
+        bounded_float(value, "field")
+
+
+def test_bounded_readers_name_the_field_and_the_range() -> None:
+    with pytest.raises(BadNumber, match=r"size 18446744073709551616 is out of range \(0 to "):
+        bounded_int(2**64, "size")
+    with pytest.raises(BadNumber, match="too many digits"):
+        bounded_int("9" * 5000, "size")
+    with pytest.raises(BadNumber, match="out of range"):
+        bounded_float(10**400, "time")
+    assert bounded_int("4.1943e+06", "wrong") == 4194300
+    assert bounded_int(INT64_MAX, "size") == INT64_MAX
+    assert bounded_float("3", "time") == 3.0
