@@ -62,12 +62,33 @@ def test_json_row_with_a_number_out_of_range_is_refused_and_the_rest_read(
     assert any("results[0]" in w and field in w for w in parsed.warnings), parsed.warnings
 
 
-@pytest.mark.parametrize("raw", ["1e23", str(HUGE), "1e400", "Infinity"])
-def test_json_wrong_count_out_of_range_refuses_the_row(raw: str) -> None:
+def _with_wrong(raw: str) -> str:
     bad = {**ROW, "out_of_place": {**ROW["out_of_place"], "nwrong": "@"}}  # type: ignore[dict-item]
-    parsed = parse_json(_json_file(bad).replace('"@"', raw))
+    return _json_file(bad).replace('"@"', raw)
+
+
+@pytest.mark.parametrize("raw", ["1e23", str(HUGE), "-1e23"])
+def test_json_wrong_count_out_of_range_refuses_the_row(raw: str) -> None:
+    parsed = parse_json(_with_wrong(raw))
     assert _sizes(parsed.rows) == {128}
-    assert any("nwrong" in w for w in parsed.warnings), parsed.warnings
+    assert any("nwrong" in w and "out of range" in w for w in parsed.warnings), parsed.warnings
+
+
+@pytest.mark.parametrize("raw", ["1e400", "Infinity", "NaN"])
+def test_json_wrong_count_that_is_not_finite_is_no_count(raw: str) -> None:
+    parsed = parse_json(_with_wrong(raw))
+    wrong = {(r.size_bytes, r.placement): r.wrong for r in parsed.rows}
+    assert wrong[(64, "out_of_place")] is None
+    assert wrong[(64, "in_place")] == 0
+
+
+def test_json_measurement_as_a_huge_whole_number_refuses_the_row() -> None:
+    bad = {**ROW, "in_place": {**ROW["in_place"], "bus_bw": 10**400}}  # type: ignore[dict-item]
+    parsed = parse_json(_json_file(bad))
+    assert {(r.size_bytes, r.placement) for r in parsed.rows if r.size_bytes == 64} <= {
+        (64, "out_of_place")
+    }
+    assert any("in_place.bus_bw" in w for w in parsed.warnings), parsed.warnings
 
 
 def test_json_header_numbers_out_of_range_are_left_out_with_a_warning() -> None:

@@ -5,6 +5,7 @@ crash: the results it completed are kept.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -12,7 +13,14 @@ from r2bench.parse.models import Device, ParsedNcclTests, PerIteration, Placemen
 from r2bench.parse.nccltests.collective import collective_from_binary, name_collective
 from r2bench.parse.nccltests.salvage import salvage_json_results
 from r2bench.parse.nccltests.state import PLACEMENTS, RunState, finish_run, next_cycle
-from r2bench.parse.numbers import ID_MAX, BadNumber, bounded_float, bounded_int
+from r2bench.parse.numbers import (
+    ID_MAX,
+    INT64_MAX,
+    MEASURE_MAX,
+    BadNumber,
+    bounded_float,
+    bounded_int,
+)
 
 
 def parse_json(data: str | bytes) -> ParsedNcclTests:
@@ -165,13 +173,17 @@ def _json_row(
 ) -> ResultRow:
     def num(key: str) -> float | None:
         val = meas.get(key)
-        return bounded_float(val, f"{placement}.{key}") if isinstance(val, (int, float)) else None
+        if isinstance(val, int) and not isinstance(val, bool):
+            return bounded_float(val, f"{placement}.{key}", low=-MEASURE_MAX)
+        # a float is kept as written: NaN, infinite or negative ones are emptied and named
+        # per run by the tables (analysis.parsedrun), never averaged
+        return val if isinstance(val, float) else None
 
     raw_wrong = meas.get("nwrong")
     wrong = (
-        bounded_int(raw_wrong, f"{placement}.nwrong")
-        if isinstance(raw_wrong, (int, float)) and raw_wrong == raw_wrong
-        else None
+        bounded_int(raw_wrong, f"{placement}.nwrong", low=-INT64_MAX)  # negative: named later
+        if isinstance(raw_wrong, (int, float)) and math.isfinite(raw_wrong)
+        else None  # NaN or infinite: no count, as N/A in the text
     )
     return ResultRow(
         size_bytes=size,
