@@ -41,3 +41,9 @@ class InputError(R2benchError):
 
 class EnvironmentFailure(R2benchError):
     """Something outside r2bench failed: a node, a command, a build step, a lock."""
+
+
+class WriteFailed(EnvironmentFailure, OSError):
+    """A file r2bench writes that the machine refused (a full disk, a file size limit, a
+    read-only mount): the message names the file and the system's words, never "a bug".
+    Still an OSError, for the callers that catch one around a write."""

@@ -10,6 +10,7 @@ writer that streams): a temporary file beside it and a rename, so a reader never
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from r2bench.errors import InputError
+from r2bench.errors import InputError, WriteFailed
 
 # Caps for files read whole. Logs are never read whole: they are streamed line by line.
 CONFIG_LIMIT = 4 * 1024 * 1024
@@ -140,9 +141,12 @@ def replacing(
     followed), else it is removed. `root`, `durable` and `mode` as for `atomic_write`."""
     if root is not None:
         inside(root, path.parent)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as error:
+        raise write_failed(path, error) from error
     temp = Path(name)
     try:
         yield temp
@@ -151,9 +155,34 @@ def replacing(
             with temp.open("rb+") as written:
                 os.fsync(written.fileno())
         os.replace(temp, path)
+    except OSError as error:
+        temp.unlink(missing_ok=True)
+        if error.filename not in (None, name, str(path)):
+            raise  # the caller's own error (a file it read), not this write's
+        raise write_failed(path, error) from error
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+_WRITE_HINTS = {
+    errno.EFBIG: "the file is larger than this process may write (`ulimit -f`) or the file"
+    " system holds",
+    errno.ENOSPC: "the disk is full: free space or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free space or write elsewhere",
+    errno.EROFS: "the file system is read-only: write elsewhere",
+    errno.EACCES: "no permission to write there: write elsewhere or change the folder's owner",
+    errno.EPERM: "no permission to write there: write elsewhere or change the folder's owner",
+}
+
+
+def write_failed(path: Path, error: OSError) -> WriteFailed:
+    """The clean error for a write the machine refused: the file, the system's words and
+    what to do (see WriteFailed)."""
+    words = error.strerror or str(error)
+    name = errno.errorcode.get(error.errno or 0, "")
+    hint = _WRITE_HINTS.get(error.errno or 0, "check the folder and the disk, then run again")
+    return WriteFailed(f"{path}: could not write it: {words}{f' ({name})' if name else ''}; {hint}")
 
 
 def file_mode() -> int:

@@ -38,6 +38,7 @@ from r2bench.analysis.parseview import (
     timed_iterations,
 )
 from r2bench.config.experiment import NcclTestsOptions
+from r2bench.errors import WriteFailed
 from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text
 from r2bench.parse.models import Event, Outcome, ParsedNcclTests
 from r2bench.parse.nccltests.collective import collective_from_file_name
@@ -447,7 +448,7 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
         try:
             results_of = import_logs(logs, store)
         except (OSError, ValueError) as exc:
-            if (
+            if isinstance(exc, WriteFailed) or (
                 isinstance(exc, OSError)
                 and exc.filename
                 and store.sweep_dir in Path(exc.filename).parents

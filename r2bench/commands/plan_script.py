@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun
+from r2bench.safeio import atomic_write
 from r2bench.shellwords import comment, quote, seconds
 
 COPY_PREFIX = "copy from controller: "
@@ -167,7 +168,7 @@ def write_scripts(plan: Plan, out_dir: Path) -> list[Path]:
     paths = []
     for node in plan_nodes(plan):
         path = out_dir / f"{node.replace(os.sep, '_')}.sh"
-        path.write_text(node_script(plan, node))
-        path.chmod(0o755)
+        # atomic: a failed write (a full disk) never leaves half a script that still runs
+        atomic_write(path, node_script(plan, node), durable=False, mode=0o755)
         paths.append(path)
     return paths

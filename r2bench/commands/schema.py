@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from r2bench.config.schema import all_schemas
+from r2bench.safeio import atomic_write
 
 
 def command(
@@ -35,8 +36,7 @@ def command(
     if out_dir is None:
         sys.stdout.write(json.dumps(schemas, indent=2) + "\n")
         return
-    out_dir.mkdir(parents=True, exist_ok=True)
     for name, body in schemas.items():
         path = out_dir / f"{name}.schema.json"
-        path.write_text(json.dumps(body, indent=2) + "\n")
-        Console().print(f"wrote {path}")
+        atomic_write(path, json.dumps(body, indent=2) + "\n", durable=False)
+        Console().print(f"wrote {path}", markup=False, highlight=False)

@@ -6,11 +6,17 @@ Its pure tests (the readers themselves): tests/unit/test_bad_values.py."""
 
 from __future__ import annotations
 
+import os
+import resource
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from r2bench.errors import ExitCode
+from tests.support import paths
 from tests.support.captures import DATA
 from tests.support.cli_runner import invoke_wide
 
@@ -67,3 +73,85 @@ def test_import_and_every_later_report_survive_a_number_out_of_range(
     for _ in range(2):  # the second report reads the tables the first one left
         reported = invoke_wide("report", str(results / "s"), "--out", str(tmp_path / "report.html"))
         assert reported.exit_code == ExitCode.OK, reported.output
+
+
+# ---- writes the machine refuses: one line naming the file, never "a bug" ----------------------
+
+ROOT = paths.REPO
+VIRTUAL = ROOT / "experiments" / "testbeds" / "virtual-example.yaml"
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+MANIFEST = paths.DATA / "cloudlab" / "real-utah-2024-m510.xml"
+FILE_SIZE_LIMIT = 16
+"""Bytes a process under test may write to one file: every output is larger (EFBIG)."""
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+def _run_file_size_limited(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`r2bench ARGS` in a process that may write only FILE_SIZE_LIMIT bytes to a file (Python
+    ignores SIGXFSZ, so a longer write fails with EFBIG, "File too large")."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="250", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(
+        [sys.executable, "-c", "from r2bench.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        preexec_fn=_limit_file_size,
+    )
+
+
+def _imported_sweep(tmp_path: Path) -> Path:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(TEXT_LOG, logs)
+    ran = invoke_wide("import", str(logs), "--sweep", "s", "--results", str(tmp_path / "r"))
+    assert ran.exit_code == ExitCode.OK, ran.output
+    return tmp_path / "r" / "s"
+
+
+def _writers(tmp_path: Path) -> dict[str, tuple[list[str], Path]]:
+    """Command -> (its arguments, the file it writes)."""
+    out = tmp_path / "[/x]"  # markup in the path must print as itself
+    logs = tmp_path / "logs-in"
+    logs.mkdir()
+    shutil.copy(TEXT_LOG, logs)
+    return {
+        "schema --out": (["schema", "--out", str(out)], out / "testbed.schema.json"),
+        "plan --script": (
+            ["plan", str(QUICKSTART), "-t", str(VIRTUAL), "--script", str(out)],
+            out,
+        ),
+        "cloudlab testbed -o": (
+            ["cloudlab", "testbed", str(MANIFEST), "-o", str(out / "t.yaml")],
+            out / "t.yaml",
+        ),
+        "import": (["import", str(logs), "--sweep", "s", "--results", str(out)], out),
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["schema --out", "plan --script", "cloudlab testbed -o", "import", "compare --markdown"],
+)
+def test_a_write_refused_by_the_machine_is_one_line_naming_the_file(
+    tmp_path: Path, command: str
+) -> None:
+    if command == "compare --markdown":
+        sweep = _imported_sweep(tmp_path)
+        args, target = (
+            ["compare", str(sweep), str(sweep), "--markdown", str(tmp_path / "[/x].md")],
+            tmp_path / "[/x].md",
+        )
+    else:
+        args, target = _writers(tmp_path)[command]
+    proc = _run_file_size_limited(*args, cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "bug in r2bench" not in proc.stderr
+    assert "File too large (EFBIG)" in proc.stderr, proc.stderr
+    assert str(tmp_path / "[/x]") in proc.stderr
+    assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*")), "a temporary file left"
+    assert not (target.is_file() and target.stat().st_size > 0), "half a file left"
