@@ -11,13 +11,14 @@ writer that streams): a temporary file beside it and a rename, so a reader never
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from r2bench.errors import InputError, WriteFailed
 
@@ -34,6 +35,20 @@ class InputRefused(InputError, ValueError):
 
 class OutsideFolder(InputError, ValueError):
     """A path that leaves the folder it must stay in (through a symlink or '..')."""
+
+
+class TooDeep(ValueError, RecursionError):
+    """JSON nested deeper than the parser can go: a ValueError, as any invalid JSON is, and
+    still the RecursionError that callers long caught for it."""
+
+
+def json_loads(text: str | bytes, **options: Any) -> Any:
+    """`json.loads`, with JSON nested too deeply to read (a hostile `[[[[...`) refused as
+    invalid JSON (TooDeep, a ValueError) instead of the parser's bare RecursionError."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise TooDeep("nested too deeply to read") from None
 
 
 def check_regular(path: Path, what: str) -> os.stat_result:

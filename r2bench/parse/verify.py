@@ -22,13 +22,13 @@ found wrong elements `wrong_results` naming the iterations. Pure; never raises o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from r2bench.parse.models import Evidence, Outcome, OutcomeStatus
+from r2bench.safeio import json_loads
 
 ITER_TAG = "#iter {"
 SUMMARY_TAG = "#verify {"
@@ -135,7 +135,7 @@ class _Reader:
 
     def _json(self, number: int, text: str) -> dict[str, Any] | None:
         try:
-            doc = json.loads(text)
+            doc = json_loads(text)
         except ValueError:
             self.warn(f"line {number}: not a JSON object (cut short?)")
             return None

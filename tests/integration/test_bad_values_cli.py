@@ -155,3 +155,25 @@ def test_a_write_refused_by_the_machine_is_one_line_naming_the_file(
     assert str(tmp_path / "[/x]") in proc.stderr
     assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*")), "a temporary file left"
     assert not (target.is_file() and target.stat().st_size > 0), "half a file left"
+
+
+# ---- JSON nested too deeply: the file refused, named; never a RecursionError -------------------
+
+
+def test_a_json_twin_nested_too_deeply_is_skipped_by_import_and_refused_by_parse(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "deep.json").write_text('{"results":' + "[" * 100_000 + "]" * 100_000 + "}")
+    twin = JSON_TWIN.with_suffix(".txt").read_text()
+    (logs / "deep.txt").write_text(
+        twin.replace("/root/out/v2.19.6/all_gather_perf.g2.J.json", "deep.json")
+    )
+    shutil.copy(TEXT_LOG, logs)  # a good log beside them is still imported
+    ran = invoke_wide("import", str(logs), "--sweep", "s", "--results", str(tmp_path / "r"))
+    assert ran.exit_code == ExitCode.OK, ran.output
+    assert "1 imported" in ran.output and "nested too deeply to read" in ran.output
+    parsed = invoke_wide("parse", str(logs / "deep.json"))
+    assert parsed.exit_code == ExitCode.USAGE
+    assert f"cannot read {logs / 'deep.json'}: nested too deeply" in parsed.output

@@ -10,8 +10,10 @@ import pytest
 
 from r2bench.parse.events import parse_events
 from r2bench.parse.nccltests.jsonfile import parse_json
+from r2bench.parse.nccltests.salvage import salvage_json_results
 from r2bench.parse.nccltests.text import parse_text
 from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_int
+from r2bench.safeio import TooDeep, json_loads
 
 HUGE = 10**23
 
@@ -172,3 +174,17 @@ def test_bounded_readers_name_the_field_and_the_range() -> None:
     assert bounded_int("4.1943e+06", "wrong") == 4194300
     assert bounded_int(INT64_MAX, "size") == INT64_MAX
     assert bounded_float("3", "time") == 3.0
+
+
+DEEP = '{"results":' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def test_json_nested_too_deeply_is_invalid_json_not_a_recursion_error() -> None:
+    with pytest.raises(TooDeep, match="nested too deeply"):
+        json_loads(DEEP)
+    with pytest.raises(ValueError, match="nested too deeply"):  # callers catch ValueError
+        parse_json(DEEP)
+
+
+def test_a_cut_short_json_nested_too_deeply_salvages_nothing_and_raises_nothing() -> None:
+    assert salvage_json_results(DEEP[: len(DEEP) // 2]) == []

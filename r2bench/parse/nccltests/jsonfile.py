@@ -4,7 +4,6 @@ crash: the results it completed are kept.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -21,6 +20,7 @@ from r2bench.parse.numbers import (
     bounded_float,
     bounded_int,
 )
+from r2bench.safeio import TooDeep, json_loads
 
 
 def parse_json(data: str | bytes) -> ParsedNcclTests:
@@ -29,7 +29,9 @@ def parse_json(data: str | bytes) -> ParsedNcclTests:
     if isinstance(data, bytes):
         data = data.decode("utf-8", errors="replace")
     try:
-        doc = json.loads(data)
+        doc = json_loads(data)
+    except TooDeep:
+        raise  # nothing to salvage: the caller refuses the file, named
     except ValueError as exc:
         st.warn(f"JSON is incomplete or invalid ({exc}); salvaging complete results")
         doc = {"results": salvage_json_results(data)}

@@ -234,6 +234,6 @@ def salvage_json_results(text: str) -> list[Any]:
             pos += 1
         try:
             obj, pos = decoder.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):  # cut short, or nested too deeply to read
             return out
         out.append(obj)
