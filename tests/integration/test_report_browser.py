@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 import shutil
 import struct
 import subprocess
@@ -28,18 +29,8 @@ CHECK = paths.REPO / "scripts" / "report-browser-check.py"
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 )
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND",
-    "--virtual-time-budget=5000",
-]
+# The browser flags scripts/report-browser-check.py uses (one list for the script and the tests).
+FLAGS = [*runpy.run_path(str(CHECK))["FLAGS"]]
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 

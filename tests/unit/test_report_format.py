@@ -15,13 +15,12 @@ import pytest
 from r2bench.report import numbers, spread
 from r2bench.report.charts import MARKED_EVENT_PREFIXES, overhead_table, timeline_figures
 from r2bench.report.colours import event_colour
-from r2bench.report.html import build_report, runs_html
+from r2bench.report.html import runs_html
 from r2bench.report.inline import prose_html
 from r2bench.report.nics import nic_panel_figures
 from r2bench.report.series import series_info
 from r2bench.tables.build import Tables, rebuild
 from tests.support import paths
-from tests.support.quickstart_capture import copy_quickstart
 from tests.support.sample_sweep import SampleConfig, write_sample_sweep
 
 DATA = paths.DATA / "nccl-tests"
@@ -30,13 +29,10 @@ FIGURE_RE = re.compile(
 )
 
 
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tables, str]:
-    sweep = copy_quickstart(tmp_path_factory.mktemp("qs"))
-    tables = rebuild(sweep)
-    out = sweep / "report.html"
-    build_report(sweep, tables, out)
-    return sweep, tables, out.read_text()
+@pytest.fixture
+def quickstart(quickstart_report: tuple[Path, Tables, str]) -> tuple[Path, Tables, str]:
+    """The quickstart sweep, tables and report shared by the session (tests/support/sweeps.py)."""
+    return quickstart_report
 
 
 def _text_of(page: str) -> str:

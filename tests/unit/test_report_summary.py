@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from r2bench.report import numbers
-from r2bench.report.html import build_report
 from r2bench.report.summary import (
     SUMMARY_COLUMNS,
     Measure,
@@ -20,20 +19,16 @@ from r2bench.report.summary import (
     summary_rows,
 )
 from r2bench.report.summary_html import summary_section
-from r2bench.tables.build import Tables, rebuild
-from tests.support.quickstart_capture import copy_quickstart
+from r2bench.tables.build import Tables
 
 R2CCL_MODES = ("R-2CCL mode 0", "R-2CCL mode 1", "R-2CCL mode 2")
 FAULT = "node1's nic1 going down"
 
 
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tables, str]:
-    sweep = copy_quickstart(tmp_path_factory.mktemp("qs"))
-    tables = rebuild(sweep)
-    out = sweep / "report.html"
-    build_report(sweep, tables, out)
-    return sweep, tables, out.read_text()
+@pytest.fixture
+def quickstart(quickstart_report: tuple[Path, Tables, str]) -> tuple[Path, Tables, str]:
+    """The quickstart sweep, tables and report shared by the session (tests/support/sweeps.py)."""
+    return quickstart_report
 
 
 def _rows(tables: Tables) -> dict[tuple[str, str], SummaryRow]:
