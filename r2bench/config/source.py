@@ -22,6 +22,7 @@ MAX_CONFIG_BYTES = CONFIG_LIMIT
 # composer recurses per level, so a 1 KB file of 500 `[` would otherwise end in RecursionError.
 MAX_DEPTH = 32
 _EMPTY = "file is empty; expected a mapping of settings"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _STANDARD_COLLECTION_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
@@ -264,7 +265,33 @@ class _Converter:
                     )
                 ]
             ) from exc
+        if isinstance(value, str):
+            self.refuse_surrogates(value, path)
         return _as_written(node, value)
+
+    def refuse_surrogates(
+        self, text: str, path: FieldPath, at: tuple[int, int] | None = None
+    ) -> None:
+        """Refuse a lone surrogate (`"\\ud800"`, half of a UTF-16 pair): no file, command line
+        or environment can carry it as UTF-8, so it would fail only later, when the plan is
+        written out."""
+        found = _SURROGATE.search(text)
+        if found is None:
+            return
+        if at is not None:
+            self.doc.positions[path] = at
+        code = f"\\u{ord(found.group()):04x}"
+        raise ConfigError(
+            [
+                self.doc.issue(
+                    path,
+                    f"holds a lone surrogate ({code} at character {found.start() + 1}), which no"
+                    " UTF-8 text can carry",
+                    "write the character itself, or its \\U00XXXXXX escape, not half of a"
+                    " UTF-16 pair",
+                )
+            ]
+        )
 
     def counted(self, node: yaml.Node, path: FieldPath) -> None:
         """Count one more value (refusing alias expansion past MAX_NODES) and record where
@@ -306,6 +333,7 @@ class _Converter:
             child = (*path, key)
             position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             self.doc.key_positions[child] = position
+            self.refuse_surrogates(key, child, position)
             if key in result:
                 self.doc.positions[child] = position
                 raise ConfigError(

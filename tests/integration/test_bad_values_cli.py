@@ -177,3 +177,29 @@ def test_a_json_twin_nested_too_deeply_is_skipped_by_import_and_refused_by_parse
     parsed = invoke_wide("parse", str(logs / "deep.json"))
     assert parsed.exit_code == ExitCode.USAGE
     assert f"cannot read {logs / 'deep.json'}: nested too deeply" in parsed.output
+
+
+# ---- a value no UTF-8 text can carry: refused where the config is read ------------------------
+
+
+@pytest.mark.parametrize("view", [[], ["--json"], ["--script", "scripts"]])
+def test_a_lone_surrogate_in_an_experiment_env_is_refused_by_every_plan_view(
+    tmp_path: Path, view: list[str]
+) -> None:
+    experiment = tmp_path / "exp.yaml"
+    text = QUICKSTART.read_text()
+    assert "\n  NCCL_DEBUG: INFO\n" in text
+    experiment.write_text(
+        text.replace("\n  NCCL_DEBUG: INFO\n", '\n  NCCL_DEBUG: INFO\n  MY_VAR: "a\\ud800b"\n')
+    )
+    line = experiment.read_text().splitlines().index('  MY_VAR: "a\\ud800b"') + 1
+    ran = invoke_wide(
+        "plan",
+        str(experiment),
+        "-t",
+        str(VIRTUAL),
+        *[str(tmp_path / v) if v == "scripts" else v for v in view],
+    )
+    assert ran.exit_code == ExitCode.USAGE, ran.output
+    assert f"{experiment}:{line}:11: env.MY_VAR: holds a lone surrogate" in ran.output
+    assert not (tmp_path / "scripts").exists()

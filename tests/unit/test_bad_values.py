@@ -8,6 +8,8 @@ import math
 
 import pytest
 
+from r2bench.config.errors import ConfigError
+from r2bench.config.source import parse_yaml
 from r2bench.parse.events import parse_events
 from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.salvage import salvage_json_results
@@ -188,3 +190,25 @@ def test_json_nested_too_deeply_is_invalid_json_not_a_recursion_error() -> None:
 
 def test_a_cut_short_json_nested_too_deeply_salvages_nothing_and_raises_nothing() -> None:
     assert salvage_json_results(DEEP[: len(DEEP) // 2]) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('env:\n  MY_VAR: "a\\ud800b"\n', "2:11"),
+        ('env:\n  "a\\udfffb": x\n', "2:3"),
+        ('runs:\n  - name: "x\\udc80"\n', "2:11"),
+    ],
+)
+def test_a_lone_surrogate_in_a_config_is_refused_where_it_is_written(text: str, where: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, "exp.yaml")
+    rendered = caught.value.issues[0].render()
+    assert rendered.startswith(f"exp.yaml:{where}:"), rendered
+    assert "lone surrogate" in rendered and "UTF-16 pair" in rendered
+
+
+def test_characters_beyond_the_basic_plane_are_still_read() -> None:
+    assert parse_yaml('env:\n  X: "\\U0001F600 \u00e9"\n').data == {
+        "env": {"X": "\U0001f600 \u00e9"}
+    }
