@@ -57,10 +57,11 @@ def compare_command(
                 raise CompareInputError("--write-reference needs a sweep folder as BASELINE")
             ref = reference_from_sweep(load_sweep(baseline), policy)
             atomic_write(write_reference, reference_yaml(ref))
-            out.print(
+            wrote = (
                 f"wrote {write_reference}: {len(ref.cells)} cells, {len(ref.series)} series "
                 f"from {baseline}"
             )
+            out.print(Text(printable(wrote)))  # a path is text, never markup
             if candidate is None:
                 return ExitCode.OK
         if candidate is None:

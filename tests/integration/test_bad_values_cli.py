@@ -203,3 +203,18 @@ def test_a_lone_surrogate_in_an_experiment_env_is_refused_by_every_plan_view(
     assert ran.exit_code == ExitCode.USAGE, ran.output
     assert f"{experiment}:{line}:11: env.MY_VAR: holds a lone surrogate" in ran.output
     assert not (tmp_path / "scripts").exists()
+
+
+# ---- markup in an output path is printed as itself ---------------------------------------------
+
+
+def test_markup_in_an_output_path_is_printed_as_written(tmp_path: Path) -> None:
+    out = tmp_path / "[/x]" / "[bold]"
+    schema = invoke_wide("schema", "--out", str(out))
+    assert schema.exit_code == ExitCode.OK, schema.output
+    assert f"wrote {out / 'testbed.schema.json'}" in schema.output
+    sweep = _imported_sweep(tmp_path)
+    reference = tmp_path / "[/x].yaml"
+    wrote = invoke_wide("compare", str(sweep), "--write-reference", str(reference))
+    assert wrote.exit_code == ExitCode.OK, wrote.output
+    assert f"wrote {reference}:" in wrote.output and reference.is_file()
