@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from r2bench.parse.models import Evidence, Outcome, OutcomeStatus
+from r2bench.parse.numbers import INT64_MAX, MEASURE_MAX, BadNumber, bounded_float
 from r2bench.safeio import json_loads
 
 ITER_TAG = "#iter {"
@@ -124,6 +125,7 @@ class _Reader:
                         f"line {number}: #iter line without integer iter and size and numeric start and end"
                     )
                 else:
+                    self._warn_clamped(number, doc)
                     self.samples.append(record)
                     self.ranks = max(self.ranks, _int(doc.get("ranks")))
             return
@@ -131,7 +133,15 @@ class _Reader:
         if at >= 0:
             doc = self._json(number, text[at + len(SUMMARY_TAG) - 1 :])
             if doc is not None:
+                self._warn_clamped(number, doc)
                 self.summary, self.summary_line = doc, number
+
+    def _warn_clamped(self, number: int, doc: dict[str, Any]) -> None:
+        wrong = doc.get("wrong")
+        if isinstance(wrong, int) and wrong > INT64_MAX:
+            self.warn(
+                f"line {number}: wrong {wrong:.3g} is more than int64 holds; counted as {INT64_MAX}"
+            )
 
     def _json(self, number: int, text: str) -> dict[str, Any] | None:
         try:
@@ -152,6 +162,7 @@ class _Reader:
         said = s.get("checked")
         checked = said if isinstance(said, bool) else any(r.wrong is not None for r in self.samples)
         wrong_lines = sum(r.wrong or 0 for r in self.samples)
+        said_wrong = _wrong_count(s.get("wrong"))
         listed = _int_tuple(s.get("wrong_iterations")) if s else ()
         if listed is None:
             self.warn(f"line {self.summary_line}: wrong_iterations is not a list of integers")
@@ -162,7 +173,7 @@ class _Reader:
             elements=_int(
                 s.get("elements"), max((r.elements or 0 for r in self.samples), default=0)
             ),
-            wrong=_int(s.get("wrong"), wrong_lines),
+            wrong=wrong_lines if said_wrong is None else said_wrong,
             wrong_iterations=tuple(sorted(set(listed or ()) | set(by_lines))),
             complete=bool(s),
             samples=tuple(self.samples),
@@ -174,21 +185,29 @@ class _Reader:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    return (
-        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
-    )
+    return value if _is_int(value) and value >= 0 else default
+
+
+def _wrong_count(value: Any) -> int | None:
+    """A count of wrong elements: one beyond int64 still says the check failed, so it is held
+    at INT64_MAX (warned, `_Reader._warn_clamped`), never dropped as if nothing were wrong."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+        return INT64_MAX
+    return value if _is_int(value) and value >= 0 else None
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-        return float(value)
+    """A finite number as a float, else None (a whole number too large for one included)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return bounded_float(value, "value", low=-MEASURE_MAX)
+        except BadNumber:
+            return None
     return None
 
 
 def _int_tuple(value: Any) -> tuple[int, ...] | None:
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
+    if not isinstance(value, list) or not all(_is_int(v) for v in value):
         return None
     return tuple(value)
 
@@ -196,7 +215,7 @@ def _int_tuple(value: Any) -> tuple[int, ...] | None:
 def _iteration(doc: dict[str, Any], line: int) -> IterationRecord | None:
     it, size = doc.get("iter"), doc.get("size")
     start, end = _num(doc.get("start")), _num(doc.get("end"))
-    if not (isinstance(it, int) and isinstance(size, int)) or start is None or end is None:
+    if not (_is_int(it) and _is_int(size)) or start is None or end is None:
         return None  # (a bool is an int too: JSON's true names no iteration, but is harmless)
     wrong, elements = doc.get("wrong"), doc.get("elements")
     return IterationRecord(
@@ -204,7 +223,7 @@ def _iteration(doc: dict[str, Any], line: int) -> IterationRecord | None:
         size=size,
         start=start,
         end=end,
-        wrong=wrong if _is_int(wrong) else None,
+        wrong=_wrong_count(wrong),
         elements=elements if _is_int(elements) else None,
         cycle=_int(doc.get("cycle")),
         seconds=_num(doc.get("seconds")),
@@ -213,8 +232,9 @@ def _iteration(doc: dict[str, Any], line: int) -> IterationRecord | None:
     )
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_int(value: Any) -> TypeGuard[int]:
+    """A JSON whole number a table column holds (int64); a bool is no number."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= INT64_MAX
 
 
 def _text(raw: str | bytes) -> str:

@@ -15,6 +15,7 @@ from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.salvage import salvage_json_results
 from r2bench.parse.nccltests.text import parse_text
 from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_int
+from r2bench.parse.verify import parse_verification
 from r2bench.safeio import TooDeep, json_loads
 
 HUGE = 10**23
@@ -212,3 +213,31 @@ def test_characters_beyond_the_basic_plane_are_still_read() -> None:
     assert parse_yaml('env:\n  X: "\\U0001F600 \u00e9"\n').data == {
         "env": {"X": "\U0001f600 \u00e9"}
     }
+
+
+def _iter_line(**fields: object) -> str:
+    doc = {"iter": 0, "cycle": 0, "size": 8, "start": 1.0, "end": 2.0, "wrong": 0, "elements": 4}
+    return "#iter " + json.dumps({**doc, **fields})
+
+
+def test_verify_iteration_with_a_size_or_time_out_of_range_is_refused_located() -> None:
+    lines = [
+        _iter_line(size=HUGE),
+        _iter_line(iter=1).replace('"start": 1.0', '"start": 1' + "0" * 400),
+        _iter_line(iter=2),
+    ]
+    check = parse_verification(lines)
+    assert check is not None
+    assert [r.iter for r in check.samples] == [2]
+    assert [w.split(":")[0] for w in check.warnings] == ["line 1", "line 2"]
+
+
+def test_verify_wrong_count_beyond_int64_still_says_wrong() -> None:
+    summary = "#verify " + json.dumps(
+        {"program": "x", "checked": True, "iterations": 1, "wrong": HUGE}
+    )
+    check = parse_verification([_iter_line(wrong=HUGE), summary])
+    assert check is not None
+    assert check.wrong == INT64_MAX and check.samples[0].wrong == INT64_MAX
+    assert check.wrong_iterations == (0,)
+    assert sum("more than int64 holds" in w for w in check.warnings) == 2
