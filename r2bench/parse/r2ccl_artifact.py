@@ -34,7 +34,7 @@ are still read.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -56,6 +56,7 @@ from r2bench.parse.models import (
 )
 from r2bench.parse.nccltests.lines import iter_lines
 from r2bench.parse.nccltests.text import parse_text
+from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_int
 from r2bench.safeio import InputRefused
 
 MIB = 1 << 20
@@ -541,19 +542,22 @@ def _hot_repair_run(sec: _Section, lines: Iterator[tuple[int, str]], path: str) 
     open_iter: list[int | None] = [None]
 
     def handle(number: int, text: str) -> None:
+        def whole(token: str, what: str) -> int:
+            return _whole(token, what, path, number)
+
         if m := _CONFIG_ITERS_RE.match(text):
             fields.update(
-                iters=int(m["iters"]),
-                size_bytes=int(m["bytes"]),
-                count=int(m["count"]),
+                iters=whole(m["iters"], "iters"),
+                size_bytes=whole(m["bytes"], "bytes"),
+                count=whole(m["count"], "count"),
                 datatype=m["type"],
             )
         elif m := _CONFIG_DELAY_RE.match(text):
-            fields["disconnect_delay_ms"] = int(m["ms"])
+            fields["disconnect_delay_ms"] = whole(m["ms"], "delay")
         elif m := _CONFIG_CMDS_RE.match(text):
             fields.update(disconnect_cmd=m["cut"].strip(), reconnect_cmd=m["heal"].strip())
         elif m := _RUNNING_RE.match(text):
-            rank = int(m["rank"])
+            rank = whole(m["rank"], "rank")
             devices[rank] = Device(rank=rank, host=m["host"].split(".")[0])
         elif m := _NCCL_VERSION_RE.match(text):
             fields.setdefault("library_version", m["version"])
@@ -563,20 +567,20 @@ def _hot_repair_run(sec: _Section, lines: Iterator[tuple[int, str]], path: str) 
             fields.update(cut_line=number, cut_during=open_iter[0])
         elif m := _VERIFY_RE.match(text):
             fields["verification"] = Verification(
-                elements=int(m["elements"]),
-                iterations=int(m["iters"]),
-                ranks=int(m["ranks"]),
-                wrong=int(m["wrong"]),
+                elements=whole(m["elements"], "elements"),
+                iterations=whole(m["iters"], "iterations"),
+                ranks=whole(m["ranks"], "ranks"),
+                wrong=whole(m["wrong"], "wrong"),
                 line=number,
             )
         elif m := _EVIDENCE_RE.match(text):
-            fields["failure_evidence"] = _evidence(m["text"], number)
+            fields["failure_evidence"] = _evidence(m["text"], number, whole)
         elif m := _VERDICT_RE.match(text):
             fields.update(verdict=m["verdict"], verdict_line=number)
         elif m := _RESULT_RE.match(text):
-            fields.update(result_exit=int(m["code"]), result_line=number)
+            fields.update(result_exit=whole(m["code"], "exit"), result_line=number)
         elif m := _FAILOVER_RE.match(text):
-            fields["failover_iter"] = int(m["iter"])
+            fields["failover_iter"] = whole(m["iter"], "iteration")
 
     for number, line in lines:
         if _RX_TITLE_RE.match(line.strip()):
@@ -603,7 +607,8 @@ def _iteration(
     m: re.Match[str], number: int, done: list[HotRepairIteration], open_iter: int | None, path: str
 ) -> int | None:
     """Record an END line; returns the iteration now in flight (None after its END)."""
-    index, total = int(m["i"]), int(m["n"])
+    index = _whole(m["i"], "iteration", path, number)
+    total = _whole(m["n"], "iterations", path, number)
     if m["what"] == "START":
         return index
     end = _END_RE.match(m["rest"])
@@ -619,7 +624,7 @@ def _iteration(
             iteration=index,
             of=total,
             status=end["status"],
-            elapsed_ms=int(end["ms"]),
+            elapsed_ms=_whole(end["ms"], "elapsed ms", path, number),
             line=number,
         )
     )
@@ -660,10 +665,12 @@ def _rx_table(
             )
         rows.append(
             IterationRx(
-                iteration=int(row["iter"]),
-                time_ms=int(row["ms"]),
+                iteration=_whole(row["iter"], "iteration", path, number),
+                time_ms=_whole(row["ms"], "time ms", path, number),
                 rx_bytes={
-                    nic: None if v == "NA" else int(v) * MIB
+                    nic: None
+                    if v == "NA"
+                    else _whole(v, f"{nic} MiB", path, number, INT64_MAX // MIB) * MIB
                     for nic, v in zip(nics, values, strict=True)
                 },
                 line=number,
@@ -672,7 +679,7 @@ def _rx_table(
     return nics, rows, None
 
 
-def _evidence(text: str, number: int) -> FailureEvidence:
+def _evidence(text: str, number: int, whole: Callable[[str, str], int]) -> FailureEvidence:
     m = _EVIDENCE_CUT_RE.match(text)
     if m is None:
         return FailureEvidence(text=text, line=number)
@@ -680,10 +687,24 @@ def _evidence(text: str, number: int) -> FailureEvidence:
         text=text,
         line=number,
         nic=m["nic"],
-        iteration=int(m["iter"]),
-        received_mib=int(m["got"]),
-        of_mib=int(m["of"]),
+        iteration=whole(m["iter"], "iteration"),
+        received_mib=whole(m["got"], "received MiB"),
+        of_mib=whole(m["of"], "MiB"),
     )
+
+
+def _whole(token: str, what: str, path: str, number: int, high: int = INT64_MAX) -> int:
+    """A whole number of the log, or ArtifactError naming its line when it is beyond what any
+    run can mean (the tables hold int64)."""
+    try:
+        return bounded_int(token, what, high=high)
+    except BadNumber as refused:
+        raise ArtifactError(
+            path,
+            number,
+            str(refused),
+            "the line is edited or corrupt: restore it from the program's output",
+        ) from None
 
 
 def _check_agrees(run: HotRepairRun, path: str) -> None:

@@ -218,3 +218,31 @@ def test_markup_in_an_output_path_is_printed_as_written(tmp_path: Path) -> None:
     wrote = invoke_wide("compare", str(sweep), "--write-reference", str(reference))
     assert wrote.exit_code == ExitCode.OK, wrote.output
     assert f"wrote {reference}:" in wrote.output and reference.is_file()
+
+
+HOT_REPAIR_LOG = paths.DATA / "r7525" / "logs" / "02.hot_repair_to_r2cc_allreduce.log"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "field"),
+    [
+        ("bytes=4294967296 ", f"bytes={HUGE} ", 13, "bytes"),
+        (
+            "Iter 1/10 END: OK (elapsed 2257 ms)",
+            f"Iter 1/10 END: OK (elapsed {HUGE} ms)",
+            40,
+            "elapsed ms",
+        ),
+    ],
+)
+def test_an_artifact_log_number_beyond_int64_is_refused_at_its_line(
+    tmp_path: Path, old: str, new: str, line: int, field: str
+) -> None:
+    log = _edited(HOT_REPAIR_LOG, tmp_path / "logs", old, new)
+    ran = invoke_wide(
+        "import", str(tmp_path / "logs"), "--sweep", "s", "--results", str(tmp_path / "r")
+    )
+    assert ran.exit_code == ExitCode.OK, ran.output
+    assert f"{log}:{line}: {field} '{HUGE}' is out of range" in ran.output
+    parsed = invoke_wide("parse", str(log))
+    assert parsed.exit_code == ExitCode.USAGE and f"{log}:{line}:" in parsed.output
