@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from r2bench.parse.numbers import MEASURE_MAX, BadNumber, bounded_float
+
 RAS_FILE = "ncclras.json"
 """The name of a node's RAS record in the run folder: `node/<node>/ncclras.json`."""
 _HEALTHY = {"running", "ok", "success", "ncclsuccess", "healthy", "none", "finalized", "init"}
@@ -51,6 +53,11 @@ def _documents(text: str) -> Iterator[Any]:
             return
         try:
             value, end = decoder.raw_decode(text, start)
+        except RecursionError:  # nested too deeply to read: skip the whole run of openers
+            i = start + 1
+            while i < n and text[i] in "[{ \t\r\n":
+                i += 1
+            continue
         except ValueError:
             i = start + 1
             continue
@@ -59,8 +66,13 @@ def _documents(text: str) -> Iterator[Any]:
 
 
 def _time(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and value > 1e8:
-        return float(value / 1e6 if value > 1e14 else value)
+    """Epoch seconds of a timestamp (seconds or microseconds); None when it is no time."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:  # bounded first: float() of a 400-digit whole number overflows
+            seconds = bounded_float(value, "time", low=1e8, high=MEASURE_MAX)
+        except BadNumber:
+            return None
+        return seconds / 1e6 if seconds > 1e14 else seconds
     if isinstance(value, str):
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

@@ -15,6 +15,7 @@ from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.salvage import salvage_json_results
 from r2bench.parse.nccltests.text import parse_text
 from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_int
+from r2bench.parse.ras import ras_verdict
 from r2bench.parse.verify import parse_verification
 from r2bench.safeio import TooDeep, json_loads
 
@@ -241,3 +242,9 @@ def test_verify_wrong_count_beyond_int64_still_says_wrong() -> None:
     assert check.wrong == INT64_MAX and check.samples[0].wrong == INT64_MAX
     assert check.wrong_iterations == (0,)
     assert sum("more than int64 holds" in w for w in check.warnings) == 2
+
+
+def test_ras_records_nested_too_deeply_or_with_a_huge_time_are_read_past() -> None:
+    text = "[" * 100_000 + "]" * 100_000 + '\n{"timestamp": 1' + "0" * 400 + "}\n"
+    verdict = ras_verdict(text)
+    assert verdict.reports == 1 and verdict.first_problem_at is None
