@@ -38,7 +38,7 @@ ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name)
     for name in (
         *("ENOENT", "EACCES", "EPERM", "EISDIR", "ENOTDIR", "EEXIST", "ENOTEMPTY", "EROFS"),
-        *("ENOSPC", "EDQUOT", "ENAMETOOLONG", "ELOOP", "EIO", "ENXIO", "ENODEV", "EBUSY"),
+        *("ENOSPC", "EDQUOT", "EFBIG", "ENAMETOOLONG", "ELOOP", "EIO", "ENXIO", "ENODEV", "EBUSY"),
         *("ETXTBSY", "EMFILE", "ENFILE", "EXDEV", "ETIMEDOUT", "ECONNREFUSED"),
         *("ECONNRESET", "EHOSTUNREACH", "ENETUNREACH", "EHOSTDOWN", "EADDRINUSE"),
     )

@@ -3,13 +3,19 @@ within its field's range (int64 for tables), and the refusal is one located warn
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import math
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from r2bench.commands.failures import report_error
 from r2bench.config.errors import ConfigError
 from r2bench.config.source import parse_yaml
+from r2bench.errors import ExitCode
 from r2bench.parse.events import parse_events
 from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.salvage import salvage_json_results
@@ -17,7 +23,7 @@ from r2bench.parse.nccltests.text import parse_text
 from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_int
 from r2bench.parse.ras import ras_verdict
 from r2bench.parse.verify import parse_verification
-from r2bench.safeio import TooDeep, json_loads
+from r2bench.safeio import TooDeep, json_loads, write_failed
 
 HUGE = 10**23
 
@@ -248,3 +254,11 @@ def test_ras_records_nested_too_deeply_or_with_a_huge_time_are_read_past() -> No
     text = "[" * 100_000 + "]" * 100_000 + '\n{"timestamp": 1' + "0" * 400 + "}\n"
     verdict = ras_verdict(text)
     assert verdict.reports == 1 and verdict.first_problem_at is None
+
+
+def test_a_file_too_large_from_any_writer_is_the_machine_not_a_bug() -> None:
+    refused = OSError(errno.EFBIG, "File too large", "/out/report.html")
+    console = Console(file=io.StringIO(), width=250)
+    assert report_error(refused, False, console) == ExitCode.USAGE
+    assert "File too large: /out/report.html" in console.file.getvalue()  # type: ignore[attr-defined]
+    assert report_error(write_failed(Path("/o/x"), refused), False, console) == ExitCode.USAGE
