@@ -26,7 +26,8 @@ class BadNumber(ValueError):
     """A number a reader refuses: not a number, not finite, or outside its field's range."""
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """`value` as a message quotes it: its repr, cut to 40 characters (a 5,000-digit token)."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
 
@@ -34,17 +35,17 @@ def _shown(value: object) -> str:
 def _number(value: object, what: str) -> int | float:
     """`value` as a JSON value or a token holds it: an int, a float or the text of one."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise BadNumber(f"{what} {_shown(value)} is not a number")
+        raise BadNumber(f"{what} {shown(value)} is not a number")
     if isinstance(value, str):
         text = value.strip()
         if len(text) > _MAX_CHARS:
-            raise BadNumber(f"{what} {_shown(value)} is out of range (too many digits)")
+            raise BadNumber(f"{what} {shown(value)} is out of range (too many digits)")
         if _INT_RE.match(text):
             return int(text)
         try:
             return float(text)
         except ValueError:
-            raise BadNumber(f"{what} {_shown(value)} is not a number") from None
+            raise BadNumber(f"{what} {shown(value)} is not a number") from None
     return value
 
 
@@ -54,12 +55,12 @@ def bounded_int(value: object, what: str, *, low: int = 0, high: int = INT64_MAX
     number = _number(value, what)
     if isinstance(number, float):
         if not math.isfinite(number):
-            raise BadNumber(f"{what} {_shown(value)} is not finite")
+            raise BadNumber(f"{what} {shown(value)} is not finite")
         if not number.is_integer():
-            raise BadNumber(f"{what} {_shown(value)} is not a whole number")
+            raise BadNumber(f"{what} {shown(value)} is not a whole number")
         number = int(number)
     if not low <= number <= high:
-        raise BadNumber(f"{what} {_shown(value)} is out of range ({low} to {high})")
+        raise BadNumber(f"{what} {shown(value)} is out of range ({low} to {high})")
     return number
 
 
@@ -70,12 +71,12 @@ def bounded_float(
     number = _number(value, what)
     if isinstance(number, int):  # compared whole: float() of a huge int overflows
         if not low <= number <= high:
-            raise BadNumber(f"{what} {_shown(value)} is out of range ({low:g} to {high:g})")
+            raise BadNumber(f"{what} {shown(value)} is out of range ({low:g} to {high:g})")
         return float(number)
     if not math.isfinite(number):
-        raise BadNumber(f"{what} {_shown(value)} is not finite")
+        raise BadNumber(f"{what} {shown(value)} is not finite")
     if not low <= number <= high:
-        raise BadNumber(f"{what} {_shown(value)} is out of range ({low:g} to {high:g})")
+        raise BadNumber(f"{what} {shown(value)} is out of range ({low:g} to {high:g})")
     return number
 
 

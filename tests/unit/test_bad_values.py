@@ -262,3 +262,13 @@ def test_a_file_too_large_from_any_writer_is_the_machine_not_a_bug() -> None:
     assert report_error(refused, False, console) == ExitCode.USAGE
     assert "File too large: /out/report.html" in console.file.getvalue()  # type: ignore[attr-defined]
     assert report_error(write_failed(Path("/o/x"), refused), False, console) == ExitCode.USAGE
+
+
+def test_a_5000_digit_size_costs_its_row_only_and_is_quoted_short() -> None:
+    row = "9" * 5000 + "  16  float  sum  -1  20.00  0.00  0.00  0  18.69  0.00  0.00  0"
+    parsed = parse_text(TABLE.format(pid=1234, row=row))
+    assert _sizes(parsed.rows) == {128}
+    assert [w for w in parsed.warnings if w.startswith("line 9:")] == [
+        "line 9: result row not read: size '999999999999999999999999999999999999..."
+        " is out of range (more than int64 holds)"
+    ]

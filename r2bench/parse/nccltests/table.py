@@ -36,7 +36,7 @@ from r2bench.parse.nccltests.salvage import (
     short_row,
 )
 from r2bench.parse.nccltests.state import PLACEMENTS, RunState, next_cycle, unreadable
-from r2bench.parse.numbers import BadNumber, bounded_int, id_or_none
+from r2bench.parse.numbers import BadNumber, bounded_int, id_or_none, shown
 
 _VERSION_RE = re.compile(
     r"([nr])ccl-tests version (\S+)(?: [nr]ccl-headers=(\d+))?(?: [nr]ccl-library=(\d+))?"
@@ -297,7 +297,7 @@ def _fits_head(layout: Layout, tokens: list[str]) -> str | None:
         if name in ("size", "count") and not (INT_RE.match(tok) and not tok.startswith("-")):
             return f"{name} {tok!r} is not a count"
         if name in ("size", "count", "root") and to_int(tok) is None:
-            return f"{name} {tok!r} is out of range (more than int64 holds)"
+            return f"{name} {shown(tok)} is out of range (more than int64 holds)"
         if name == "type" and (NAME_RE.match(tok) is None or tok == "N/A"):
             return f"{name} {tok!r} is not a name"
         if name == "redop" and tok and (NAME_RE.match(tok) is None or tok == "N/A"):
@@ -431,7 +431,7 @@ def _placement_row(
             fixed = "." in tok and "e" not in tok and "E" not in tok
             wrong = to_int(tok) if not fixed else None
             if wrong is None or wrong < 0:
-                st.warn(f"line {lineno}: #wrong {tok!r} is not a count")
+                st.warn(f"line {lineno}: #wrong {shown(tok)} is not a count")
                 return None
             values["wrong"] = wrong
         elif name == "error":
