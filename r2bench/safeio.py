@@ -13,9 +13,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -44,11 +45,47 @@ class TooDeep(ValueError, RecursionError):
 
 def json_loads(text: str | bytes, **options: Any) -> Any:
     """`json.loads`, with JSON nested too deeply to read (a hostile `[[[[...`) refused as
-    invalid JSON (TooDeep, a ValueError) instead of the parser's bare RecursionError."""
+    invalid JSON (TooDeep, a ValueError) instead of the parser's bare RecursionError, and
+    every string one that UTF-8 can hold (`utf8_text`)."""
     try:
-        return json.loads(text, **options)
+        doc = json.loads(text, **options)
     except RecursionError:
         raise TooDeep("nested too deeply to read") from None
+    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(text, bytes) else _SURROGATE_ESCAPE
+    return _utf8_strings(doc) if pattern.search(text) else doc  # type: ignore[arg-type]
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def utf8_text(text: str) -> str:
+    """`text` with each lone surrogate (`\\ud800`: JSON can spell one, no UTF-8 file can hold
+    it) written as its escape, so that it can be written and printed as the file spells it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _utf8_strings(doc: Any) -> Any:
+    """`doc` with `utf8_text` applied to every string, keys included (iterative: a document
+    json accepted may be nested nearly as deep as the interpreter's recursion limit)."""
+    top: list[Any] = [doc]
+    stack: list[Any] = [top]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            cleaned = {utf8_text(k) if isinstance(k, str) else k: v for k, v in node.items()}
+            node.clear()
+            node.update(cleaned)
+            keys: Iterable[Any] = list(node)
+        else:
+            keys = range(len(node))
+        for key in keys:
+            value = node[key]
+            if isinstance(value, str):
+                node[key] = utf8_text(value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    return top[0]
 
 
 def check_regular(path: Path, what: str) -> os.stat_result:

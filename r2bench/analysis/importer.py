@@ -54,7 +54,7 @@ from r2bench.plan.runspec import ComponentRef, RunSpec
 from r2bench.runfolder import runformat, runmodel
 from r2bench.runfolder import store as st
 from r2bench.runfolder.provenance import Provenance, redact_env
-from r2bench.safeio import JSON_RECORD_LIMIT
+from r2bench.safeio import JSON_RECORD_LIMIT, utf8_text
 
 IMPORTED_TESTBED = "imported"
 _HEADER_RE = re.compile(r"minBytes (\d+) maxBytes (\d+) step: (\d+)\((factor|bytes)\)")
@@ -197,7 +197,7 @@ def reconstruct_spec(
 ) -> RunSpec:
     """The RunSpec of an imported output, as far as the output tells it."""
     doc = json_doc(logs.json)
-    env = settings_env(json_env(doc))
+    env = settings_env(_utf8_env(doc))
     label, library, _ = library_of(parsed, env, events or [])
     begin, end, factor = _size_args(logs.text, doc, parsed)
     hosts = sorted({d.host for d in parsed.devices}) or ["unknown"]
@@ -224,11 +224,18 @@ def reconstruct_spec(
     )
 
 
+def _utf8_env(doc: dict[str, Any]) -> dict[str, str]:
+    """The -J file's environment, each lone surrogate (`\\ud800`, which JSON can spell but no
+    UTF-8 file can hold) written as its escape: the run is imported with the value as the
+    file spells it, instead of failing half-written."""
+    return {utf8_text(name): utf8_text(value) for name, value in json_env(doc).items()}
+
+
 def _provenance(
     logs: LogSet, parsed: ParsedNcclTests, events: list[Event], run_note: str = ""
 ) -> Provenance:
     doc = json_doc(logs.json)
-    env, dropped = redact_env(json_env(doc))
+    env, dropped = redact_env(_utf8_env(doc))
     spec_env = settings_env(env)
     return Provenance(
         imported_from=", ".join(str(p.resolve()) for p in logs.sources) + run_note,

@@ -246,3 +246,25 @@ def test_an_artifact_log_number_beyond_int64_is_refused_at_its_line(
     assert f"{log}:{line}: {field} '{HUGE}' is out of range" in ran.output
     parsed = invoke_wide("parse", str(log))
     assert parsed.exit_code == ExitCode.USAGE and f"{log}:{line}:" in parsed.output
+
+
+def test_a_json_twin_with_lone_surrogates_is_imported_as_the_file_spells_them(
+    tmp_path: Path,
+) -> None:
+    text = JSON_TWIN.read_text()
+    for old, new in (
+        ('"NCCL_NVLS_ENABLE=0"', r'"NCCL_NVLS_ENABLE=a\ud800b"'),
+        ('"hostname":"vm"', r'"hostname":"v\udc00m"'),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "surrogates.json").write_text(text)
+    results = tmp_path / "r"
+    ran = invoke_wide("import", str(logs), "--sweep", "s", "--results", str(results))
+    assert ran.exit_code == ExitCode.OK and "1 imported" in ran.output, ran.output
+    (run,) = [p for p in (results / "s").iterdir() if p.is_dir() and p.name != "tables"]
+    assert "a\\\\ud800b" in (run / "provenance.json").read_text()
+    reported = invoke_wide("report", str(results / "s"), "--out", str(tmp_path / "r.html"))
+    assert reported.exit_code == ExitCode.OK, reported.output

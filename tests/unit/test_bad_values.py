@@ -272,3 +272,10 @@ def test_a_5000_digit_size_costs_its_row_only_and_is_quoted_short() -> None:
         "line 9: result row not read: size '999999999999999999999999999999999999..."
         " is out of range (more than int64 holds)"
     ]
+
+
+def test_json_strings_are_text_utf8_can_hold_with_lone_surrogates_escaped() -> None:
+    doc = json_loads(r'{"a\ud800": ["x\udc00y", {"k": "\ud83d\ude00"}]}')
+    assert doc == {"a\\ud800": ["x\\udc00y", {"k": "\U0001f600"}]}
+    assert json_loads(rb'["\ud800"]') == ["\\ud800"]
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")  # writable as UTF-8
