@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -325,7 +326,28 @@ def _write_run(
     the events and the outcome; nothing written for a run already complete."""
     if store.is_complete(spec.run_id):
         return spec.run_id, "already imported"
-    folder = store.start(spec, provenance)
+    folder = store.create(spec.run_id)
+    try:
+        _fill_run(folder, spec, provenance, logs, lines, events, outcome)
+    except BaseException:
+        # half a run imported would count as an incomplete run in every later report; the
+        # logs are still where they were, so a later import writes it whole
+        shutil.rmtree(folder.path, ignore_errors=True)
+        raise
+    return spec.run_id, "imported"
+
+
+def _fill_run(
+    folder: st.RunFolder,
+    spec: RunSpec,
+    provenance: Provenance,
+    logs: LogSet,
+    lines: tuple[int, int] | None,
+    events: list[Event],
+    outcome: Outcome,
+) -> None:
+    folder.write_spec(spec)
+    folder.write_provenance(provenance)
     if lines is not None and logs.text is not None:
         folder.write_stdout(b"".join(run_lines(logs.text, *lines)))
     elif logs.text is not None:
@@ -337,7 +359,6 @@ def _write_run(
         runmodel.RunEnd(outcome=outcome, started_at=_start_time(json_doc(logs.json)))
     )
     folder.mark_complete()
-    return spec.run_id, "imported"
 
 
 # --------------------------------------------------------------------------- R-2CCL's artifact

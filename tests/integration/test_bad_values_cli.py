@@ -268,3 +268,11 @@ def test_a_json_twin_with_lone_surrogates_is_imported_as_the_file_spells_them(
     assert "a\\\\ud800b" in (run / "provenance.json").read_text()
     reported = invoke_wide("report", str(results / "s"), "--out", str(tmp_path / "r.html"))
     assert reported.exit_code == ExitCode.OK, reported.output
+
+
+def test_an_import_cut_short_by_a_refused_write_leaves_no_half_run(tmp_path: Path) -> None:
+    args, out = _writers(tmp_path)["import"]
+    proc = _run_file_size_limited(*args, cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    left = [p.name for p in (out / "s").iterdir()] if (out / "s").is_dir() else []
+    assert left == [], f"a half-written run would count as incomplete in every report: {left}"
