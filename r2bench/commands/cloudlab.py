@@ -59,7 +59,7 @@ def testbed_command(
     port, the control network as the management NIC, and one NIC per experiment LAN.
 
     Exit codes: 0 written, 2 the manifest cannot be read or is not a usable manifest
-    (malformed, truncated, a request RSpec, nodes without logins).
+    (malformed, truncated, a request RSpec, nodes without logins), or -o could not be written.
 
     Example: [bold]r2bench cloudlab testbed manifest.xml -o testbed.yaml[/] (or pipe `geni-get manifest` into `r2bench cloudlab testbed -`)
     """

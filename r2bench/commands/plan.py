@@ -53,7 +53,7 @@ def command(
     variable its library never reads, a log that breaks result rows) are printed after it.
 
     Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
-    file, line, column and field).
+    file, line, column and field), or --script could not be written (the file is named).
 
     Example: [bold]r2bench plan experiments/quickstart.yaml --commands[/]
     """
