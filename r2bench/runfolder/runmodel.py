@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from r2bench.config.errors import field_problems
 from r2bench.errors import InputError
 from r2bench.parse.models import Event, Outcome
+from r2bench.parse.numbers import INT64_MAX, shown
 from r2bench.runfolder.runformat import (
     COMPLETE,
     EVENTS,
@@ -179,6 +180,15 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"not valid JSON ({name} is no JSON number)")
 
 
+def _record_int(text: str) -> int:
+    """A JSON whole number of a record: r2bench writes none beyond int64 (its tables' type),
+    so a larger one is a record edited or corrupt, refused before it reaches a table."""
+    value = int(text)
+    if abs(value) > INT64_MAX:
+        raise ValueError(f"not valid JSON for a run record ({shown(text)} is beyond int64)")
+    return value
+
+
 def load_json_record(path: Path) -> Any:
     """A JSON record file read strictly: a regular file within JSON_RECORD_LIMIT, valid JSON
     without NaN or Infinity, nested no deeper than the parser can go. RecordError names the
@@ -190,11 +200,12 @@ def load_json_record(path: Path) -> Any:
     except OSError as exc:
         raise RecordError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, parse_int=_record_int)
     except RecursionError:
         raise RecordError(f"{path}: nested too deeply to read") from None
     except ValueError as exc:
-        message = str(exc) if str(exc).startswith("not valid JSON") else f"not valid JSON ({exc})"
+        said = str(exc).startswith("not valid JSON")
+        message = str(exc) if said else f"not valid JSON ({exc})"
         raise RecordError(f"{path}: {message}") from None
 
 

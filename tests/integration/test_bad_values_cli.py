@@ -276,3 +276,19 @@ def test_an_import_cut_short_by_a_refused_write_leaves_no_half_run(tmp_path: Pat
     assert proc.returncode == ExitCode.USAGE, proc.stderr
     left = [p.name for p in (out / "s").iterdir()] if (out / "s").is_dir() else []
     assert left == [], f"a half-written run would count as incomplete in every report: {left}"
+
+
+@pytest.mark.parametrize("record", ["spec.json", "outcome.json"])
+def test_a_run_record_edited_beyond_int64_skips_its_run_and_the_report_goes_on(
+    tmp_path: Path, record: str
+) -> None:
+    sweep = _imported_sweep(tmp_path)
+    (run,) = [p for p in sweep.iterdir() if p.is_dir() and p.name != "tables"]
+    text = (run / record).read_text()
+    edited = text.replace('"repeat": 0', f'"repeat": {HUGE}')
+    edited = edited.replace('"exit_code": null', f'"exit_code": {HUGE}')
+    assert edited != text
+    (run / record).write_text(edited)
+    reported = invoke_wide("report", str(sweep), "--out", str(tmp_path / "r.html"))
+    assert reported.exit_code != ExitCode.BUG, reported.output
+    assert f"{run / record}: not valid JSON for a run record" in reported.output

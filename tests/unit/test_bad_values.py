@@ -23,6 +23,7 @@ from r2bench.parse.nccltests.text import parse_text
 from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_int
 from r2bench.parse.ras import ras_verdict
 from r2bench.parse.verify import parse_verification
+from r2bench.runfolder.runmodel import RecordError, load_json_record
 from r2bench.safeio import TooDeep, json_loads, write_failed
 
 HUGE = 10**23
@@ -279,3 +280,12 @@ def test_json_strings_are_text_utf8_can_hold_with_lone_surrogates_escaped() -> N
     assert doc == {"a\\ud800": ["x\\udc00y", {"k": "\U0001f600"}]}
     assert json_loads(rb'["\ud800"]') == ["\\ud800"]
     json.dumps(doc, ensure_ascii=False).encode("utf-8")  # writable as UTF-8
+
+
+def test_a_run_record_with_a_whole_number_beyond_int64_is_refused_named(tmp_path: Path) -> None:
+    record = tmp_path / "outcome.json"
+    record.write_text(f'{{"outcome": {{"failed_rank": {HUGE}}}}}')
+    with pytest.raises(RecordError, match=rf"{record}: .*'{HUGE}' is beyond int64"):
+        load_json_record(record)
+    record.write_text(f'{{"outcome": {{"failed_rank": {INT64_MAX}}}}}')
+    assert load_json_record(record) == {"outcome": {"failed_rank": INT64_MAX}}
