@@ -320,9 +320,10 @@ def _read_jsonl(path: Path, model: type[Any], problems: list[str]) -> list[Any]:
     except OSError:
         return out
     for line in lines:
-        try:
-            out.append(model.model_validate_json(line))
-        except ValueError:
+        try:  # a whole number beyond int64 (_record_int) skips its line, as any invalid one
+            doc = json.loads(line, parse_constant=_no_constant, parse_int=_record_int)
+            out.append(model.model_validate(doc))
+        except (ValueError, RecursionError):
             continue
     return out
 

@@ -17,6 +17,7 @@ from r2bench.config.errors import ConfigError
 from r2bench.config.source import parse_yaml
 from r2bench.errors import ExitCode
 from r2bench.parse.events import parse_events
+from r2bench.parse.models import Event
 from r2bench.parse.nccltests.jsonfile import parse_json
 from r2bench.parse.nccltests.salvage import salvage_json_results
 from r2bench.parse.nccltests.text import parse_text
@@ -24,6 +25,7 @@ from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_float, bounded_i
 from r2bench.parse.ras import ras_verdict
 from r2bench.parse.verify import parse_verification
 from r2bench.runfolder.runmodel import RecordError, load_json_record
+from r2bench.runfolder.runmodel import _read_jsonl as read_jsonl
 from r2bench.safeio import TooDeep, json_loads, write_failed
 
 HUGE = 10**23
@@ -289,3 +291,11 @@ def test_a_run_record_with_a_whole_number_beyond_int64_is_refused_named(tmp_path
         load_json_record(record)
     record.write_text(f'{{"outcome": {{"failed_rank": {INT64_MAX}}}}}')
     assert load_json_record(record) == {"outcome": {"failed_rank": INT64_MAX}}
+
+
+def test_a_jsonl_record_line_beyond_int64_is_skipped_and_the_rest_read(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    good = {"kind": "nccl_warn", "line": 2, "text": "y", "pid": 5}
+    lines = [{**good, "line": 1, "pid": HUGE}, good]
+    events.write_text("".join(json.dumps(line) + "\n" for line in lines) + "[" * 50_000 + "\n")
+    assert [e.line for e in read_jsonl(events, Event, [])] == [2]
