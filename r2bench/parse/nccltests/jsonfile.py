@@ -155,7 +155,9 @@ def _json_result(st: RunState, res: dict[str, Any]) -> list[PerIteration]:
                 PerIteration(
                     size_bytes=size,
                     placement=placement,
-                    times_us=tuple(bounded_float(t, "times_us") for t in it["times_us"]),
+                    times_us=tuple(
+                        bounded_float(t, "times_us", low=-MEASURE_MAX) for t in it["times_us"]
+                    ),
                     skipped_iterations=bounded_int(
                         it.get("skipped_iterations") or 0, "skipped_iterations"
                     ),
