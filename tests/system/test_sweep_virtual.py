@@ -46,7 +46,7 @@ EXPERIMENT = """name: {name}
 libraries: {{emulated: {{recipe: emulated-lib}}}}
 benchmark: {{recipe: emulated}}
 sizes: {{begin: 1M, end: 4M, factor: 2}}
-options: {{iterations: 8, warmup: 1, timeout_s: 30}}
+options: {{iterations: {iterations}, warmup: 1, timeout_s: 30}}
 env: {{NCCL_R2CC_FAILOVER_TIMEOUT_MS: 300, R2CC_MODE: 1}}
 scenarios:
   - name: nic1-blip
@@ -100,9 +100,9 @@ def sweep(experiment: Path, bed: Bed, results: Path, *extra: str) -> subprocess.
     )
 
 
-def write_experiment(tmp: Path, name: str, repeats: int) -> Path:
+def write_experiment(tmp: Path, name: str, repeats: int, iterations: int = 8) -> Path:
     path = tmp / f"{name}.yaml"
-    path.write_text(EXPERIMENT.format(name=name, repeats=repeats))
+    path.write_text(EXPERIMENT.format(name=name, repeats=repeats, iterations=iterations))
     return path
 
 
@@ -148,7 +148,9 @@ def leftovers(bed: Bed) -> list[str]:
 
 
 def test_sweep_end_to_end_then_resume_skips_everything(bed: Bed, tmp_path: Path) -> None:
-    experiment = write_experiment(tmp_path, "e2e", repeats=1)
+    # 20 iterations a size: the job outlasts its fault (0.2 s after the first result, for 0.4 s)
+    # on a quiet machine too; with 8 the last collective could end before the fault came.
+    experiment = write_experiment(tmp_path, "e2e", repeats=1, iterations=20)
     results = tmp_path / "results"
     proc = sweep(experiment, bed, results)
     out, _ = proc.communicate(timeout=240)
