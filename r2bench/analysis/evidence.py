@@ -163,6 +163,8 @@ class FaultEvidence:
     """The collective in flight when the fault was applied, or None."""
     gap: tuple[IterationWindow | None, IterationWindow | None] = (None, None)
     """Without one in flight: the collectives that ended before and started after it."""
+    after_until: str = "the run ended"
+    """What ended the "after" interval: `it came back` or `the run ended`."""
     line: str = ""
 
     @property
@@ -233,10 +235,14 @@ def _one(
     a0 = w.applied + SETTLE_S
     a1 = min(x for x in (w.back, run_end, last) if x is not None)
     direction = "both" if after_what == "tx+rx" else after_what
-    after = nic.bytes_between(a0, a1, direction) if a1 - a0 >= MIN_WINDOW_S else None  # type: ignore[arg-type]
+    # Only samples taken after the fault count: one taken late by a busy sampler would spread
+    # bytes moved before the fault into "after" if interpolated.
+    sampled = nic.sampled_between(a0, a1, direction)  # type: ignore[arg-type]
+    after, after_s = sampled if sampled and sampled[1] >= MIN_WINDOW_S else (None, 0.0)
+    until = "it came back" if w.back is not None and a1 >= w.back else "the run ended"
     ev = FaultEvidence(
-        w, Verdict.UNKNOWN, before, w.applied - t0, live, after, max(0.0, a1 - a0), after_what,
-        in_flight, gap,
+        w, Verdict.UNKNOWN, before, w.applied - t0, live, after, after_s, after_what,
+        in_flight, gap, until,
     )  # fmt: skip
     verdict, note = _verdict(ev, cap_bits, finished)
     return _with_line(replace(ev, verdict=verdict), note)
@@ -341,15 +347,9 @@ def evidence_line(ev: FaultEvidence, note: str = "") -> str:
     if ev.live_bytes is not None:
         facts.append(f"{_bytes(ev.live_bytes)} in the last {LIVE_S:g} s")
     if ev.after_bytes is not None:
-        after_end = ev.window.applied + SETTLE_S + ev.after_s
-        back = ev.window.back
-        until = (
-            "until it came back"
-            if back is not None and after_end >= back - 1e-3
-            else ("until the run ended")
-        )
         facts.append(
-            f"{_bytes(ev.after_bytes)} {ev.after_what} in the {ev.after_s:.1f} s after it {until}"
+            f"{_bytes(ev.after_bytes)} {ev.after_what} in the {ev.after_s:.1f} s after it"
+            f" until {ev.after_until}"
         )
     text = "; ".join([head, *facts])
     return f"{text} ({note})" if note and ev.verdict is not Verdict.HIT else text

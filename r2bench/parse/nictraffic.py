@@ -11,7 +11,7 @@ unreadable splits the series: no delta is ever taken across it. The failure evid
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -87,6 +87,22 @@ class NicSeries:
             return None
         values = (self.tx, self.rx) if direction == "both" else (getattr(self, direction),)
         return sum(self._at(v, t1, seg) - self._at(v, t0, seg) for v in values)
+
+    def sampled_between(
+        self, t0: float, t1: float, direction: Direction = "both"
+    ) -> tuple[float, float] | None:
+        """Bytes moved between the first sample at or after `t0` and the last at or before `t1`,
+        with the seconds between those two samples; None without two such samples in one valid
+        segment. Unlike `bytes_between` nothing is interpolated, so a sample taken late (a busy
+        sampler) cannot spread bytes moved before `t0` into the interval."""
+        values = (self.tx, self.rx) if direction == "both" else (getattr(self, direction),)
+        for lo, hi in self.segments:
+            a = bisect_left(self.times, t0, lo, hi + 1)
+            b = bisect_right(self.times, t1, lo, hi + 1) - 1
+            if a < b:
+                moved = sum(v[b] - v[a] for v in values)
+                return moved, self.times[b] - self.times[a]
+        return None
 
     def _segment_of(self, t0: float, t1: float) -> tuple[int, int] | None:
         if t1 < t0:

@@ -123,6 +123,26 @@ def test_a_fault_that_did_not_cut_is_without_effect(tmp_path: Path) -> None:
     assert run.outcome is not None and run.outcome.status is OutcomeStatus.FAULT_WITHOUT_EFFECT
 
 
+def test_a_late_sample_does_not_carry_bytes_from_before_the_fault(tmp_path: Path) -> None:
+    """A busy sampler skipped the samples from 0.09 s before the cut to 0.4 s after it: the
+    bytes of that interval all moved before the cut, and none counts as traffic after it (an
+    interpolation would put ~20 MB there, and on a short blip judge the cut as not cut)."""
+    run_dir = _copy(HIT, tmp_path)
+    applied = _applied(run_dir)
+    path = run_dir / "node" / "node1" / "counters.tsv"
+    kept = []
+    for line in path.read_text().splitlines():
+        sample = parse_counter_line(line)
+        late = sample is not None and sample[1] == "nic3" and -0.09 < sample[0] - applied < 0.4
+        if not late:
+            kept.append(line)
+    path.write_text("\n".join(kept) + "\n")
+    (ev,) = parse_run(runmodel.load_run(run_dir)).evidence
+    assert ev.verdict is Verdict.HIT
+    assert ev.after_bytes is not None and ev.after_bytes < 1e3, ev.line
+    assert ev.after_s > 2 and "until it came back" in ev.line
+
+
 def test_no_counters_is_unknown_and_changes_nothing(tmp_path: Path) -> None:
     run_dir = _copy(HIT, tmp_path)
     for path in run_dir.glob("node/*/counters.tsv"):
