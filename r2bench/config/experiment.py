@@ -201,6 +201,38 @@ class NcclTestsOptions(StrictModel):
     extra_args: list[FreeText] = Field(default_factory=list)
 
 
+class TrainingOptions(StrictModel):
+    """The training job of a training benchmark (`workload: training` recipes): what it trains,
+    how long, and which run it is checked against (docs/training.md)."""
+
+    model: Name = Field(
+        "tiny",
+        description="Model preset: emulator tiny|small; GPU gpt2-124m|gpt2-6l|gpt2-tiny.",
+    )
+    updates: StrictInt = Field(100, ge=1, le=MAX_COUNT, description="Optimizer updates.")
+    batch: StrictInt = Field(8, ge=1, le=4096, description="Sequences per rank per update.")
+    seq_len: StrictInt = Field(64, ge=2, le=65536, description="Tokens per sequence.")
+    seed: StrictInt = Field(42, ge=0, le=2**31 - 1, description="Seed of model and data.")
+    lr: StrictFloat = Field(3e-3, gt=0, le=10, allow_inf_nan=False)
+    bucket_mb: StrictInt | None = Field(
+        None, ge=1, le=65536,
+        description="DDP gradient bucket (MiB); null: one bucket holding every gradient.",
+    )  # fmt: skip
+    dtype: Name = Field("float32", description="float32, or bf16/fp16 autocast (GPU).")
+    digest_every: StrictInt = Field(
+        10, ge=0, le=MAX_COUNT, description="A parameter digest every N updates (0: none)."
+    )
+    data: FreeText | None = Field(
+        None, description="A pre-tokenised file (uint16 tokens) on the nodes; null: synthetic."
+    )
+    baseline: Name | None = Field(
+        None,
+        description="Library label whose fault-free run every other run is checked against "
+        "(bit identity fault free, loss up to the fault under one).",
+    )
+    extra_args: list[FreeText] = Field(default_factory=list)
+
+
 class VirtualTestbedSpec(StrictModel):
     """The virtual testbed `r2bench sweep` brings up for this experiment when no -t is given."""
 
@@ -234,6 +266,9 @@ class Experiment(StrictModel):
     collectives: list[Name] = Field(["all_reduce"], min_length=1)
     sizes: SizeRange | list[Size] = SizeRange(begin=8, end=128 << 20)
     options: NcclTestsOptions = NcclTestsOptions()
+    training: TrainingOptions | None = Field(
+        None, description="The job of a training benchmark (`workload: training` recipes)."
+    )
     nodes: list[Name] | Annotated[StrictInt, Field(ge=1, le=4096)] | None = Field(
         None, description="Node names, a count of the testbed's first nodes, or all."
     )

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -155,6 +156,11 @@ class Recipe(StrictModel):
         description="Benchmark argv; `{collective}` and `{src}` are filled in per run.",
     )
     collectives: list[Name] = Field(default_factory=list, description="Collectives it can run.")
+    workload: Literal["collective", "training"] = Field(
+        "collective",
+        description="collective: nccl-tests' flags; training: the experiment's `training:` "
+        "options (docs/training.md).",
+    )
     nic_map_env: EnvName | None = Field(
         None, description="Variable that receives each node's data-NIC addresses (node=a,b;...)."
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r2bench.config.errors import ConfigError, ConfigIssue
-from r2bench.config.experiment import Component, Experiment
+from r2bench.config.experiment import Component, Experiment, TrainingOptions
 from r2bench.config.recipe import GitSource, LocalSource, Recipe, RecipeKind
 from r2bench.config.recipes import load_recipes
 from r2bench.config.source import SourceDoc, load_yaml
@@ -154,6 +154,18 @@ def _testbed_doc(inputs: Inputs) -> SourceDoc | None:
         return None
 
 
+def training_arguments(opts: TrainingOptions) -> list[str]:
+    """A training workload's flags (both workloads take the same ones)."""
+    argv = ["--model", opts.model, "--updates", str(opts.updates), "--batch", str(opts.batch)]
+    argv += ["--seq-len", str(opts.seq_len), "--seed", str(opts.seed), "--lr", repr(opts.lr)]
+    argv += ["--dtype", opts.dtype, "--digest-every", str(opts.digest_every)]
+    if opts.bucket_mb is not None:
+        argv += ["--bucket-mb", str(opts.bucket_mb)]
+    if opts.data:
+        argv += ["--data", opts.data]
+    return [*argv, *opts.extra_args]
+
+
 def _dir_name(ref: ComponentRef) -> str:
     version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref) if ref.ref else "local"
     return f"{ref.recipe}-{version}"
@@ -207,6 +219,7 @@ class _Renderer:
             scenario=point.values["scenario"],
             faults=tuple(scenario.faults) if scenario else (),
             options=self.exp.options,
+            training=self.training_options(),
             deadline_s=self.exp.deadline_s,
             repeat=repeat,
         )
@@ -216,6 +229,14 @@ class _Renderer:
         default = recipe.source.ref if isinstance(recipe.source, GitSource) else None
         return ComponentRef(recipe=component.recipe, ref=component.ref or default)
 
+    def training_options(self) -> TrainingOptions | None:
+        """The training job's options, for a training benchmark only (defaults where the
+        experiment has no `training:`)."""
+        bench = self.inputs.recipes[self.exp.benchmark.recipe]
+        if bench.workload != "training":
+            return None
+        return self.exp.training or TrainingOptions()
+
     def program(self, spec: RunSpec, run_dir: str) -> list[str]:
         bench = self.inputs.recipes[spec.benchmark.recipe]
         fill = {
@@ -224,6 +245,8 @@ class _Renderer:
             "python": self.testbed.paths.python,
         }
         argv = [part.format(**fill) for part in bench.command]
+        if spec.training is not None:
+            return [*argv, *training_arguments(spec.training)]
         opts = spec.options
         argv += ["-b", str(spec.size_begin), "-e", str(spec.size_end), "-f", str(spec.size_factor)]
         gpus = launcher_for(self.testbed.launcher.kind).gpus_per_process(spec.ranks_per_node)

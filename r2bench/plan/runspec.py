@@ -8,7 +8,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from r2bench.config.experiment import FaultSpec, NcclTestsOptions
+from r2bench.config.experiment import FaultSpec, NcclTestsOptions, TrainingOptions
 
 
 class ComponentRef(BaseModel):
@@ -40,6 +40,7 @@ class RunSpec(BaseModel):
     scenario: str
     faults: tuple[FaultSpec, ...]
     options: NcclTestsOptions
+    training: TrainingOptions | None = None
     deadline_s: float
     repeat: int
     source: str | None = None  # imported runs: "<file>@<content hash>[#run N]", so no two collide
@@ -63,8 +64,9 @@ class RunSpec(BaseModel):
     def canonical_json(self) -> str:
         """The spec as sorted-key JSON, without the derived id."""
         data = self.model_dump(mode="json", exclude={"run_id"})
-        if data.get("source") is None:
-            data.pop("source", None)  # planned runs keep the ids they had before the field
+        for newer in ("source", "training"):  # runs keep the ids they had before these fields
+            if data.get(newer) is None:
+                data.pop(newer, None)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

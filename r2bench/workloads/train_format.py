@@ -1,0 +1,138 @@
+"""The training workloads' output: one JSON line per optimizer update, on rank 0's stdout.
+
+Both training workloads (`train_emulated`, numpy over the emulated library; `train_torch`,
+PyTorch DDP on a GPU) print the same three kinds of line, so one reader serves both:
+
+- `#train-start {...}`: the job: model, parameters, ranks, seed, updates planned, batch, the
+  gradient bytes reduced per update, and the library that served it (`library`, its file);
+- `#train {...}`: one update: `update` (from 1), `start`/`end` (rank 0's wall clock, unix s),
+  `step_s` (the slowest rank's step), `loss` (mean over ranks, float64 from the float32 loss: it
+  round-trips JSON exactly, so two runs' losses compare bit for bit), `tokens_per_s`,
+  `grad_norm`, `allreduce_bytes`, and every `digest_every` updates `digest` (SHA-256 of rank 0's
+  parameters) with `digests_agree` (every rank's digest equal);
+- `#train-end {...}`: updates done and the final (mean of the last 10) and evaluation loss.
+
+Standard library only: the workloads run on nodes whose Python has little else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+START_TAG = "#train-start"
+UPDATE_TAG = "#train"
+END_TAG = "#train-end"
+STUB_TAG = "r2bench-nccl-stub:"
+"""How a stub library's function says on stderr that it was called (setup/stubs.py)."""
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: a diverged loss is written as null."""
+    return value if value is None or math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class TrainStart:
+    """The `#train-start` line: what the job trains, on how many ranks, with which library."""
+
+    workload: str
+    model: str
+    parameters: int
+    ranks: int
+    seed: int
+    updates: int
+    batch: int
+    seq_len: int
+    allreduce_bytes: int
+    library: str
+    library_path: str = ""
+    dtype: str = "float32"
+    digest_every: int = 0
+
+    def text(self) -> str:
+        """`#train-start {...}`."""
+        return f"{START_TAG} {json.dumps(asdict(self))}"
+
+
+@dataclass(frozen=True)
+class UpdateLine:
+    """One `#train` line: one optimizer update, as rank 0 saw it."""
+
+    update: int
+    start: float
+    end: float
+    step_s: float
+    loss: float | None
+    tokens_per_s: float
+    grad_norm: float | None
+    allreduce_bytes: int
+    digest: str | None = None
+    digests_agree: bool | None = None
+
+    def text(self) -> str:
+        """`#train {...}`: keys in a fixed order; a non-finite loss or norm becomes null."""
+        doc = asdict(self)
+        doc["start"], doc["end"] = round(self.start, 6), round(self.end, 6)
+        doc["loss"], doc["grad_norm"] = _finite(self.loss), _finite(self.grad_norm)
+        return f"{UPDATE_TAG} {json.dumps(doc)}"
+
+
+@dataclass(frozen=True)
+class TrainEnd:
+    """The `#train-end` line."""
+
+    updates: int
+    final_loss: float | None
+    eval_loss: float | None = None
+
+    def text(self) -> str:
+        """`#train-end {...}`."""
+        doc = asdict(self)
+        doc["final_loss"], doc["eval_loss"] = _finite(self.final_loss), _finite(self.eval_loss)
+        return f"{END_TAG} {json.dumps(doc)}"
+
+
+_CHECKS = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63,
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+}
+
+
+def _typed(cls: type, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The keys `cls` knows, each of its declared type (`float | None` takes null), or None
+    where one is not."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in doc:
+            continue
+        value, kinds = doc[f.name], str(f.type).replace(" ", "").split("|")
+        if value is None and "None" in kinds:
+            out[f.name] = None
+        elif any(_CHECKS[k](value) for k in kinds if k in _CHECKS):
+            out[f.name] = float(value) if kinds[0] == "float" else value
+        else:
+            return None
+    return out
+
+
+def read_line(text: str) -> TrainStart | UpdateLine | TrainEnd | None:
+    """The training record a stdout line holds, or None (another line, or a damaged one:
+    a job killed mid-print leaves half a line). Unknown keys are ignored (newer workloads)."""
+    tag, _, body = text.strip().partition(" ")
+    cls = {START_TAG: TrainStart, UPDATE_TAG: UpdateLine, END_TAG: TrainEnd}.get(tag)
+    if cls is None or not body.startswith("{"):
+        return None
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    values = _typed(cls, doc) if isinstance(doc, dict) else None
+    try:
+        return cls(**values) if values is not None else None
+    except TypeError:  # a required key missing
+        return None
