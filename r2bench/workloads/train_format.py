@@ -4,7 +4,8 @@ Both training workloads (`train_emulated`, numpy over the emulated library; `tra
 PyTorch DDP on a GPU) print the same three kinds of line, so one reader serves both:
 
 - `#train-start {...}`: the job: model, parameters, ranks, seed, updates planned, batch, the
-  gradient bytes reduced per update, and the library that served it (`library`, its file);
+  gradient bytes reduced per update, the library that served it (`library`, its file) and the
+  functions a stub library stood in for (`stubbed`);
 - `#train {...}`: one update: `update` (from 1), `start`/`end` (rank 0's wall clock, unix s),
   `step_s` (the slowest rank's step), `loss` (mean over ranks, float64 from the float32 loss: it
   round-trips JSON exactly, so two runs' losses compare bit for bit), `tokens_per_s`,
@@ -25,8 +26,6 @@ from typing import Any
 START_TAG = "#train-start"
 UPDATE_TAG = "#train"
 END_TAG = "#train-end"
-STUB_TAG = "r2bench-nccl-stub:"
-"""How a stub library's function says on stderr that it was called (setup/stubs.py)."""
 
 
 def _finite(value: float | None) -> float | None:
@@ -51,6 +50,8 @@ class TrainStart:
     library_path: str = ""
     dtype: str = "float32"
     digest_every: int = 0
+    stubbed: str = ""
+    """Comma list of the NCCL functions a stub library stands in for (empty: none)."""
 
     def text(self) -> str:
         """`#train-start {...}`."""
