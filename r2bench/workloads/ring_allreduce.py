@@ -253,10 +253,10 @@ def nic_addrs_from_map(nic_map: str, host: str) -> str:
     return ""
 
 
-def local_nics(opts: Options, env: dict[str, str]) -> list[Nic]:
-    """This node's data NICs from ``--nic-addrs``, ``R2B_NIC_ADDRS`` or this host's entry of
-    ``R2B_NIC_MAP`` (default: loopback)."""
-    text = opts.nic_addrs or env.get("R2B_NIC_ADDRS", "")
+def local_nics(nic_addrs: str | None, env: dict[str, str]) -> list[Nic]:
+    """This node's data NICs from ``--nic-addrs`` (`nic_addrs`), ``R2B_NIC_ADDRS`` or this
+    host's entry of ``R2B_NIC_MAP`` (default: loopback)."""
+    text = nic_addrs or env.get("R2B_NIC_ADDRS", "")
     if not text and env.get("R2B_NIC_MAP"):
         text = nic_addrs_from_map(env["R2B_NIC_MAP"], socket.gethostname())
     addrs = [a.strip() for a in text.split(",") if a.strip()]
@@ -487,7 +487,8 @@ def _where() -> str:
     return f"{SOURCE}:{caller.f_lineno if caller else 0}"
 
 
-def _fail(comm: Any, code: int, first_line: str, where: str) -> None:
+def abort_job(comm: Any, code: int, first_line: str, where: str) -> None:
+    """Print nccl-tests' failure lines and abort every rank with `code`."""
     host = socket.gethostname()
     print(first_line, flush=True)
     print(f" .. {host} pid {os.getpid()}: Test failure {where}", flush=True)
@@ -560,7 +561,7 @@ def setup(comm: Any, opts: Options, env: dict[str, str]) -> Bench:
     """Resolve the environment, connect the ring and print the header."""
     log = R2ccLog.from_env(comm.rank, env)
     library = resolve_library(env, log)
-    nics = local_nics(opts, env)
+    nics = local_nics(opts.nic_addrs, env)
     report = None
     if comm.rank == 0 and opts.json_path:
         report, status = JsonReport.open(opts.json_path, sys.argv, dict(env))
@@ -598,11 +599,11 @@ def run(comm: Any, opts: Options, env: dict[str, str]) -> int:
         bench.sweep()
     except CollectiveTimeout:
         where = _where()
-        _fail(comm, EXIT_TIMEOUT, f"{host}: Test timeout ({opts.timeout_s}s) {where}", where)
+        abort_job(comm, EXIT_TIMEOUT, f"{host}: Test timeout ({opts.timeout_s}s) {where}", where)
     except NetworkFailure as exc:
         where = _where()
         reason = f"remote process exited or there was a network error / {exc}"
-        _fail(comm, EXIT_NET, f"{host}: Test NCCL failure {where} '{reason}'", where)
+        abort_job(comm, EXIT_NET, f"{host}: Test NCCL failure {where} '{reason}'", where)
     code = bench.finish()
     comm.Barrier()
     bench.algo.transport.close()
