@@ -67,13 +67,28 @@ class Since(str, Enum):
 
     LAUNCH = "launch"
     FIRST_RESULT = "first_result"
+    UPDATE = "update"
 
 
 class Trigger(StrictModel):
-    """When a fault is injected: `after_s` seconds after the job launched or printed a result."""
+    """When a fault is injected: `after_s` seconds after the job launched, printed its first
+    result, or (`since: update`, training workloads) printed update `update`'s line, so the cut
+    falls at the same update in every run (the artifact's test 09 cuts at update 400)."""
 
     after_s: StrictFloat = Field(ge=0, le=86400, allow_inf_nan=False)
     since: Since = Since.LAUNCH
+    update: StrictInt | None = Field(
+        None, ge=1, le=MAX_COUNT, description="With since: update, the update it counts from."
+    )
+
+    @model_validator(mode="after")
+    def _update_with_since_update(self) -> Trigger:
+        if (self.since is Since.UPDATE) != (self.update is not None):
+            raise ValueError(
+                "`since: update` needs `update: N` (the update whose line starts the clock), "
+                "and `update` goes only with `since: update`"
+            )
+        return self
 
 
 class Flap(StrictModel):

@@ -45,6 +45,8 @@ def check_recipes(
                 )
             )
     bench = recipes.get(experiment.benchmark.recipe)
+    if bench is not None:
+        issues += _check_workload_fields(experiment, bench, doc)
     if bench is not None and bench.collectives:
         for i, collective in enumerate(experiment.collectives):
             if collective not in bench.collectives:
@@ -52,6 +54,30 @@ def check_recipes(
                 issues.append(
                     doc.issue(
                         ("collectives", i), f"{bench.name} has no collective '{collective}'", hint
+                    )
+                )
+    return issues
+
+
+def _check_workload_fields(
+    experiment: Experiment, bench: Recipe, doc: SourceDoc
+) -> list[ConfigIssue]:
+    """`training:` and `since: update` triggers only with a training benchmark."""
+    if bench.workload == "training":
+        return []
+    issues = []
+    why = f"{bench.name} is a collective benchmark (nccl-tests' flags), not a training job"
+    if experiment.training is not None:
+        hint = "use a training benchmark (train-emulated, train-torch) or drop `training:`"
+        issues.append(doc.issue(("training",), f"`training:` is given but {why}", hint))
+    for s, scenario in enumerate(experiment.scenarios):
+        for f, fault in enumerate(scenario.faults):
+            if fault.trigger.update is not None:
+                issues.append(
+                    doc.issue(
+                        ("scenarios", s, "faults", f, "trigger", "since"),
+                        f"`since: update` counts a training job's updates, but {why}",
+                        "use since: first_result or since: launch",
                     )
                 )
     return issues
@@ -480,7 +506,7 @@ def _windows(fault: FaultSpec) -> list[tuple[float, float]]:
 
 
 def _overlap(a: FaultSpec, b: FaultSpec) -> bool:
-    if a.trigger.since is not b.trigger.since:
+    if a.trigger.since is not b.trigger.since or a.trigger.update != b.trigger.update:
         return True  # different clocks: cannot prove they are apart
     return any(a0 < b1 and b0 < a1 for a0, a1 in _windows(a) for b0, b1 in _windows(b))
 

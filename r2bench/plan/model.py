@@ -29,6 +29,8 @@ class FaultStep(Frozen):
     tag: str
     inject_after_s: float
     since: str
+    at_update: int | None = None
+    """With `since: update`: the update whose line is the anchor."""
     heal_after_s: float | None
     lease_s: float
     cycles: int = 1
@@ -36,6 +38,11 @@ class FaultStep(Frozen):
     inject: NodeCommand
     revert: NodeCommand
     status: NodeCommand
+
+    @property
+    def anchor(self) -> str:
+        """What its clock starts from: `launch`, `first_result` or `update N`."""
+        return f"update {self.at_update}" if self.since == "update" else self.since
 
 
 class PlannedRun(Frozen):

@@ -64,11 +64,13 @@ class _RunCells:
     def of(cls, run: PlannedRun, variables: list[str]) -> _RunCells:
         spec = run.spec
         faults = ", ".join(
-            f"{f.kind} {f.node}/{f.nic} @{f.inject_after_s:g}s{_span(f)}" for f in run.faults
+            f"{f.kind} {f.node}/{f.nic} @{_at(f)}{_span(f)}" for f in run.faults
         )
+        sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
+        if spec.training is not None:  # a training job has no sizes: its model and length
+            sizes = f"{spec.training.model} x {spec.training.updates} updates"
         return cls(
-            spec.run_id, spec.library_label, spec.collective,
-            f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}",
+            spec.run_id, spec.library_label, spec.collective, sizes,
             {v: printable(spec.env.get(v, "-")) for v in variables}, spec.scenario,
             printable(faults or "-"),
         )  # fmt: skip
@@ -102,7 +104,7 @@ def run_panel(run: PlannedRun) -> Panel:
         Text("  $ " + printable(run.launch.command)),
     ]
     for fault in run.faults:
-        since = "launch" if fault.since == "launch" else "first result"
+        since = fault.anchor.replace("_", " ") + ("'s line" if fault.since == "update" else "")
         heal = (
             f"at {fault.heal_after_s:g} s"
             if fault.heal_after_s is not None
@@ -140,6 +142,14 @@ def print_plan(plan: Plan, console: Console, commands: bool) -> None:
         console.print(setup_panel(plan))
         for run in plan.runs:
             console.print(run_panel(run))
+
+
+def _at(fault: FaultStep) -> str:
+    """When a fault comes: `3s`, or `update 400` (+ seconds after its line)."""
+    if fault.at_update is None:
+        return f"{fault.inject_after_s:g}s"
+    after = f"+{fault.inject_after_s:g}s" if fault.inject_after_s else ""
+    return f"update {fault.at_update}{after}"
 
 
 def _span(fault: FaultStep) -> str:

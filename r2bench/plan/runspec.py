@@ -53,7 +53,8 @@ class RunSpec(BaseModel):
         mode = f"-m{self.env['R2CC_MODE']}" if "R2CC_MODE" in self.env else ""
         if self.library_label.endswith(mode):  # a label that names its mode already (r2ccl-m0)
             mode = ""
-        prefix = f"{self.collective}-{self.library_label}{mode}-{self.scenario}-r{self.repeat}"
+        job = "train" if self.training is not None else self.collective
+        prefix = f"{job}-{self.library_label}{mode}-{self.scenario}-r{self.repeat}"
         return f"{_slug(prefix)}-{digest}"
 
     @property

@@ -5,7 +5,7 @@ the out-of-place figures after it, the in-place ones last. A library that logs t
 (NCCL at INFO without NCCL_DEBUG_FILE) writes its lines between the pieces, so a row may come as
 `  16777216  4194304  float  sum  -1node0:... NCCL INFO ...` and its figures many lines later, at
 the start of another line. The first result is the first whole row, or the first figures that
-follow such a cut-off row head.
+follow such a cut-off row head; for a training job, its first `#train` update line.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+_TRAINING_UPDATE = re.compile(r'#train \{"update": (\d+)')
 _WHOLE_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+\s+\S")
 _ROW_HEAD = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+\w+\s+-?\d+\s*$")
 _FIGURES = re.compile(r"^\s*(?:\d+\.\d+|N/A)\s+(?:\d+\.\d+|N/A)\s+(?:\d+\.\d+|N/A)\s+(?:\d+|N/A)")
@@ -33,9 +34,17 @@ class FirstResultWatch:
             return False
         glued = _GLUED_LOG.search(text)
         own = text[: glued.start()] if glued else text
-        if _WHOLE_ROW.match(own) or (self.head_pending and _FIGURES.match(own)):
+        whole = _WHOLE_ROW.match(own) or training_update(own) is not None
+        if whole or (self.head_pending and _FIGURES.match(own)):
             self.seen = True
             return True
         if _ROW_HEAD.match(own):
             self.head_pending = True
         return False
+
+
+def training_update(text: str) -> int | None:
+    """The update number of a training job's `#train` line (a launcher's `[1,0]<stdout>:`
+    prefix allowed), or None for any other line."""
+    found = _TRAINING_UPDATE.search(text)
+    return int(found.group(1)) if found and len(found.group(1)) < 19 else None

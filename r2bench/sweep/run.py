@@ -48,7 +48,7 @@ from r2bench.runfolder.provenance import (
 from r2bench.sweep import counters
 from r2bench.sweep.agent import NodeAgent
 from r2bench.sweep.faults import FaultDriver, FaultError
-from r2bench.sweep.firstresult import FirstResultWatch
+from r2bench.sweep.firstresult import FirstResultWatch, training_update
 from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.observers import collect_observers, start_observers
 from r2bench.sweep.preflight import preflight_problems
@@ -103,6 +103,7 @@ class _Job:
     stdout_times: IO[str]
     stderr_times: IO[str]
     on_first_result: Callable[[float], None]
+    on_update: Callable[[int, float], None]
     result: CommandResult | None = None
     error: NodeError | None = None
     first_result: FirstResultWatch = field(default_factory=FirstResultWatch)
@@ -126,8 +127,13 @@ class _Job:
                 times.write(f"{line.time:.6f}\n")
                 text.flush()
                 times.flush()
-        if line.stream == "stdout" and self.first_result.feed(line.text):
+        if line.stream != "stdout":
+            return
+        if self.first_result.feed(line.text):
             self.on_first_result(line.time)
+        update = training_update(line.text)
+        if update is not None:
+            self.on_update(update, line.time)
 
     def close(self) -> None:
         """Account for the log lines left out (one summary line per shape), then close."""
@@ -251,6 +257,7 @@ class RunExecutor:
             stdout_times=folder.stream_path(runformat.STDOUT_TIMES).open("w", encoding="utf-8"),
             stderr_times=folder.stream_path(runformat.STDERR_TIMES).open("w", encoding="utf-8"),
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
+            on_update=lambda n, node_time: driver.set_anchor(f"update {n}", node_time - offset),
         )
         # A result.json left by an earlier run of the same spec (same run folder on the node)
         # would make the job write result.json.0 and be collected in its place.

@@ -1,8 +1,9 @@
 """A run's fault schedule as a list of timed actions (pure).
 
 Every fault of the scenario becomes `cycles` pairs of inject/revert actions, each at an offset
-from its anchor: the job's launch, or its first result line (known only once the job prints
-it). A fault with no duration is reverted when the run ends.
+from its anchor: the job's launch, its first result line, or a training job's line of update N
+(`update N`; both known only once the job prints them). A fault with no duration is reverted
+when the run ends.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Literal
 
 from r2bench.plan.model import FaultStep
 
-Anchor = Literal["launch", "first_result"]
+Anchor = str
+"""`launch`, `first_result` or `update N`."""
 ActionKind = Literal["inject", "revert"]
 
 
@@ -36,7 +38,7 @@ def fault_actions(faults: list[FaultStep]) -> list[FaultAction]:
     """Every inject and timed revert, ordered by anchor then time (inject before revert)."""
     actions = []
     for fault in faults:
-        anchor: Anchor = "first_result" if fault.since == "first_result" else "launch"
+        anchor = fault.anchor
         period = fault.period_s or 0.0
         duration = None if fault.heal_after_s is None else fault.heal_after_s - fault.inject_after_s
         for cycle in range(fault.cycles):
@@ -44,5 +46,11 @@ def fault_actions(faults: list[FaultStep]) -> list[FaultAction]:
             actions.append(FaultAction(fault, "inject", cycle, start, anchor))
             if duration is not None:
                 actions.append(FaultAction(fault, "revert", cycle, start + duration, anchor))
-    order = {"launch": 0, "first_result": 1}
-    return sorted(actions, key=lambda a: (order[a.anchor], a.at_s, a.kind != "inject"))
+    return sorted(actions, key=lambda a: (_anchor_order(a.anchor), a.at_s, a.kind != "inject"))
+
+
+def _anchor_order(anchor: Anchor) -> tuple[int, int]:
+    """Anchors in the order a job reaches them: launch, first result, update 1, 2..."""
+    if anchor.startswith("update "):
+        return 2, int(anchor.split()[1])
+    return (0 if anchor == "launch" else 1), 0

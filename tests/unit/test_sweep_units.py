@@ -53,6 +53,28 @@ def test_schedule_flaps_and_anchors(tmp_path: Path) -> None:
     assert [(a.kind, a.anchor) for a in fault_actions([until_end])] == [("inject", "first_result")]
 
 
+def test_a_training_update_anchors_a_fault(tmp_path: Path) -> None:
+    """`since: update` (the artifact cuts at update 400): the anchor is that update's line, and
+    anchors come in the order a job reaches them."""
+    from r2bench.config.experiment import Trigger
+    from r2bench.sweep.firstresult import FirstResultWatch, training_update
+
+    at_12 = fault_step(tmp_path, tmp_path / "s", since="update", at_update=12)
+    at_3 = fault_step(tmp_path, tmp_path / "s", since="update", at_update=3, inject_after_s=5)
+    first = fault_step(tmp_path, tmp_path / "s", since="first_result", inject_after_s=9)
+    order = [a.anchor for a in fault_actions([at_12, first, at_3]) if a.kind == "inject"]
+    assert order == ["first_result", "update 3", "update 12"]
+    assert training_update('[1,0]<stdout>:#train {"update": 400, "start": 1.0}') == 400
+    assert training_update("#train-start {}") is None and training_update("# 8 8 float") is None
+    watch = FirstResultWatch()
+    assert watch.feed("#train-start {}") is False
+    assert watch.feed('#train {"update": 1, "start": 1.0}') is True  # a training job's result
+    with pytest.raises(ValueError, match="`since: update` needs `update: N`"):
+        Trigger.model_validate({"after_s": 0, "since": "update"})
+    with pytest.raises(ValueError, match="`update` goes only with `since: update`"):
+        Trigger.model_validate({"after_s": 0, "update": 4})
+
+
 def test_flap_needs_duration_shorter_than_period(tmp_path: Path) -> None:
     from r2bench.config.experiment import FaultSpec
 
