@@ -63,9 +63,7 @@ class _RunCells:
     @classmethod
     def of(cls, run: PlannedRun, variables: list[str]) -> _RunCells:
         spec = run.spec
-        faults = ", ".join(
-            f"{f.kind} {f.node}/{f.nic} @{_at(f)}{_span(f)}" for f in run.faults
-        )
+        faults = ", ".join(f"{f.kind} {f.node}/{f.nic} @{_at(f)}{_span(f)}" for f in run.faults)
         sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
         if spec.training is not None:  # a training job has no sizes: its model and length
             sizes = f"{spec.training.model} x {spec.training.updates} updates"
