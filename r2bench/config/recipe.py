@@ -119,7 +119,8 @@ class RecipePatch(StrictModel):
 
 class BuildSpec(StrictModel):
     """Shell steps run in the source tree. Placeholders: {jobs} {cuda_home} {mpi_home}
-    {gencode} {nccl_home} (the library under test's home, for benchmarks)."""
+    {gencode} {nccl_home} (the library under test's home, for benchmarks) {python} (the
+    testbed's paths.python)."""
 
     steps: list[FreeText] = Field(default_factory=list)
     known_failures: list[KnownFailure] = Field(default_factory=list)
@@ -160,6 +161,13 @@ class Recipe(StrictModel):
         "collective",
         description="collective: nccl-tests' flags; training: the experiment's `training:` "
         "options (docs/training.md).",
+    )
+    preload: list[FreeText] = Field(
+        default_factory=list,
+        description="Files every run of this benchmark preloads (LD_PRELOAD, space-separated, "
+        "in this order); `{src}` (its folder, built against the run's library) and `{nccl_home}` "
+        "(the run's library's home) are filled in. The first `libnccl*` entry is also the file "
+        "the run must be served by (R2B_EXPECT_NCCL, which the PyTorch workload checks).",
     )
     nic_map_env: EnvName | None = Field(
         None, description="Variable that receives each node's data-NIC addresses (node=a,b;...)."

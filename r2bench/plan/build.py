@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from r2bench.config.errors import ConfigError, ConfigIssue
 from r2bench.config.experiment import Component, Experiment, TrainingOptions
@@ -33,6 +33,8 @@ DEFAULT_NCCL_HOME = "/usr"
 LEASE_GRACE_S = 10.0
 RUN_MARKER = "R2B_RUN"
 """Environment variable that carries the run id to every process of a run."""
+EXPECT_NCCL_VAR = "R2B_EXPECT_NCCL"
+"""The library file a preloading run must be served by (r2bench.workloads.servedlib reads it)."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,13 @@ def training_arguments(opts: TrainingOptions) -> list[str]:
     return [*argv, *opts.extra_args]
 
 
+def _fill_template(template: str, values: dict[str, str]) -> str:
+    """`template` with each placeholder of `values` replaced (other braces left as they are)."""
+    for placeholder, value in values.items():
+        template = template.replace(placeholder, value)
+    return template
+
+
 def _dir_name(ref: ComponentRef) -> str:
     version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref) if ref.ref else "local"
     return f"{ref.recipe}-{version}"
@@ -278,6 +287,27 @@ class _Renderer:
         bench = self.inputs.recipes[spec.benchmark.recipe]
         if bench.nic_map_env:
             env.setdefault(bench.nic_map_env, self.nic_map())
+        for name, value in self.preload_env(spec).items():
+            env.setdefault(name, value)
+        return env
+
+    def preload_env(self, spec: RunSpec) -> dict[str, str]:
+        """LD_PRELOAD from the benchmark's `preload` files, and R2B_EXPECT_NCCL: its first
+        libnccl file, the one the workload must find serving (libtorch_cuda's RPATH would
+        otherwise load the NCCL PyTorch ships, whatever LD_LIBRARY_PATH says)."""
+        bench = self.inputs.recipes[spec.benchmark.recipe]
+        if not bench.preload:
+            return {}
+        library = self.inputs.recipes[spec.library.recipe]
+        fill = {
+            "{src}": self.component_dir(spec.benchmark, spec.library),
+            "{nccl_home}": self.fill_home(library.home, spec.library),
+        }
+        files = [_fill_template(template, fill) for template in bench.preload]
+        env = {"LD_PRELOAD": " ".join(files)}
+        nccl = next((f for f in files if PurePosixPath(f).name.startswith("libnccl")), None)
+        if nccl is not None:
+            env[EXPECT_NCCL_VAR] = nccl
         return env
 
     def nic_map(self) -> str:
@@ -415,5 +445,6 @@ class _Renderer:
             "mpi_home": shlex.quote(paths.mpi_home or DEFAULT_MPI_HOME),
             "gencode": shlex.quote(f"-gencode=arch=compute_{arch},code=sm_{arch}"),
             "nccl_home": shlex.quote(nccl_home),
+            "python": shlex.quote(paths.python),
         }
         return template.format(**values)
