@@ -13,7 +13,7 @@ reads the consumer's symbols (`--consumer FILE`, or with `--consumer-torch` the
 `lib/libtorch_cuda.so` of the `torch` package this Python finds, located without importing it:
 `import torch` is what fails when the library under test lacks symbols), writes DIR/
 libr2bench-nccl-stubs.so (compiled even with no function to stub, so that a run's LD_PRELOAD
-always names a file) and DIR/stubs.json (`r2bench.setup.stubsrecord`). Exit 0, or 2 with one
+always names a file) and DIR/stubs.json (`r2bench.workloads.stubsrecord`). Exit 0, or 2 with one
 line naming the file and the fix.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from r2bench.errors import EnvironmentFailure, ExitCode, InputError, R2benchError
 from r2bench.setup.stubs import STUB_LIBRARY_NAME, STUB_SOURCE_NAME, StubLibrary, stub_library
-from r2bench.setup.stubsrecord import StubsRecord
+from r2bench.workloads.stubsrecord import StubsRecord
 
 NM_TIMEOUT_S = 60
 CC_TIMEOUT_S = 120

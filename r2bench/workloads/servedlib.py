@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from r2bench.setup.stubs import STUB_LIBRARY_NAME
-from r2bench.setup.stubsrecord import read_record
+from r2bench.workloads.stubsrecord import read_record
 
 EXPECT_VAR = "R2B_EXPECT_NCCL"
 """A path: the library the run must be served by (the plan sets it with the preload)."""
@@ -87,9 +86,15 @@ def version_text(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
-def stub_folders(preload: list[str]) -> list[Path]:
-    """The folders of the stub libraries among LD_PRELOAD's entries."""
-    return [Path(entry).parent for entry in preload if Path(entry).name == STUB_LIBRARY_NAME]
+def stubbed_functions(preload: list[str]) -> tuple[str, ...]:
+    """The functions the stub libraries among LD_PRELOAD's entries stand in for: an entry is
+    one when a stubs.json beside it names it as its library."""
+    found: tuple[str, ...] = ()
+    for entry in preload:
+        record = read_record(Path(entry).parent)
+        if record is not None and Path(record.library).name == Path(entry).name:
+            found += record.functions
+    return found
 
 
 def expectation_error(served: str, expected: str, expected_real: str) -> str | None:
@@ -121,12 +126,8 @@ def detect(env: Mapping[str, str], maps_path: Path = Path("/proc/self/maps")) ->
     mapped = mapped_nccl_files(maps_path.read_text())
     preload = preload_entries(env.get("LD_PRELOAD", ""))
     served = choose_served(mapped, [os.path.realpath(entry) for entry in preload])
-    stubbed: tuple[str, ...] = ()
-    for folder in stub_folders(preload):
-        record = read_record(folder)
-        if record is not None:
-            stubbed += record.functions
     version = nccl_version(served) if served else ""
+    stubbed = stubbed_functions(preload)
     return ServedLibrary(path=served, mapped=mapped, version=version, stubbed=stubbed)
 
 

@@ -31,7 +31,7 @@ from r2bench.workloads import servedlib
 from r2bench.workloads.gpt_model import Gpt, optimizer_groups
 from r2bench.workloads.train_data import BatchSpec, DataError, token_source
 from r2bench.workloads.train_format import TrainEnd, TrainStart, UpdateLine
-from r2bench.workloads.train_torch import (
+from r2bench.workloads.train_options import (
     EXIT_NET,
     EXIT_USAGE,
     FINAL_LOSS_UPDATES,

@@ -12,12 +12,12 @@ import pytest
 
 from r2bench.plan import build
 from r2bench.setup.stubs import STUB_LIBRARY_NAME
-from r2bench.setup.stubsrecord import StubsRecord, read_record
 from r2bench.workloads import ring_allreduce, servedlib
 from r2bench.workloads.gpt import PRESETS, preset
+from r2bench.workloads.stubsrecord import StubsRecord, read_record
 from r2bench.workloads.train_data import BatchSpec, DataError, FileTokens, SyntheticTokens
 from r2bench.workloads.train_format import TrainEnd, read_line
-from r2bench.workloads.train_torch import (
+from r2bench.workloads.train_options import (
     EXIT_NET,
     EXIT_USAGE,
     UsageError,
@@ -25,12 +25,12 @@ from r2bench.workloads.train_torch import (
     end_text,
     final_loss,
     learning_rate,
-    main,
     mean_over_ranks,
     parse_options,
     ranks_from_env,
     rendezvous_from_env,
 )
+from r2bench.workloads.train_torch import main
 
 FLAGS = ["--model", "gpt2-tiny", "--updates", "5", "--batch", "2", "--seq-len", "16"]
 FLAGS += ["--seed", "7", "--lr", "0.001", "--dtype", "bf16", "--digest-every", "2"]
@@ -211,7 +211,10 @@ def test_detect_reads_the_map_the_preload_and_the_stubs_record(tmp_path: Path) -
     (tmp_path / "build" / "libnccl.so.2").symlink_to(library.name)
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    StubsRecord(("ncclCommShrink", "ncclAlltoAll"), "torch.so", str(library), "s.so").write(stubs)
+    stub = str(stubs / STUB_LIBRARY_NAME)
+    StubsRecord(("ncclCommShrink", "ncclAlltoAll"), "torch.so", str(library), stub).write(stubs)
+    # A record beside the library that names another file says nothing about this one.
+    StubsRecord(("ncclNope",), "torch.so", str(library), "other.so").write(library.parent)
     maps = tmp_path / "maps"
     maps.write_text(
         f"7f00-7f01 r-xp 0 08:01 12 /venv/libnccl.so.2\n7f02-7f03 r-xp 0 08:01 11 {library}\n"

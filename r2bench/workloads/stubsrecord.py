@@ -1,8 +1,8 @@
 """`stubs.json`: what a built stub library stands in for, written beside it (standard library only).
 
 `python -m r2bench.setup.stubbuild --out DIR` writes it; the PyTorch training workload reads it
-from the folder of the stub library named in `LD_PRELOAD` to say, in its `#train-start` line,
-which NCCL functions were stubbed. The nodes' Python may have nothing beyond the standard
+from the folder of each library named in `LD_PRELOAD` to say, in its `#train-start` line, which
+NCCL functions were stubbed. It lives with the workloads, which may not import `setup`. The nodes' Python may have nothing beyond the standard
 library, so neither side needs more.
 """
 
