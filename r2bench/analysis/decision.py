@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from r2bench.analysis.evidence import FaultEvidence, apply_to_outcome
 from r2bench.analysis.outcome import classify, software_fault_check
+from r2bench.analysis.training import training_outcome
 from r2bench.parse.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
+from r2bench.parse.training import TrainingLog
 from r2bench.parse.verify import Verification, with_verification
 from r2bench.runfolder import runformat
 
@@ -53,21 +55,24 @@ def decide(
     evidence: Sequence[FaultEvidence] = (),
     job: JobFacts | None = None,
     source: str = runformat.STDOUT,
+    training: TrainingLog | None = None,
 ) -> Outcome:
     """The outcome of one run from what its logs say (`events`: (source file, event)), its
     environment, the verifying workload's account, the NIC faults' evidence and, for a run
     the sweep just finished, what the sweep saw of its job. `source`: the file the results
-    were read from, named in the evidence."""
+    were read from, named in the evidence. `training`: a training workload's log, whose end
+    line ends the job's output as nccl-tests' concluding line does (`analysis.training`)."""
     found = [event for _, event in events]
     outcome = classify(
         job.exit_code if job else None,
         timed_out=bool(job and job.timed_out),
         interrupted=bool(job and job.interrupted),
-        parsed=parsed,
+        parsed=_ended(parsed, training),
         events=found,
         source=source,
         event_sources=[source for source, _ in events],
     )
+    outcome = training_outcome(outcome, training, found)
     outcome = software_fault_check(outcome, {k: str(v) for k, v in (env or {}).items()}, found)
     outcome = with_verification(outcome, verification, source) or outcome
     if job is not None and job.never_fired:
@@ -78,12 +83,25 @@ def decide(
 
 
 def revisit(
-    recorded: Outcome, verification: Verification | None, evidence: Sequence[FaultEvidence]
+    recorded: Outcome,
+    verification: Verification | None,
+    evidence: Sequence[FaultEvidence],
+    training: TrainingLog | None = None,
 ) -> Outcome:
-    """A recorded outcome with the workload's account and the NIC faults' evidence applied
-    (both leave an outcome that already has them as it is)."""
-    outcome = with_verification(recorded, verification) or recorded
+    """A recorded outcome with the training log, the workload's account and the NIC faults'
+    evidence applied (each leaves an outcome that already has it as it is)."""
+    outcome = training_outcome(recorded, training)
+    outcome = with_verification(outcome, verification) or outcome
     return apply_to_outcome(outcome, evidence) or outcome
+
+
+def _ended(parsed: ParsedNcclTests, training: TrainingLog | None) -> ParsedNcclTests:
+    """The results as the classifier is to read them: a training log that reached its end
+    line ends the output complete (network errors before it were survived), as nccl-tests'
+    `# Collective test concluded` does."""
+    if training is None or not training.complete or parsed.concluded:
+        return parsed
+    return parsed.model_copy(update={"concluded": True})
 
 
 def _unfired_outcome(outcome: Outcome, job: JobFacts) -> Outcome:

@@ -30,6 +30,7 @@ from r2bench.analysis.evidence import (
     iteration_traffic,
 )
 from r2bench.analysis.jobend import JobEnd, job_end
+from r2bench.analysis.training import FaultHit, fault_hit, update_windows
 from r2bench.analysis.windows import FaultWindow, fault_windows
 from r2bench.parse.bandwidth import bus_factor_of, precise_results
 from r2bench.parse.events import parse_events
@@ -52,6 +53,8 @@ from r2bench.parse.nictraffic import (
     series_of,
 )
 from r2bench.parse.r2ccl_artifact import ArtifactError, looks_like_artifact, read_artifact
+from r2bench.parse.training import TAG as TRAINING_TAG
+from r2bench.parse.training import TrainingLog, read_training
 from r2bench.parse.verify import Verification, read_verification
 from r2bench.runfolder import runformat, runmodel
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
@@ -217,7 +220,7 @@ def _parse_text_file(
     binary = f"{collective}_perf" if collective else None
     with path.open("rb") as handle:
         lines = (transports or TransportTap()).passing(handle)
-        parsed = parse_text(lines, binary_name=binary)
+        parsed = parse_text(without_training(lines), binary_name=binary)
         _to_end(lines)
     if not parsed.rows and looks_like_artifact(path):
         # R-2CCL's own hot-repair program (its artifact harness): iterations, ranks, devices
@@ -240,9 +243,17 @@ def log_events(
     for path in paths:
         with path.open("rb") as handle:
             lines = tap.passing(handle)
-            out.extend((path.name, ev) for ev in parse_events(lines))
+            out.extend((path.name, ev) for ev in parse_events(without_training(lines)))
             _to_end(lines)
     return out
+
+
+def without_training(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines, a training workload's `#train` lines blanked (kept, empty, so every other
+    line keeps its number): they are `parse.training`'s, nothing nccl-tests' or the events'
+    parsers look for, and a long job prints 100,000 of them."""
+    for line in lines:
+        yield b"\n" if TRAINING_TAG in line else line
 
 
 def _to_end(lines: Iterator[bytes]) -> None:
@@ -320,6 +331,10 @@ class ParsedRun:
     """When the job ended (`analysis.jobend`): its fault windows end no later."""
     bus_factor: float | None = None
     """busbw/algbw of the run's collective at its rank count (None when either is unknown)."""
+    training: TrainingLog | None = None
+    """A training workload's log (`parse.training`): its updates are the run's iterations."""
+    training_hit: FaultHit | None = None
+    """Of a training run dealt a fault: the update its first fault hit (`analysis.training`)."""
 
     @property
     def outcome_status(self) -> str | None:
@@ -340,6 +355,10 @@ class RunOutputs:
     verification: Verification | None
     transport: str | None
     """None: not logged."""
+    training: TrainingLog | None = None
+    """A training workload's log (stdout's `#train` lines, stderr's stubs called)."""
+    training_read: bool = False
+    """Whether `training` was read (else `parse_run` reads it from the folder)."""
 
 
 def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
@@ -355,7 +374,10 @@ def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
         events = log_events([p for p in (stdout, stderr) if p], transports)
     elif stderr:
         transports.read(stderr)
-    return RunOutputs(parsed, events, read_verification(stdout), transports.transport)
+    return RunOutputs(
+        parsed, events, read_verification(stdout), transports.transport,
+        read_training(stdout, stderr), training_read=True,
+    )  # fmt: skip
 
 
 def parse_run(
@@ -393,6 +415,11 @@ def parse_run(
     )
     run.bus_factor = factor
     run.verification = outputs.verification
+    run.training = (
+        outputs.training
+        if outputs.training_read
+        else read_training(record.file(runformat.STDOUT), record.file(runformat.STDERR))
+    )
     options = record.spec.options
     run.logged = logged_blocks(
         run.verification,
@@ -411,11 +438,15 @@ def parse_run(
             iterations,
             ended_at,
             cap_rates(record.spec.faults or []),
-            finished=run.verification is not None and run.verification.complete,
+            finished=(run.verification is not None and run.verification.complete)
+            or (run.training is not None and run.training.complete),
         )
         run.traffic = iteration_traffic(series, iterations, run.windows, ended_at)
+    if run.training is not None and run.windows:
+        updates = update_windows(run.training, clock.launch_offset)
+        run.training_hit = fault_hit(run.windows, run.evidence, updates, run.training.complete)
     if end is not None:
-        run.outcome = revisit(end.outcome, run.verification, run.evidence)
+        run.outcome = revisit(end.outcome, run.verification, run.evidence, run.training)
     elif record.complete or job is not None:
         run.outcome = decide(
             parsed,
@@ -424,6 +455,7 @@ def parse_run(
             verification=run.verification,
             evidence=run.evidence,
             job=job,
+            training=run.training,
         )
     run.job_end = job_end(
         ended_at,
@@ -458,9 +490,11 @@ def counter_series(run: ParsedRun) -> dict[NicKey, NicSeries]:
 
 
 def iteration_windows(run: ParsedRun) -> Iterations:
-    """The run's measured collectives in time order, on the controller clock: the
-    verification workload's own iteration times where it printed them, else the completed
-    measurements (`measurement_samples`)."""
+    """The run's measured collectives in time order, on the controller clock: a training
+    run's updates (each numbered by its update), the verification workload's own iteration
+    times where it printed them, else the completed measurements (`measurement_samples`)."""
+    if run.training is not None and len(run.training.updates):
+        return update_windows(run.training, run.clock.launch_offset)
     exact = verified_iterations(run.verification, run.clock.launch_offset)
     if exact:
         return exact
