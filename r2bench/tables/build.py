@@ -10,6 +10,9 @@
 - `counters`: one row per node x NIC x counter sample (`tables.counters`)
 - `windows`: one row per fault cycle applied (`analysis.windows.fault_windows`)
 - `provenance`: one row per provenance field of a run
+- `training`: one row per update of a training run (`tables.training`)
+- `training_checks`: one row per training run, its checks against its baseline run
+  (`analysis.training`)
 
 Every time is on the controller's clock. `build_tables(sweep_dir)` reads the tables back from
 `results/<sweep>/tables/` while they are current (`tables.tablefiles`: built by this code from
@@ -33,10 +36,11 @@ from typing import Any
 from r2bench.analysis import recovery
 from r2bench.analysis.metrics import MIN_BASELINE
 from r2bench.analysis.parsedrun import ParsedRun
+from r2bench.analysis.training import CHECK_COLUMNS, TrainingRun, check_all
 from r2bench.extras import require_report_extra
 from r2bench.runfolder import runformat
 from r2bench.runfolder import store as st
-from r2bench.tables import rowcache, tablefiles
+from r2bench.tables import rowcache, tablefiles, training
 from r2bench.tables.counters import empty_counters, typed_counters
 from r2bench.tables.rows import (
     INCOMPLETE,
@@ -77,7 +81,7 @@ __all__ = [
 
 TABLE_NAMES = (
     *("results", "iterations", "events", "runs", "counters", "windows", "provenance"),
-    "traffic",
+    *("traffic", "training", "training_checks"),
 )
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
@@ -101,6 +105,9 @@ def _assemble(rows: RunRows) -> Tables:
         measured = _series_baselines(runs, iterations, results, rows.thin)
         runs = _with_series_baselines(runs, measured)
     results = _join_run_columns(results, runs, sorted(rows.env_names))
+    trained = training.training_runs(rows.training.data, rows.training_runs)
+    updates = _training_frame(rows.training.data)
+    rows.training = Cols(rows.training.names)
     return Tables(
         results=results,
         blocks=blocks,
@@ -110,6 +117,8 @@ def _assemble(rows: RunRows) -> Tables:
         windows=_typed_windows(_frame(rows.windows)),
         provenance=_frame(rows.provenance),
         traffic=_typed_traffic(_frame(rows.traffic)),
+        training=updates,
+        training_checks=_checks_frame(trained),
         warnings=list(rows.warnings),
     )
 
@@ -296,6 +305,50 @@ def empty_provenance() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series([], dtype=object) for name in PROVENANCE_COLUMNS})
 
 
+_TRAINING_FLOATS = ("start", "end", "step_s", "loss", "tokens_per_s", "grad_norm")
+_CHECK_FLOATS = (
+    *("hit_step_s", "step_s_median_before", "step_s_median", "overhead_pct"),
+    *("max_abs_dloss_after", "final_loss_delta", "eval_ppl_delta_pct", "tokens_per_s"),
+)
+
+
+def _training_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
+    """The `training` table from its columns, typed (an empty one keeps its columns)."""
+    texts = ("run_id", "library", "scenario", "digest")
+    frame = pd.DataFrame(
+        {  # texts as objects: a missing one stays None (pandas would make a str column of NaN)
+            name: pd.Series(columns.get(name, []), dtype=object if name in texts else None)
+            for name in training.TRAINING_COLUMNS
+        }
+    )
+    frame["repeat"] = frame["repeat"].astype("Int64")
+    for name in ("update", "allreduce_bytes"):
+        frame[name] = frame[name].astype("int64")
+    for name in _TRAINING_FLOATS:
+        frame[name] = frame[name].astype("float64")
+    frame["digests_agree"] = frame["digests_agree"].astype("boolean")
+    return frame
+
+
+def _checks_frame(runs: list[TrainingRun]) -> pd.DataFrame:
+    """The `training_checks` table: a row per training run, checked against its baseline
+    (`analysis.training.check_all`)."""
+    rows = [c.row() for c in check_all(runs)]
+    texts = ("run_id", "library", "scenario", "baseline_run_id", "first_difference", "sentence")
+    frame = pd.DataFrame(
+        {
+            name: pd.Series([r[name] for r in rows], dtype=object if name in texts else None)
+            for name in CHECK_COLUMNS
+        }
+    )
+    for name in ("repeat", "first_difference_update", "hit_update"):
+        frame[name] = frame[name].astype("Int64")
+    frame["identical"] = frame["identical"].astype("boolean")
+    for name in _CHECK_FLOATS:
+        frame[name] = frame[name].astype("float64")
+    return frame
+
+
 def _typed_events(frame: pd.DataFrame) -> pd.DataFrame:
     for name in ("line", "pid", "rank", "fault", "cycle"):
         frame[name] = frame[name].astype("Int64")
@@ -349,6 +402,8 @@ class Tables:
     windows: pd.DataFrame = field(default_factory=empty_windows)
     provenance: pd.DataFrame = field(default_factory=empty_provenance)
     traffic: pd.DataFrame = field(default_factory=empty_traffic)
+    training: pd.DataFrame = field(default_factory=lambda: _training_frame({}))
+    training_checks: pd.DataFrame = field(default_factory=lambda: _checks_frame([]))
     warnings: list[str] = field(default_factory=list)
     """Runs skipped or counted once, values left out: one line each, naming file and field."""
     build_key: str = ""

@@ -41,7 +41,7 @@ from r2bench.parse.nictraffic import COUNTER_COLUMNS, counter_rows
 from r2bench.parse.ras import RAS_FILE, ras_verdict
 from r2bench.runfolder import runformat, runmodel
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, read_text_bounded
-from r2bench.tables import rowcache
+from r2bench.tables import rowcache, training
 
 INCOMPLETE = "incomplete"
 INVALID = "invalid"
@@ -161,7 +161,7 @@ def _shared(values: list[Any]) -> list[Any]:
     return [intern(v) if type(v) is str else v for v in values]
 
 
-_COLUMN_TABLES = ("results", "events", "windows", "provenance", "traffic", "counters")
+_COLUMN_TABLES = ("results", "events", "windows", "provenance", "traffic", "counters", "training")
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -210,6 +210,10 @@ class RunRows:
         self.runs: list[dict[str, Any]] = []
         self.env_names: set[str] = set()
         self.counters = Cols(COUNTER_COLUMNS)
+        self.training = Cols(training.TRAINING_COLUMNS)
+        """A row per update of each training run (`tables.training`)."""
+        self.training_runs: list[dict[str, Any]] = []
+        """Per training run, what its checks read besides its updates (`training.summary`)."""
         self.warnings: list[str] = []
         self.thin: list[ParsedRun] = []
         """Faulted runs too short of samples before the fault for a baseline of their own."""
@@ -228,6 +232,7 @@ class RunRows:
             (self.provenance, other.provenance),
             (self.traffic, other.traffic),
             (self.counters, other.counters),
+            (self.training, other.training),
         ):
             for name in mine.names:
                 mine.data[name].extend(_shared(theirs.data[name]))
@@ -235,6 +240,7 @@ class RunRows:
             column = getattr(other.iters, f.name)
             getattr(self.iters, f.name).extend(_shared(column) if f.name != "times" else column)
         self.runs.extend(other.runs)
+        self.training_runs.extend(other.training_runs)
         self.env_names |= other.env_names
         self.warnings.extend(other.warnings)
         self.thin.extend(other.thin)
@@ -281,6 +287,7 @@ class RunRows:
                 t.rx_bytes, t.completed,
             )  # fmt: skip
         self._add_provenance(rec)
+        self._add_training(run)
         metrics = recovery.compute(run)
         if recovery.thin_baseline(metrics):
             self.thin.append(run)
@@ -297,6 +304,7 @@ class RunRows:
             **{name: getattr(self, name).data for name in _COLUMN_TABLES},
             "iters": {f.name: list(getattr(self.iters, f.name)) for f in fields(IterBlocks)},
             "runs": self.runs,
+            "training_runs": self.training_runs,
             "env_names": sorted(self.env_names),
             "warnings": self.warnings,
             "spec_run_id": self.spec_run_id,
@@ -313,6 +321,7 @@ class RunRows:
                 _fill(getattr(rows, name).data, doc[name])
             _fill(rows.iters.__dict__, doc["iters"])
             rows.runs = [_checked_run_row(row) for row in doc["runs"]]
+            rows.training_runs = [training.checked_summary(s) for s in doc["training_runs"]]
             rows.env_names = {str(n) for n in doc["env_names"]}
             rows.warnings = [str(w) for w in doc["warnings"]]
             run_id = doc["spec_run_id"]
@@ -328,6 +337,26 @@ class RunRows:
         self.runs.append(_run_row(self.sweep_dir, run, recovery.compute(run).columns()))
         self._add_provenance(rec)
         self.env_names.update(rec.spec.env.keys())
+
+    def _add_training(self, run: ParsedRun) -> None:
+        """A training run's updates and summary (`tables.training`); its log's unreadable
+        lines and repeated updates as warnings."""
+        about = training.summary(run)
+        if about is None:
+            return
+        training.add_updates(self.training.data, run)
+        self.training_runs.append(about)
+        log, where = run.training, self.sweep_dir / run.record.run_id
+        if log is not None and log.unreadable:
+            self.warnings.append(
+                f"{where}: {log.unreadable} #train line(s) of stdout.txt unreadable (cut short, "
+                "or a value of another type): left out"
+            )
+        if log is not None and log.repeated:
+            self.warnings.append(
+                f"{where}: {log.repeated} update(s) printed more than once in stdout.txt: "
+                "each counted once, as first printed"
+            )
 
     def _add_results(self, run_id: str, run: ParsedRun) -> None:
         """Add result rows, each with the time its line was written (controller clock)."""
