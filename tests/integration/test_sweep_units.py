@@ -187,3 +187,51 @@ print(handler.console.file.getvalue())
     imported, said = out.split("\n", 1)
     assert imported == "[]", imported
     assert "interrupted: finishing the current step" in said and "already stopping" in said
+
+
+def test_the_interrupt_handler_never_reenters_the_consoles_stream(tmp_path: Path) -> None:
+    """A signal that lands while the console is writing to stderr: a second write through the
+    same buffered stream would raise "reentrant call inside <_io.BufferedWriter>" (a sweep
+    barraged with Ctrl-C died of it). The handler writes its line straight to the descriptor."""
+    import io
+    import signal
+
+    from rich.console import Console
+
+    from r2bench.sweep.interrupts import Interrupts
+
+    target = (tmp_path / "stderr").open("w+b", buffering=0)
+    nested: list[str] = []
+    handlers: list[Interrupts] = []
+
+    class Stream(io.TextIOBase):
+        busy = False
+
+        def fileno(self) -> int:
+            return target.fileno()
+
+        def write(self, text: str) -> int:
+            if self.busy:
+                nested.append(text)
+            self.busy = True
+            try:
+                for handler in handlers:
+                    handler.handle(signal.SIGINT, None)  # the signal lands mid-write
+                target.write(text.encode())
+            finally:
+                self.busy = False
+            return len(text)
+
+    handlers.append(Interrupts(Console(file=Stream(), force_terminal=False)))
+    handlers[0].console.print("a sweep's line")
+    target.seek(0)
+    written = target.read().decode()
+    assert nested == []
+    assert written.index("interrupted: finishing") < written.index("a sweep's line")
+    handlers[0].handle(signal.SIGINT, None)
+    target.seek(0)
+    assert (
+        target.read()
+        .decode()
+        .endswith("already stopping, faults are being reverted; please wait\n")
+    )
