@@ -356,6 +356,7 @@ class _Renderer:
             tag=tag,
             inject_after_s=fault.trigger.after_s,
             since=fault.trigger.since.value,
+            at_update=fault.trigger.update,
             heal_after_s=None
             if fault.duration_s is None
             else fault.trigger.after_s + fault.duration_s,
