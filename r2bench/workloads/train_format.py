@@ -96,9 +96,19 @@ class TrainEnd:
         return f"{END_TAG} {json.dumps(doc)}"
 
 
+def _is_float(value: Any) -> bool:
+    """A finite number a float holds (a whole number of 400 digits is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 _CHECKS = {
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63,
-    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "float": _is_float,
     "str": lambda v: isinstance(v, str),
     "bool": lambda v: isinstance(v, bool),
 }
