@@ -37,8 +37,10 @@ try:
     from r2bench.report.model import model_section
     from r2bench.report.nics import SECTION_TITLE, nic_panel_figures
     from r2bench.report.recovery import recovery_section
-    from r2bench.report.summary import summary_rows, sweep_facts
+    from r2bench.report.summary import summary_columns, summary_rows, sweep_facts
     from r2bench.report.summary_html import summary_section
+    from r2bench.report.training import ANCHOR as TRAINING_ANCHOR
+    from r2bench.report.training import has_training, training_figures, training_section
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     pass
 
@@ -362,8 +364,10 @@ SECTIONS_NAV = (
 """Links under the title to the sections a reader looks for after the summary."""
 
 
-def _nav() -> str:
-    links = " · ".join(f"<a href='#{k}'>{esc(t)}</a>" for k, t in SECTIONS_NAV)
+def _nav(training: bool = False) -> str:
+    """The links; a sweep with training runs links its training section first."""
+    shown = ((TRAINING_ANCHOR, "Training"), *SECTIONS_NAV) if training else SECTIONS_NAV
+    links = " · ".join(f"<a href='#{k}'>{esc(t)}</a>" for k, t in shown)
     return f"<nav>Below: {links}</nav>"
 
 
@@ -381,9 +385,11 @@ def render_report(
     for fig in figures:
         by_kind.setdefault(fig.id.split("-")[0], []).append(fig)
     timelines = "".join(_figure_block(f) for f in by_kind.get("timeline", []))
+    columns = summary_columns(tables)
     sections = [
-        summary_section(summary_rows(tables), _lead(tables)),
+        summary_section(summary_rows(tables, columns), _lead(tables), columns),
         *([_section("Warnings", warnings_html(tables.warnings))] if tables.warnings else []),
+        *training_section(tables, _section, _blocks, by_kind.get("training")),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables), "outcomes"),
         _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw")), "busbw"),
         _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead")), "overhead"),
@@ -399,7 +405,7 @@ def render_report(
         _section("Runs", runs_html(sweep_dir, tables, Path(page_dir or sweep_dir)), "runs"),
         _section("Provenance", provenance_html(summary) + _made(sweep_dir, tables), "provenance"),
     ]
-    header = f"<h1>r2bench report: {esc(Path(sweep_dir).name)}</h1>{_nav()}"
+    header = f"<h1>r2bench report: {esc(Path(sweep_dir).name)}</h1>{_nav(has_training(tables))}"
     return _page(esc(f"r2bench report: {Path(sweep_dir).name}"), header + "\n".join(sections))
 
 
@@ -450,7 +456,7 @@ def _page(title: str, body: str) -> str:
 def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     """Write the report of a sweep to `out` (atomically); returns its figures."""
     require_report_extra("the HTML report")
-    figures = all_figures(tables)
+    figures = [*all_figures(tables), *training_figures(tables)]
     summary = summarize_provenance(tables)
     page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
     atomic_write(out, page)

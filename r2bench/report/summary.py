@@ -7,6 +7,12 @@ the recovery metrics of `analysis.metrics`, the average busbw). `SummaryRow.sent
 row in plain words. The page (`report.summary_html`) draws rows and columns as they come, so a
 new workload adds its numbers as columns (a `SummaryColumn` naming its runs-table column, e.g.
 a training job's time lost) and its runs as rows, with no HTML of its own.
+
+Training runs add `TRAINING_COLUMNS`, read from the `training_checks` table (joined onto their
+runs): the update the fault hit, its step time, the median step against the baseline run's,
+and whether the run is bit-identical to the baseline run (or from which update it differs).
+`summary_columns` picks a sweep's columns: the collective ones where it has collective runs
+(else only those a training run has a value of), then the training ones where it has any.
 """
 
 from __future__ import annotations
@@ -45,9 +51,17 @@ class SummaryColumn:
     faulted_only: bool = True
     """Left blank on fault-free rows (a stall without a fault means nothing)."""
     number: Callable[[Any], str] = numbers.significant
+    text: bool = False
+    """Its values are words (`bit-identical`), not numbers: the most common is said."""
+    words: Callable[[Any], str] | None = None
+    """How a sentence says a value (default: `number` and the unit)."""
+    note: str = ""
+    """What it means, said under the table when the column is shown."""
 
-    def said(self, value: float) -> str:
+    def said(self, value: float | str) -> str:
         """The value with its unit, as a sentence says it."""
+        if self.words is not None:
+            return self.words(value)
         return f"{self.number(value)} {self.unit}".strip()
 
 
@@ -65,6 +79,49 @@ SUMMARY_COLUMNS: tuple[SummaryColumn, ...] = (
 """The summary's numbers, in column order (see the module docstring to add one)."""
 
 
+def _whole(value: Any) -> str:
+    """An update number: `21`."""
+    return str(int(value))
+
+
+def _signed(value: Any) -> str:
+    """A change in %, signed: `+4.73`, `-0.5`, `0`."""
+    text = numbers.significant(value)
+    return text if text.startswith("-") or text in ("", "0") else f"+{text}"
+
+
+_TO_BASELINE = " to the baseline run"
+
+
+def _identity_cell(value: Any) -> str:
+    """`bit-identical before update 21` of `bit-identical to the baseline run before ...`."""
+    return str(value).replace(_TO_BASELINE, "")
+
+
+TRAINING_COLUMNS: tuple[SummaryColumn, ...] = (
+    SummaryColumn("hit_update", "update the fault hit", "", "the fault hit update {}",
+                  failed_phrase="the fault hit update {}", number=_whole),
+    SummaryColumn("hit_step_s", "that update's step (s)", "s", "it took {}",
+                  note="that update's step: the slowest rank's step time of the update the "
+                  "fault hit (R-2CCL's artifact test 09 saw about 1.4 s against 0.5 s)"),
+    SummaryColumn("overhead_pct", "median step vs the baseline run's (%)", "%",
+                  "median step {} against the baseline run's",
+                  failed_phrase="median step {} against the baseline run's until it stopped",
+                  fault_free_phrase="median step {} against the baseline run's",
+                  faulted_only=False, number=_signed,
+                  note="median step vs the baseline run's: the run's median step time against "
+                  "that of the fault-free run of the experiment's training.baseline library"),
+    SummaryColumn("identity", "against the baseline run", "", "{}", failed_phrase="{}",
+                  fault_free_phrase="{}", faulted_only=False, number=_identity_cell, text=True,
+                  words=str,
+                  note="bit-identical: every update's loss and grad norm and every parameter "
+                  "digest both logged equal bit for bit (under a fault: every update before "
+                  "the one it hit)"),
+)  # fmt: skip
+"""A training run's answers, from the `training_checks` table (`analysis.training`)."""
+TRAINING_KEYS = frozenset(c.key for c in TRAINING_COLUMNS)
+
+
 @dataclass(frozen=True)
 class Measure:
     """One column's values over the runs of a row (where defined) and why the others have
@@ -72,11 +129,18 @@ class Measure:
 
     values: tuple[float, ...] = ()
     missing: str = ""
+    texts: tuple[str, ...] = ()
+    """A text column's values (`SummaryColumn.text`)."""
 
     @property
     def defined(self) -> bool:
         """Whether any run of the row has a value."""
-        return bool(self.values)
+        return bool(self.values or self.texts)
+
+    @property
+    def text(self) -> str:
+        """A text column's most common value ('' when none)."""
+        return Counter(self.texts).most_common(1)[0][0] if self.texts else ""
 
     @property
     def median(self) -> float:
@@ -84,7 +148,13 @@ class Measure:
         return float(median(self.values)) if self.values else float("nan")
 
     def cell(self, column: SummaryColumn) -> str:
-        """Table text: the median, and the range over runs when there are several."""
+        """Table text: the median, and the range over runs when there are several (a text
+        column: its value, or each value with its count of runs when they differ)."""
+        if self.texts:
+            counts = Counter(self.texts).most_common()
+            if len(counts) == 1:
+                return counts[0][0]
+            return "; ".join(f"{text} ({n} runs)" for text, n in counts)
         if not self.values:
             return ""
         text = column.number(self.median)
@@ -192,7 +262,8 @@ class SummaryRow:
             phrase = getattr(column, which)
             measure = self.measures.get(column.key)
             if phrase and measure and measure.defined:
-                parts.append(phrase.format(column.said(measure.median)))
+                value = measure.text if column.text else measure.median
+                parts.append(phrase.format(column.said(value)))
         return ", ".join(parts)
 
 
@@ -257,9 +328,14 @@ def _fault_of(runs: pd.DataFrame, faults: dict[str, str]) -> str:
     return said.most_common(1)[0][0] if said else ""
 
 
-def _measure(runs: pd.DataFrame, key: str) -> Measure:
+def _measure(runs: pd.DataFrame, key: str, text: bool = False) -> Measure:
     if key not in runs.columns:
         return Measure(missing=f"no {key} column in the runs table")
+    if text:
+        said = tuple(_text(v) for v in runs[key] if _text(v))
+        reasons = [_text(r) for r in runs.get(f"{key}_reason", []) if _text(r)]
+        missing = Counter(reasons).most_common(1)[0][0] if reasons and not said else ""
+        return Measure(missing=missing, texts=said)
     values = pd.to_numeric(runs[key], errors="coerce")
     defined = tuple(float(v) for v in values if v == v)
     reasons = runs.get(f"{key}_reason")
@@ -283,7 +359,7 @@ def summary_rows(
     runs = tables.runs
     if runs.empty:
         return []
-    frame = runs.copy()
+    frame = with_training_checks(runs.copy(), tables.training_checks)
     mode = frame[MODE_ENV] if MODE_ENV in frame.columns else pd.Series([None] * len(frame))
     frame["_mode"] = [_text(v) for v in mode]
     frame["_library"] = [_text(v) for v in frame["library"]]
@@ -305,11 +381,93 @@ def summary_rows(
                 scenario=str(scenario),
                 fault=fault,
                 outcomes=tuple(counts),
-                measures={c.key: _measure(group, c.key) for c in columns},
+                measures={c.key: _measure(group, c.key, c.text) for c in columns},
                 cpu=is_cpu(first),
             )
         )
     return sorted(rows, key=_order)
+
+
+def summary_columns(tables: Tables) -> tuple[SummaryColumn, ...]:
+    """The summary's columns for this sweep: `SUMMARY_COLUMNS` (of a sweep of training runs
+    only, those a run has a value of), then `TRAINING_COLUMNS` where it has training runs."""
+    checks = tables.training_checks
+    if checks.empty:
+        return SUMMARY_COLUMNS
+    runs = tables.runs
+    trained = set(checks["run_id"])
+    if not runs["run_id"].isin(trained).all():
+        return (*SUMMARY_COLUMNS, *TRAINING_COLUMNS)
+    shown = tuple(
+        c
+        for c in SUMMARY_COLUMNS
+        if c.key in runs.columns and pd.to_numeric(runs[c.key], errors="coerce").notna().any()
+    )
+    return (*shown, *TRAINING_COLUMNS)
+
+
+def with_training_checks(runs: pd.DataFrame, checks: pd.DataFrame) -> pd.DataFrame:
+    """The runs frame with each training run's `TRAINING_COLUMNS` (and why one has none, in
+    `<key>_reason`) from its `training_checks` row; unchanged without training runs."""
+    if checks.empty:
+        return runs
+    by_run = {str(r["run_id"]): r for r in checks.to_dict("records")}
+    rows = [_training_values(by_run.get(str(run_id))) for run_id in runs["run_id"]]
+    for key in sorted(TRAINING_KEYS):
+        runs[key] = [r[0].get(key) for r in rows]
+        runs[f"{key}_reason"] = [r[1].get(key, "") for r in rows]
+    return runs
+
+
+def _get(row: Mapping[str, Any], key: str) -> Any:
+    """A row's value (Any: a table row holds numbers, texts and NA alike)."""
+    return row.get(key)
+
+
+def _training_values(check: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """One run's training values and the reasons for those it lacks."""
+    if check is None:
+        return {}, {key: "not a training run" for key in TRAINING_KEYS}
+    values: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    hit = _get(check, "hit_update")
+    if _text(hit):
+        values["hit_update"] = int(hit)
+        step = _get(check, "hit_step_s")
+        if _text(step):
+            values["hit_step_s"] = float(step)
+        else:
+            reasons["hit_step_s"] = f"update {int(hit)} never completed"
+    else:
+        reasons["hit_update"] = reasons["hit_step_s"] = "the fault hit no update"
+    baseline = _text(_get(check, "baseline_run_id"))
+    no_baseline = "the baseline run itself, or no baseline run to compare with"
+    overhead = _get(check, "overhead_pct")
+    if _text(overhead):
+        values["overhead_pct"] = float(overhead)
+    else:
+        reasons["overhead_pct"] = no_baseline if not baseline else "no step time"
+    identity = _identity_words(check)
+    if identity:
+        values["identity"] = identity
+    else:
+        reasons["identity"] = no_baseline
+    return values, reasons
+
+
+def _identity_words(check: Mapping[str, Any]) -> str:
+    """`bit-identical to the baseline run` (`... before update 21` under a fault), `not
+    bit-identical to the baseline run from update 37`, or '' without a baseline run."""
+    identical = _get(check, "identical")
+    if not _text(identical):
+        return ""
+    if bool(identical):
+        hit = _get(check, "hit_update")
+        return f"bit-identical{_TO_BASELINE}" + (f" before update {int(hit)}" if _text(hit) else "")
+    first = _get(check, "first_difference_update")
+    return f"not bit-identical{_TO_BASELINE}" + (
+        f" from update {int(first)}" if _text(first) else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -322,13 +480,21 @@ class SweepFacts:
     sizes: tuple[int, int] | None
     nodes: int | None
     cpu: bool
+    training: int = 0
+    """Runs of a training job (a row of `training_checks`)."""
 
     def sentence(self) -> str:
-        """`8 runs of all_reduce (1 repeat each), 1 MiB to 32 MiB, on 2 nodes.`"""
+        """`8 runs of all_reduce (1 repeat each), 1 MiB to 32 MiB, on 2 nodes.` (`4 training
+        runs (1 repeat each), on 3 nodes.` when every run trained)."""
         many = self.most_repeats != 1
         repeats = f"up to {self.most_repeats} repeats" if many else "1 repeat each"
         what = ", ".join(self.collectives) or "no collective"
-        text = f"{self.runs} runs of {what} ({repeats})"
+        if self.training and self.training == self.runs:
+            text = f"{self.runs} training runs ({repeats})"
+        elif self.training:
+            text = f"{self.runs} runs of {what} ({repeats}; {self.training} of them training runs)"
+        else:
+            text = f"{self.runs} runs of {what} ({repeats})"
         if self.sizes:
             lo, hi = (human_size(s) for s in self.sizes)
             text += f", {lo}" if lo == hi else f", {lo} to {hi}"
@@ -351,4 +517,5 @@ def sweep_facts(tables: Tables) -> SweepFacts:
         sizes=(int(sizes.min()), int(sizes.max())) if len(sizes) else None,
         nodes=int(nodes.max()) if nodes is not None and len(nodes) else None,
         cpu=bool(len(runs)) and all(is_cpu(r) for r in runs.to_dict("records")),
+        training=len(tables.training_checks),
     )

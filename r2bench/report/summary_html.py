@@ -72,6 +72,12 @@ def sentences_html(rows: list[SummaryRow], columns: tuple[SummaryColumn, ...]) -
     return f"<ul class='sentences'>{items}</ul>"
 
 
+def _notes(columns: tuple[SummaryColumn, ...]) -> str:
+    """What the shown columns that explain themselves mean (` Training: ...`), or ''."""
+    said = [c.note for c in columns if c.note]
+    return f" Training runs: {'; '.join(said)}." if said else ""
+
+
 def summary_section(
     rows: list[SummaryRow], lead: str, columns: tuple[SummaryColumn, ...] = SUMMARY_COLUMNS
 ) -> str:
@@ -84,7 +90,7 @@ def summary_section(
         "line; stall = longest gap without a completed measurement around the fault; busbw "
         "ratios against busbw before the fault (the run's own, or its series' fault-free runs "
         "where it had too few samples; docs/recovery.md). "
-        f"{UNDEFINED} = no value (hover for why).</p>"
+        f"{UNDEFINED} = no value (hover for why).{_notes(columns)}</p>"
     )
     return (
         f"<section id='{SECTION_ID}'><h2>{TITLE}</h2>{lead}"
