@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from statistics import median
 
-from r2bench.compare.policy import RECOVERY_METRICS
+from r2bench.compare.policy import PER_RUN_METRICS
 from r2bench.compare.stats import Undecided, Verdict
 from r2bench.compare.verdict import EXIT_CANNOT, EXIT_OK, NOT_DATA, Comparison, Row
 
@@ -68,9 +68,10 @@ def reasons(cmp: Comparison) -> list[str]:
     elif undecided:
         least = cmp.policy.min_samples
         lines += [_cause_line(cause, rows, least) for cause, rows in _by_cause(undecided)]
-        recovery = any(r.metric in RECOVERY_METRICS for r in undecided)
+        recovery = any(r.metric in PER_RUN_METRICS for r in undecided)
         runs = (
-            f"; recovery rows take one sample a run, so {least} repeats at least"
+            f"; recovery and per-run training rows take one sample a run, so {least} "
+            "repeats at least"
             if recovery
             else ""
         )

@@ -14,6 +14,10 @@ metrics:
   detect_s: {min_effect: 0.10}        # recovery metrics: per series of faulted runs,
   stall_s: {min_effect: 0.10}         # one sample a run (so runs, not iterations, count
   failback_ratio: {min_effect: 0.05}  # towards min_samples)
+  step_s: {min_effect: 0.05}          # training runs: per series, each update a sample
+  tokens_per_s: {min_effect: 0.05}
+  hit_step_s: {min_effect: 0.10}      # one sample a faulted run, as the recovery metrics
+  overhead_ratio: {min_effect: 0.05}  # one a run: its median step / the baseline run's
 rules:                    # later rules win; match values are shell-style patterns
   - match: {scenario: "nic*"}
     metrics: {busbw_gbps: {min_effect: 0.15}, time_us: {min_effect: 0.15}}
@@ -46,15 +50,36 @@ METRICS = ("busbw_gbps", "time_us")
 """Compared per cell; busbw is better higher, time better lower."""
 RECOVERY_METRICS = tuple(m.name for m in REGISTRY if m.compared)
 """Compared per series of faulted runs, one sample a run (the registry's `compared` entries)."""
-COMPARED = (*METRICS, *RECOVERY_METRICS)
+TRAINING_METRICS = ("step_s", "tokens_per_s", "hit_step_s", "overhead_ratio")
+"""Compared per series of training runs (`compare.training`): every update's step time and
+tokens/s (each update a sample, runs the unit of replication), and one sample a run of the
+step time of the update its fault hit and of its median step over its baseline run's
+(`training_checks.overhead_pct` as a ratio, 1 + overhead / 100: a change of an overhead near
+0 % has no relative size)."""
+PER_RUN_METRICS = (*RECOVERY_METRICS, "hit_step_s", "overhead_ratio")
+"""Metrics with one sample a run: runs, not iterations, count towards `min_samples`."""
+COMPARED = (*METRICS, *RECOVERY_METRICS, *TRAINING_METRICS)
 HIGHER_IS_BETTER = {
     "busbw_gbps": True,
     "time_us": False,
     **{m.name: m.higher_is_better for m in REGISTRY},
+    "step_s": False,
+    "tokens_per_s": True,
+    "hit_step_s": False,
+    "overhead_ratio": False,
 }
-UNITS = {"busbw_gbps": "GB/s", "time_us": "us", **{m.name: _UNIT_TEXT[m.unit] for m in REGISTRY}}
+UNITS = {
+    "busbw_gbps": "GB/s",
+    "time_us": "us",
+    **{m.name: _UNIT_TEXT[m.unit] for m in REGISTRY},
+    "step_s": "s",
+    "tokens_per_s": "tokens/s",
+    "hit_step_s": "s",
+    "overhead_ratio": "",
+}
 DEFAULT_MIN_EFFECT = {
-    m.name: m.min_effect for m in REGISTRY if m.compared and m.min_effect is not None
+    **{m.name: m.min_effect for m in REGISTRY if m.compared and m.min_effect is not None},
+    "hit_step_s": 0.10,  # the stall of a repair: timeouts and polling, as detect_s
 }
 """Detection and stalls wait on timeouts and polling: a smaller change is within their jitter
 (analysis/metrics.py gives each metric's)."""

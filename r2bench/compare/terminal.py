@@ -36,7 +36,7 @@ MAX_ROWS = 200
 GAP = 2  # columns apart (padding of one on each side, none at the edges)
 MIN_WIDTH = 4  # no column narrower: below this a column reads as letters
 MIN_CELL = 8  # the cell column is the one that folds, never under this
-UNIT_SUFFIXES = ("_gbps", "_us", "_s", "_ratio")
+UNIT_SUFFIXES = ("_gbps", "_us", "_per_s", "_s", "_ratio")
 SERIES_ROW = "series"  # the cell of a row about a whole series (outcomes, recovery)
 
 
@@ -95,7 +95,7 @@ class Group:
 
 
 def short_metric(metric: str) -> str:
-    """`busbw_gbps` -> `busbw`, `detect_s` -> `detect`."""
+    """`busbw_gbps` -> `busbw`, `detect_s` -> `detect`, `tokens_per_s` -> `tokens`."""
     for suffix in UNIT_SUFFIXES:
         if metric.endswith(suffix):
             return metric.removesuffix(suffix)

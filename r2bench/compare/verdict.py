@@ -13,6 +13,7 @@ from r2bench.compare.policy import (
     HIGHER_IS_BETTER,
     METRICS,
     RECOVERY_METRICS,
+    TRAINING_METRICS,
     Policy,
     UndecidedGate,
     XFail,
@@ -40,10 +41,13 @@ from r2bench.compare.stats import (
     relative_change,
     rng_for,
 )
+from r2bench.compare.training import DIFFERS, IDENTICAL, identity_counts, training_cells
 from r2bench.tables.build import INCOMPLETE, INVALID
 
 OUTCOME = "outcome"
 RUNS = "runs"
+IDENTITY = "bit_identical"
+"""The row of a series' training runs bit-identical to their baseline run."""
 NOT_JUDGED = frozenset({INCOMPLETE, "interrupted", INVALID})
 """Outcomes that say nothing about the code under test (the sweep was cut, a record is bad)."""
 EXIT_OK, EXIT_REGRESSION, EXIT_CANNOT = 0, 1, 2
@@ -316,6 +320,10 @@ def compare_sweeps(base: SweepData, cand: SweepData, policy: Policy) -> Comparis
     rows += _recovery_rows(
         recovery_cells(base.tables, names), recovery_cells(cand.tables, names), policy
     )
+    rows += _training_rows(
+        training_cells(base.tables, names), training_cells(cand.tables, names), policy
+    )
+    rows += _identity_rows(identity_counts(base.tables, names), identity_counts(cand.tables, names))
     rows += _unfinished_rows(cand_series)
     out.rows = [_xfail(r, policy.expected_failure(r.fields)) for r in rows]
     return out
@@ -334,6 +342,48 @@ def _recovery_rows(
         for metric in RECOVERY_METRICS
         if base_cells[key].count(metric) or cand_cells[key].count(metric)
     ]
+
+
+def _training_rows(
+    base_cells: Mapping[Key, Cell], cand_cells: Mapping[Key, Cell], policy: Policy
+) -> list[Row]:
+    """Slower steps, fewer tokens/s, a slower hit update or more overhead against the
+    baseline run is a regression like a busbw drop: every series of training runs on both
+    sides, per metric either side measured."""
+    shared = sorted(set(base_cells) & set(cand_cells), key=_sort)
+    return [
+        _metric_row(key, metric, policy, base_cells[key], cand_cells[key], family=len(shared))
+        for key in shared
+        for metric in TRAINING_METRICS
+        if base_cells[key].count(metric) or cand_cells[key].count(metric)
+    ]
+
+
+def _identity_rows(base: Mapping[Key, Counter[str]], cand: Mapping[Key, Counter[str]]) -> list[Row]:
+    """Per series on both sides: a smaller share of runs bit-identical to their baseline run
+    is a regression, whatever the numbers (bit identity is no matter of noise)."""
+    rows = []
+    for key in sorted(set(base) & set(cand), key=_sort):
+        b, c = base[key], cand[key]
+        nb, nc = sum(b.values()), sum(c.values())
+        share_b, share_c = b[IDENTICAL] / nb, c[IDENTICAL] / nc
+        if share_c < share_b:
+            verdict = Verdict.REGRESSION
+            note = "runs bit-identical to their baseline run now differ from it"
+        elif share_c > share_b:
+            verdict, note = Verdict.IMPROVEMENT, ""
+        else:
+            verdict, note = Verdict.SAME, ""
+        rows.append(
+            Row(key, IDENTITY, verdict, _identity_text(b), _identity_text(c),
+                n_baseline=nb, n_candidate=nc, note=note)
+        )  # fmt: skip
+    return rows
+
+
+def _identity_text(counts: Counter[str]) -> str:
+    total = sum(counts.values())
+    return ", ".join(f"{k} {counts[k]}/{total}" for k in (IDENTICAL, DIFFERS) if counts[k])
 
 
 def compare_reference(ref: Reference, cand: SweepData, policy: Policy) -> Comparison:
