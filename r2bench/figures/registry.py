@@ -759,6 +759,24 @@ def draw_model(tables: Tables) -> Drawn:
     return Drawn(out, Claim(text, verdict, numbers))
 
 
+# --------------------------------------------------------------------------- training
+
+
+def draw_training_step_time(tables: Tables) -> Drawn:
+    """Step time per library and scenario, and the overhead against the baseline library
+    (`figures.training`)."""
+    from r2bench.figures.training import draw_step_times
+
+    return draw_step_times(tables)
+
+
+def draw_training_timeline(tables: Tables) -> Drawn:
+    """Step time through the cut (`figures.training`)."""
+    from r2bench.figures.training import draw_step_timeline
+
+    return draw_step_timeline(tables)
+
+
 FIGURES: tuple[FigureDef, ...] = (
     FigureDef("busbw-one-nic-down", "busbw vs size per mode, one NIC failed",
               ("results.busbw_gbps", "runs.n_faults"), "one-nic-down.yaml", draw_busbw),
@@ -773,5 +791,11 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("r2cc-model", "measured vs predicted T/T_nf (R-2CCL's model)",
               ("results.time_us", "runs.R2CC_MODE", "runs.NCCL_IB_HCA"),
               "../r7525/07-nccl-tests-r2cc-allreduce-k-sweep.yaml", draw_model),
+    FigureDef("training-step-time", "training step time per library and scenario, overhead "
+              "vs the baseline library", ("training.step_s", "training_checks.overhead_pct"),
+              "training.yaml", draw_training_step_time),
+    FigureDef("training-step-timeline", "training step time through the cut",
+              ("training.step_s", "windows.applied_at"), "training.yaml",
+              draw_training_timeline),
 )  # fmt: skip
 """Every figure, in the order they are drawn."""
