@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -106,7 +107,7 @@ def _is_float(value: Any) -> bool:
         return False
 
 
-_CHECKS = {
+_CHECKS: dict[str, Callable[[Any], bool]] = {
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 63,
     "float": _is_float,
     "str": lambda v: isinstance(v, str),

@@ -7,8 +7,11 @@ figures and the `#train-end` line. `r2bench.workloads.train_torch` is the entry,
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
+import socket
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +160,37 @@ def rendezvous_from_env(env: Mapping[str, str]) -> tuple[str, int] | None:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise UsageError(f"MASTER_PORT={port!r} is not a TCP port (1-65535)")
     return addr, int(port)
+
+
+def interface_names(env: Mapping[str, str]) -> list[str]:
+    """The interfaces named for Gloo or NCCL sockets (`GLOO_SOCKET_IFNAME`, else
+    `NCCL_SOCKET_IFNAME`; NCCL's `^` exclusion and `=` exact-match prefixes dropped)."""
+    text = env.get("GLOO_SOCKET_IFNAME") or env.get("NCCL_SOCKET_IFNAME") or ""
+    if text.startswith("^"):
+        return []  # an exclusion list names no interface to use
+    return [name.lstrip("=").strip() for name in text.split(",") if name.lstrip("=").strip()]
+
+
+def advertised_address(env: Mapping[str, str]) -> str:
+    """Where the other ranks reach rank 0's store: the IPv4 address of the first socket
+    interface named (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) that this host has, else its host
+    name (a namespace node's name resolves nowhere; its data NIC's address does)."""
+    for name in interface_names(env):
+        address = interface_ipv4(name)
+        if address:
+            return address
+    return socket.gethostname()
+
+
+def interface_ipv4(name: str) -> str | None:
+    """The IPv4 address of interface `name` (SIOCGIFADDR), or None."""
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            packed = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name[:15].encode()))
+        except OSError:
+            return None
+    return socket.inet_ntoa(packed[20:24])
 
 
 def learning_rate(update: int, updates: int, peak: float) -> float:

@@ -40,6 +40,7 @@ from r2bench.workloads.train_options import (
     WEIGHT_DECAY,
     Options,
     Ranks,
+    advertised_address,
     bucket_cap_mb,
     end_text,
     final_loss,
@@ -136,7 +137,7 @@ def mpi_rendezvous(ranks: Ranks) -> tuple[str, int]:
     if ranks.rank == 0:
         with socket.socket() as probe:  # the port is free now; the store binds it a moment later
             probe.bind(("", 0))
-            chosen = (socket.gethostname(), probe.getsockname()[1])
+            chosen = (advertised_address(os.environ), probe.getsockname()[1])
     found: tuple[str, int] = MPI.COMM_WORLD.bcast(chosen, root=0)
     return found
 

@@ -241,3 +241,17 @@ def test_a_stubs_record_reads_back_and_a_damaged_one_is_none(tmp_path: Path) -> 
     (tmp_path / "stubs.json").write_text('{"functions": "ncclX"}')
     assert read_record(tmp_path) is None
     assert read_record(tmp_path / "missing") is None
+
+
+def test_rank_0_advertises_the_named_socket_interfaces_address() -> None:
+    """A namespace node's host name resolves nowhere: the store's address is that of the
+    interface named for Gloo or NCCL sockets, when this host has it."""
+    from r2bench.workloads.train_options import advertised_address, interface_names
+
+    assert interface_names({"NCCL_SOCKET_IFNAME": "=nic0,nic1"}) == ["nic0", "nic1"]
+    assert interface_names({"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "x"}) == ["lo"]
+    assert interface_names({"NCCL_SOCKET_IFNAME": "^docker"}) == []
+    assert advertised_address({"NCCL_SOCKET_IFNAME": "nosuchnic,lo"}) == "127.0.0.1"
+    import socket
+
+    assert advertised_address({}) == socket.gethostname()
