@@ -146,7 +146,7 @@ step_netns() {
   local exp=$W/link-fault.yaml results=${R2B_RESULTS:-$data/sweeps} keep=--keep-testbed
   [ "${R2B_KEEP_TESTBED:-1}" = 0 ] && keep=
   sed -e "s|^  # nccl_home: /usr|  nccl_home: $W/nccl-stock|" \
-    -e "s|^  gpus: 1$|  gpus: 1\n  cuda_home: /usr/local/cuda\n  mpi_home: /usr/lib/x86_64-linux-gnu/openmpi|" \
+    -e "s|^  gpus: \([0-9]*\)$|  gpus: \1\n  cuda_home: /usr/local/cuda\n  mpi_home: /usr/lib/x86_64-linux-gnu/openmpi|" \
     "${R2B_EXPERIMENT:-$repo/experiments/gpu/link-fault.yaml}" >"$exp"
   mkdir -p "$results"
   log "== r2bench sweep link-fault.yaml (at most ${R2B_SWEEP_S:-480} s)"
