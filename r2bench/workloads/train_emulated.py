@@ -233,8 +233,8 @@ class Trainer:
             self.args.preset, self.args.seed + 1, self.comm.size, self.comm.size + 1
         )
         eval_loss = tinylm.loss_only(self.model, held_out.batch(self.args.positions))
-        if self.args.no_log:
-            print(f"# {self.args.updates} updates in {seconds:.3f} s (no per-update lines)")
+        lines = "no per-update lines" if self.args.no_log else "per-update lines and digests"
+        print(f"# {self.args.updates} updates in {seconds:.6f} s ({lines})", flush=True)
         print(TrainEnd(self.args.updates, sum(last) / len(last), eval_loss).text(), flush=True)
 
 
