@@ -32,13 +32,19 @@ def _embedded_plan(experiment: Path, tmp_path: Path):  # type: ignore[no-untyped
 
 
 @pytest.mark.parametrize("experiment", NAMESPACE_EXPERIMENTS, ids=lambda p: p.stem)
-def test_namespace_experiment_plans_one_rank_per_node(experiment: Path, tmp_path: Path) -> None:
+def test_namespace_experiment_plans_one_process_per_gpu(experiment: Path, tmp_path: Path) -> None:
+    """One mpirun context per node; a collective benchmark drives one GPU a process (`-g 1`),
+    as a training job does by its ranks (a node with 2 GPUs runs 2 of them)."""
     plan = _embedded_plan(experiment, tmp_path)
     assert plan.runs
     for run in plan.runs:
         contexts = run.launch.command.split(" : ")
-        assert len(contexts) == 2 and all(" -g 1 " in c for c in contexts)
+        assert len(contexts) == 2
         assert all("-x NCCL_NVLS_ENABLE=0" in c for c in contexts)
+        if run.spec.training is None:
+            assert all(" -g 1 " in c for c in contexts)
+        else:  # one rank per GPU of the node
+            assert f"--map-by ppr:{run.spec.ranks_per_node}:node" in run.launch.command
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
