@@ -61,6 +61,7 @@ def test_the_examples_with_a_report_are_found() -> None:
         "gpu-faults",
         "gpu-netns-link-fault",
         "gpu-overhead",
+        "gpu-training-link-fault",
         "virtual-training",
     ]
 
