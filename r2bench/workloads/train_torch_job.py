@@ -202,6 +202,7 @@ def train(job: Job, data: Any) -> tuple[list[float], list[float]]:
     losses: list[float] = []
     steps: list[float] = []
     pending: list[torch.Tensor] = []  # without logging, losses stay on the GPU until the end
+    looped = time.perf_counter()
     for update in range(1, opts.updates + 1):
         tokens = torch.from_numpy(data.batch(job.ranks.rank, update))
         try:
@@ -220,6 +221,9 @@ def train(job: Job, data: Any) -> tuple[list[float], list[float]]:
             if not is_collective_error(exc):
                 raise
             raise CollectiveFailure(f"collective failed during update {update}: {exc}") from exc
+    if job.ranks.rank == 0:  # the loop's wall time: what logging costs is measured on it
+        lines = "per-update lines and digests" if opts.log else "no per-update lines"
+        _say(f"# {opts.updates} updates in {time.perf_counter() - looped:.6f} s ({lines})")
     if not opts.log:
         losses = tail_losses(job, pending)
     return losses, steps
