@@ -42,11 +42,14 @@ def loop_seconds(
     shape = ["--batch", "8", "--seq-len", "64"]
     if workload == "torch":  # a GPU a rank; NVLink multicast stays off on shared hosts
         cmd += ["-x", "NCCL_NVLS_ENABLE=0", "-x", "CUBLAS_WORKSPACE_CONFIG=:4096:8"]
-        shape = ["--batch", "4", "--seq-len", "512", "--dtype", "bf16"]
+        shape = ["--batch", "4", "--seq-len", "512", "--dtype", "bf16", "--lr", "6e-4"]
     cmd += [sys.executable, "-m", f"r2bench.workloads.train_{workload}", "--model", model]
     cmd += ["--updates", str(updates), *shape]
     cmd += ["--digest-every", str(digest_every), *([] if logged else ["--no-log"])]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
+    job = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    if job.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {job.returncode}\n{job.stderr[-2000:]}")
+    out = job.stdout
     found = next(m for m in map(LOOP.match, out.splitlines()) if m)
     return float(found.group(2)) / int(found.group(1))
 

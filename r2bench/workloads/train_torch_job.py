@@ -16,7 +16,6 @@ import random
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -202,7 +201,7 @@ def train(job: Job, data: Any) -> tuple[list[float], list[float]]:
     losses: list[float] = []
     steps: list[float] = []
     pending: list[torch.Tensor] = []  # without logging, losses stay on the GPU until the end
-    looped = time.perf_counter()
+    looped = time.perf_counter()  # reset after update 1, which sets up NCCL's connections
     for update in range(1, opts.updates + 1):
         tokens = torch.from_numpy(data.batch(job.ranks.rank, update))
         try:
@@ -217,13 +216,16 @@ def train(job: Job, data: Any) -> tuple[list[float], list[float]]:
             else:
                 pending.append(loss.detach())
                 steps.append(end - start)
+            if update == 1:
+                looped = time.perf_counter()
         except RuntimeError as exc:
             if not is_collective_error(exc):
                 raise
             raise CollectiveFailure(f"collective failed during update {update}: {exc}") from exc
     if job.ranks.rank == 0:  # the loop's wall time: what logging costs is measured on it
         lines = "per-update lines and digests" if opts.log else "no per-update lines"
-        _say(f"# {opts.updates} updates in {time.perf_counter() - looped:.6f} s ({lines})")
+        timed = max(1, opts.updates - 1)
+        _say(f"# {timed} updates in {time.perf_counter() - looped:.6f} s ({lines}, after update 1)")
     if not opts.log:
         losses = tail_losses(job, pending)
     return losses, steps
@@ -297,20 +299,27 @@ def update_line(
 
 
 def parameter_digest(job: Job) -> tuple[str, bool]:
-    """SHA-256 of this rank's parameters (their bytes, in order) and whether every rank's is
-    the same."""
-    sha = hashlib.sha256()
-    for chunk in _parameter_bytes(job.model):
-        sha.update(chunk)
+    """This rank's parameter digest and whether every rank's is the same.
+
+    The digest is the SHA-256 of one 64-bit fingerprint per parameter tensor, in order, each
+    computed on the GPU: the tensor's 32-bit words (bytes, for other widths) times odd
+    position weights (2i + 1), summed in int64 (wrapping). A sum of integers does not depend on
+    the order a GPU adds them in, and a change of any one word changes it (an odd weight times
+    a nonzero change is nonzero modulo 2**64). Hashing the parameters' bytes on the CPU instead
+    cost 0.6 s per digest for GPT-2 6 layers (328 MB), 13 times a 51 ms update on 4 H100s."""
+    fingerprints = torch.stack([_fingerprint(p.detach()) for p in job.model.parameters()])
+    sha = hashlib.sha256(fingerprints.cpu().numpy().tobytes())
     mine = torch.frombuffer(bytearray(sha.digest()), dtype=torch.uint8)
     every = _all_gather(job, mine)
     return sha.hexdigest(), all(bool(torch.equal(row, every[0])) for row in every)
 
 
-def _parameter_bytes(model: torch.nn.Module) -> Iterator[bytes]:
-    for param in model.parameters():
-        flat = param.detach().contiguous().view(-1).view(torch.uint8)
-        yield flat.cpu().numpy().tobytes()
+def _fingerprint(param: torch.Tensor) -> torch.Tensor:
+    """One parameter's 64-bit position-weighted word sum (see `parameter_digest`)."""
+    flat = param.contiguous().view(-1)
+    words = flat.view(torch.int32) if flat.element_size() == 4 else flat.view(torch.uint8)
+    weights = torch.arange(words.numel(), device=words.device, dtype=torch.int64) * 2 + 1
+    return (words.to(torch.int64) * weights).sum(dtype=torch.int64)
 
 
 def tail_losses(job: Job, pending: list[torch.Tensor]) -> list[float]:
