@@ -13,6 +13,16 @@ PyTorch DDP on a GPU) print the same three kinds of line, so one reader serves b
   parameters) with `digests_agree` (every rank's digest equal);
 - `#train-end {...}`: updates done and the final (mean of the last 10) and evaluation loss.
 
+And the recovery records (docs/recovery.md, "Recovery strategies"), each at the moment it
+happens, `at` on rank 0's wall clock:
+
+- `#train-checkpoint {...}`: a checkpoint of update `update` written (`seconds` it took);
+- `#train-resume {...}`: the job started again from the checkpoint of update `update`;
+- `#train-abort {...}`: the job's watchdog gave up on update `update`'s collective after
+  `waited_s` (the job then exits, for its supervisor to restart it);
+- `#train-shrink {...}`: the survivors dropped ranks `dropped` (comma list) after update `update`
+  failed and go on with `ranks` ranks.
+
 Standard library only: the workloads run on nodes whose Python has little else.
 """
 
@@ -27,6 +37,10 @@ from typing import Any
 START_TAG = "#train-start"
 UPDATE_TAG = "#train"
 END_TAG = "#train-end"
+CHECKPOINT_TAG = "#train-checkpoint"
+RESUME_TAG = "#train-resume"
+ABORT_TAG = "#train-abort"
+SHRINK_TAG = "#train-shrink"
 
 
 def _finite(value: float | None) -> float | None:
@@ -97,6 +111,75 @@ class TrainEnd:
         return f"{END_TAG} {json.dumps(doc)}"
 
 
+@dataclass(frozen=True)
+class TrainCheckpoint:
+    """The `#train-checkpoint` line: the state after update `update` is on disk."""
+
+    update: int
+    at: float
+    seconds: float
+    path: str = ""
+
+    def text(self) -> str:
+        """`#train-checkpoint {...}`."""
+        return f"{CHECKPOINT_TAG} {json.dumps(asdict(self))}"
+
+
+@dataclass(frozen=True)
+class TrainResume:
+    """The `#train-resume` line: this start resumes from the checkpoint of update `update`
+    (the next update is `update + 1`); `attempt` counts the job's starts from 1."""
+
+    update: int
+    at: float
+    attempt: int = 1
+    path: str = ""
+
+    def text(self) -> str:
+        """`#train-resume {...}`."""
+        return f"{RESUME_TAG} {json.dumps(asdict(self))}"
+
+
+@dataclass(frozen=True)
+class TrainAbort:
+    """The `#train-abort` line: the watchdog gave up on update `update` after `waited_s`."""
+
+    update: int
+    at: float
+    waited_s: float
+    reason: str = ""
+
+    def text(self) -> str:
+        """`#train-abort {...}`."""
+        return f"{ABORT_TAG} {json.dumps(asdict(self))}"
+
+
+@dataclass(frozen=True)
+class TrainShrink:
+    """The `#train-shrink` line: update `update` failed; the survivors dropped `dropped` (a
+    comma list of ranks of the old group) and go on with `ranks` ranks, redoing that update."""
+
+    update: int
+    at: float
+    dropped: str
+    ranks: int
+    detect_s: float | None = None
+
+    def text(self) -> str:
+        """`#train-shrink {...}`."""
+        return f"{SHRINK_TAG} {json.dumps(asdict(self))}"
+
+
+TrainRecord = (
+    TrainStart | UpdateLine | TrainEnd | TrainCheckpoint | TrainResume | TrainAbort | TrainShrink
+)
+_TAGS: dict[str, type] = {
+    START_TAG: TrainStart, UPDATE_TAG: UpdateLine, END_TAG: TrainEnd,
+    CHECKPOINT_TAG: TrainCheckpoint, RESUME_TAG: TrainResume, ABORT_TAG: TrainAbort,
+    SHRINK_TAG: TrainShrink,
+}  # fmt: skip
+
+
 def _is_float(value: Any) -> bool:
     """A finite number a float holds (a whole number of 400 digits is not one)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -132,11 +215,11 @@ def _typed(cls: type, doc: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def read_line(text: str) -> TrainStart | UpdateLine | TrainEnd | None:
+def read_line(text: str) -> TrainRecord | None:
     """The training record a stdout line holds, or None (another line, or a damaged one:
     a job killed mid-print leaves half a line). Unknown keys are ignored (newer workloads)."""
     tag, _, body = text.strip().partition(" ")
-    cls = {START_TAG: TrainStart, UPDATE_TAG: UpdateLine, END_TAG: TrainEnd}.get(tag)
+    cls = _TAGS.get(tag)
     if cls is None or not body.startswith("{"):
         return None
     try:

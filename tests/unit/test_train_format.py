@@ -36,3 +36,21 @@ def test_lines_read_back_exactly() -> None:
 )
 def test_damaged_or_hostile_lines_are_none(body: str) -> None:
     assert read_line(f"#train {body}") is None
+
+
+def test_recovery_records_read_back() -> None:
+    from r2bench.workloads.train_format import (
+        TrainAbort,
+        TrainCheckpoint,
+        TrainResume,
+        TrainShrink,
+    )
+
+    records = [
+        TrainCheckpoint(10, 1.5, 0.25, "/w/ckpt-10.npz"),
+        TrainResume(10, 9.0, attempt=2, path="/w/ckpt-10.npz"),
+        TrainAbort(13, 4.0, 5.0, "collective stalled"),
+        TrainShrink(13, 4.5, "1,3", 2, detect_s=0.4),
+    ]
+    assert [read_line(r.text()) for r in records] == records
+    assert read_line('#train-shrink {"update": 1, "at": 1, "dropped": [1], "ranks": 2}') is None
