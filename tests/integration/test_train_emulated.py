@@ -52,4 +52,7 @@ def test_stock_and_r2ccl_emulated_train_bit_identically_and_a_corruption_shows()
     same = values(r2ccl)
     assert corrupt[:4] == same[:4]
     assert corrupt[4][2] != same[4][2]  # update 5's reduced gradient (its norm) differs
-    assert all(a[1] != b[1] for a, b in zip(corrupt[5:], same[5:], strict=True))
+    # The parameters differ from update 5 on (the digest of update 8); a float32 loss may round
+    # to the same value at one update or another, not at all of them.
+    assert corrupt[7][3] != same[7][3]
+    assert any(a[1] != b[1] for a, b in zip(corrupt[5:], same[5:], strict=True))
