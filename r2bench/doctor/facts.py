@@ -132,6 +132,18 @@ def _faults_body(work_dir: str) -> str:
     )
 
 
+PROCS_SHELL = """me=$(ps -o netns= -p $$ 2>/dev/null | tr -d ' ')
+if [ -n "$me" ] && [ "$me" != - ]; then
+  ps -ww -eo pid=,netns=,args= 2>/dev/null | awk -v me="$me" '$2 == me { $2 = ""; print }'
+else
+  ps -ww -eo pid=,args= 2>&1
+fi"""
+"""This node's processes: those in its network namespace. A namespace node of the virtual
+testbed shares the host's process table, and another job on the host is not this node's stray
+(on a real node every process is in the one namespace: all of them). Without ps's `netns`
+field (busybox), every process."""
+
+
 def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) -> str:
     """The bash script that prints every section doctor needs from `node`."""
     text = 'cd "$HOME" 2>/dev/null\n'
@@ -141,7 +153,7 @@ def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) 
         text += _section(f"nic.{nic.name}", _nic_body(nic))
     text += _launcher_tool_section(testbed)
     text += _section("privilege", PRIVILEGE_SHELL)
-    text += _section("procs", "ps -ww -eo pid=,args= 2>&1")
+    text += _section("procs", PROCS_SHELL)
     text += _section("faults", _faults_body(testbed.paths.work_dir))
     if ssh_peers:
         text += _section("ssh", "\n".join(_ssh_probe(peer) for peer in ssh_peers))
