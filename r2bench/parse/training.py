@@ -8,7 +8,9 @@ library (`r2bench.setup.stubs`) writes `r2bench-nccl-stub: NAME called: ...` on 
 time the job calls a function the NCCL under test lacks.
 
 `parse_training(stdout, stderr)` gives a `TrainingLog`: the start line, the updates in update
-order (a repeated update kept once, as first printed), the end line and the stubs called; None
+order (a repeated update kept once, as first printed; every line as printed too when one was
+repeated: a restarted job redoes the updates since its checkpoint), the end line, the recovery
+records (`#train-checkpoint`, `-resume`, `-abort`, `-shrink`) and the stubs called; None
 when the output holds no training line. The updates are kept as columns of C numbers
 (`Updates`), not an object per update: a run of 100,000 updates is read in a fraction of a
 second and held in a few MB. Pure, standard library only; never raises on bad input (a line
@@ -28,10 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.workloads.train_format import (
+    ABORT_TAG,
+    CHECKPOINT_TAG,
     END_TAG,
+    RESUME_TAG,
+    SHRINK_TAG,
     START_TAG,
     UPDATE_TAG,
+    TrainAbort,
+    TrainCheckpoint,
     TrainEnd,
+    TrainResume,
+    TrainShrink,
     TrainStart,
     UpdateLine,
     read_line,
@@ -52,6 +62,12 @@ _INT64 = 1 << 63
 _FLOATS = ("start", "end", "step_s", "tokens_per_s")
 _UPDATE_HEAD = (UPDATE_TAG + " {").encode()
 _DECODER = json.JSONDecoder()
+RecoveryRecord = TrainCheckpoint | TrainResume | TrainAbort | TrainShrink
+"""A recovery record (`#train-checkpoint`, `-resume`, `-abort`, `-shrink`)."""
+_DASH_TAGS = tuple(
+    (tag + " ").encode()
+    for tag in (START_TAG, END_TAG, CHECKPOINT_TAG, RESUME_TAG, ABORT_TAG, SHRINK_TAG)
+)
 UpdateValues = tuple[
     int, float, float, float, float | None, float, float | None, int, str | None, bool | None
 ]
@@ -169,6 +185,16 @@ class TrainingLog:
     """Training lines that could not be read (cut short, or a value of another type)."""
     repeated: int = 0
     """Updates printed more than once (each kept once, as first printed)."""
+    recovery: tuple[RecoveryRecord, ...] = ()
+    """The recovery records, as printed (a restarted job's attempts one after another)."""
+    printed: Updates | None = None
+    """Every update line as printed, repeats included (a restart redoes the updates since its
+    checkpoint); None when no update was printed twice (then it is `updates`)."""
+
+    @property
+    def as_printed(self) -> Updates:
+        """Every update line in print order, repeats included."""
+        return self.printed if self.printed is not None else self.updates
 
     @property
     def complete(self) -> bool:
@@ -204,6 +230,7 @@ class _Reader:
     start: TrainStart | None = None
     end: TrainEnd | None = None
     updates: Updates = field(default_factory=Updates)
+    recovery: list[RecoveryRecord] = field(default_factory=list)
     unreadable: int = 0
 
     def update(self, body: bytes) -> None:
@@ -223,6 +250,8 @@ class _Reader:
             self.start = self.start or record  # a second job's start line: the first job's
         elif isinstance(record, TrainEnd):
             self.end = record
+        elif isinstance(record, TrainCheckpoint | TrainResume | TrainAbort | TrainShrink):
+            self.recovery.append(record)
         else:
             self.unreadable += 1
 
@@ -245,19 +274,20 @@ def parse_training(stdout: str | bytes, stderr: str | bytes | None = None) -> Tr
         elif _is_tag(data, at):
             reader.line(data[at:stop].decode("utf-8", "replace").rstrip())
         at = data.find(TAG, stop)
-    if not (reader.start or reader.end or reader.updates or reader.unreadable):
+    if not (reader.start or reader.end or reader.updates or reader.unreadable or reader.recovery):
         return None
     updates, repeated = reader.updates.ordered()
     return TrainingLog(
-        reader.start, updates, reader.end, called_stubs(stderr), reader.unreadable, repeated
-    )
+        reader.start, updates, reader.end, called_stubs(stderr), reader.unreadable, repeated,
+        tuple(reader.recovery), reader.updates if repeated else None,
+    )  # fmt: skip
 
 
 def _is_tag(data: bytes, at: int) -> bool:
     """Whether the `#train` at `at` begins a training line's tag (not `#training` in prose)."""
     after = data[at + len(TAG) : at + len(TAG) + 1]
     if after == b"-":
-        return data.startswith((START_TAG.encode() + b" ", END_TAG.encode() + b" "), at)
+        return data.startswith(_DASH_TAGS, at)
     return after == b" "
 
 
