@@ -1,7 +1,7 @@
 """The experiment file: what to build, what to run, which faults to inject, and the sweep.
 
-Sweep dimensions are `library`, `collective`, `scenario`, `size` (when sizes is a list) and any
-environment variable (UPPER_CASE names such as R2CC_MODE). A dimension the sweep does not name
+Sweep dimensions are `library`, `collective`, `scenario`, `size` (when sizes is a list),
+`recovery` (when the experiment has a `recovery:` section) and any environment variable (UPPER_CASE names such as R2CC_MODE). A dimension the sweep does not name
 takes every declared value (libraries, collectives, scenarios incl. `none`, sizes).
 """
 
@@ -32,7 +32,7 @@ DEFAULT_MAX_RUNS = 100_000
 """Most runs a sweep may expand to unless the experiment raises `max_runs`."""
 MAX_COUNT = 1_000_000
 """Largest iteration, warmup and cycle count passed to nccl-tests."""
-CORE_DIMENSIONS = ("library", "collective", "scenario", "size")
+CORE_DIMENSIONS = ("library", "collective", "scenario", "size", "recovery")
 
 
 class Component(StrictModel):
@@ -248,6 +248,55 @@ class TrainingOptions(StrictModel):
     extra_args: list[FreeText] = Field(default_factory=list)
 
 
+class RecoveryStrategy(str, Enum):
+    """What a job does when a network failure hits it (docs/recovery.md)."""
+
+    NONE = "none"
+    """Nothing: the job dies or hangs (the baseline)."""
+    IN_LIBRARY = "in_library"
+    """The collective library moves the traffic to other NICs; the job never sees the fault."""
+    RESTART = "restart"
+    """The watchdog gives up, the job exits, the sweep restarts it from its last checkpoint."""
+    SHRINK = "shrink"
+    """The survivors drop the failed node's ranks and train on with fewer ranks."""
+
+
+LIBRARY_STRATEGIES = (RecoveryStrategy.IN_LIBRARY, RecoveryStrategy.SHRINK)
+"""Strategies that need the library's help (a recipe's `recovery:` lists those it offers)."""
+
+
+class RecoveryOptions(StrictModel):
+    """How a training job recovers from a network failure: `strategies` is swept as the
+    `recovery` dimension; the other fields are the settings of every run that needs them."""
+
+    strategies: list[RecoveryStrategy] = Field(
+        min_length=1, description="none, in_library, restart, shrink (swept as `recovery`)."
+    )
+    watchdog_s: StrictFloat = Field(
+        10, gt=0, le=86400, allow_inf_nan=False,
+        description="A collective stalled this long makes the job give up (restart, shrink).",
+    )  # fmt: skip
+    checkpoint_every: StrictInt = Field(
+        10, ge=1, le=MAX_COUNT, description="Updates between checkpoints (restart)."
+    )
+    restart_limit: StrictInt = Field(
+        3, ge=0, le=100, description="Starts after the first one (restart)."
+    )
+    restart_delay_s: StrictFloat = Field(
+        0, ge=0, le=3600, allow_inf_nan=False,
+        description="The supervisor's wait before a restart (restart).",
+    )  # fmt: skip
+
+    @field_validator("strategies")
+    @classmethod
+    def _unique(cls, strategies: list[RecoveryStrategy]) -> list[RecoveryStrategy]:
+        names = [s.value for s in strategies]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"strategy {', '.join(twice)} listed twice; list each once")
+        return strategies
+
+
 class VirtualTestbedSpec(StrictModel):
     """The virtual testbed `r2bench sweep` brings up for this experiment when no -t is given."""
 
@@ -283,6 +332,10 @@ class Experiment(StrictModel):
     options: NcclTestsOptions = NcclTestsOptions()
     training: TrainingOptions | None = Field(
         None, description="The job of a training benchmark (`workload: training` recipes)."
+    )
+    recovery: RecoveryOptions | None = Field(
+        None,
+        description="Recovery strategies of a training job, swept as `recovery` (docs/recovery.md).",
     )
     nodes: list[Name] | Annotated[StrictInt, Field(ge=1, le=4096)] | None = Field(
         None, description="Node names, a count of the testbed's first nodes, or all."

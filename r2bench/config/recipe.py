@@ -148,6 +148,12 @@ class Recipe(StrictModel):
         default_factory=list, description="R2CC_MODE values the library knows (empty: none)."
     )
     env_knobs: list[EnvName] = Field(default_factory=list, description="Variables it reads.")
+    recovery: list[Literal["in_library", "shrink"]] = Field(
+        default_factory=list,
+        description="Recovery strategies that need the library's help and that it offers: "
+        "in_library (it moves traffic off a failed NIC by itself), shrink (survivors can drop "
+        "a failed node's ranks and go on: ncclCommShrink, NCCL >= 2.27).",
+    )
     env: dict[EnvName, FreeText] = Field(
         default_factory=dict,
         description="Variables every run of this library gets (the experiment's win).",

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from r2bench.config.errors import ConfigError, ConfigIssue
-from r2bench.config.experiment import Component, Experiment, TrainingOptions
+from r2bench.config.experiment import (
+    Component,
+    Experiment,
+    RecoveryStrategy,
+    TrainingOptions,
+)
 from r2bench.config.recipe import GitSource, LocalSource, Recipe, RecipeKind
 from r2bench.config.recipes import load_recipes
 from r2bench.config.source import SourceDoc, load_yaml
@@ -21,7 +26,7 @@ from r2bench.launch.registry import launcher_for
 from r2bench.plan import checks
 from r2bench.plan.envcheck import check_environment
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun, SetupStep
-from r2bench.plan.runspec import ComponentRef, RunSpec
+from r2bench.plan.runspec import ComponentRef, RunRecovery, RunSpec
 from r2bench.plan.sweep import Point, expand, size_arguments
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
@@ -129,6 +134,7 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
     if not issues:
         issues += checks.check_modes(exp, points, inputs.recipes, doc)
         issues += checks.check_run_interlocks(exp, testbed, points, doc)
+        issues += checks.check_recovery(exp, points, inputs.recipes, doc)
     if issues:
         raise ConfigError(issues)
     renderer = _Renderer(inputs, nodes, ranks, jobs)
@@ -166,6 +172,25 @@ def training_arguments(opts: TrainingOptions) -> list[str]:
     if opts.data:
         argv += ["--data", opts.data]
     return [*argv, *opts.extra_args]
+
+
+CHECKPOINT_DIR = "checkpoints"
+"""The folder of a restart run's checkpoints, inside its run folder on the launch node."""
+
+
+def recovery_arguments(recovery: RunRecovery | None, run_dir: str) -> list[str]:
+    """A training workload's flags for the run's recovery strategy: restart checkpoints and
+    gives up on a stalled collective (the sweep restarts it); shrink gives up the same way and
+    goes on without the failed node's ranks; none and in_library need nothing."""
+    if recovery is None:
+        return []
+    watchdog = ["--watchdog-s", repr(recovery.watchdog_s)]
+    if recovery.strategy is RecoveryStrategy.RESTART:
+        checkpoints = ["--checkpoint-dir", f"{run_dir}/{CHECKPOINT_DIR}"]
+        return [*checkpoints, "--checkpoint-every", str(recovery.checkpoint_every), *watchdog]
+    if recovery.strategy is RecoveryStrategy.SHRINK:
+        return [*watchdog, "--on-failure", "shrink"]
+    return []
 
 
 def _fill_template(template: str, values: dict[str, str]) -> str:
@@ -229,6 +254,7 @@ class _Renderer:
             faults=tuple(scenario.faults) if scenario else (),
             options=self.exp.options,
             training=self.training_options(),
+            recovery=self.recovery(point),
             deadline_s=self.exp.deadline_s,
             repeat=repeat,
         )
@@ -246,6 +272,20 @@ class _Renderer:
             return None
         return self.exp.training or TrainingOptions()
 
+    def recovery(self, point: Point) -> RunRecovery | None:
+        """The run's recovery strategy with the experiment's settings (None without
+        `recovery:`)."""
+        options = self.exp.recovery
+        if options is None:
+            return None
+        return RunRecovery(
+            strategy=RecoveryStrategy(point.values["recovery"]),
+            watchdog_s=options.watchdog_s,
+            checkpoint_every=options.checkpoint_every,
+            restart_limit=options.restart_limit,
+            restart_delay_s=options.restart_delay_s,
+        )
+
     def program(self, spec: RunSpec, run_dir: str) -> list[str]:
         bench = self.inputs.recipes[spec.benchmark.recipe]
         fill = {
@@ -255,7 +295,8 @@ class _Renderer:
         }
         argv = [part.format(**fill) for part in bench.command]
         if spec.training is not None:
-            return [*argv, *training_arguments(spec.training)]
+            recovery = recovery_arguments(spec.recovery, run_dir)
+            return [*argv, *training_arguments(spec.training), *recovery]
         opts = spec.options
         argv += ["-b", str(spec.size_begin), "-e", str(spec.size_end), "-f", str(spec.size_factor)]
         gpus = launcher_for(self.testbed.launcher.kind).gpus_per_process(spec.ranks_per_node)

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 
 from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean
-from r2bench.config.experiment import Experiment, FaultSpec
+from r2bench.config.experiment import LIBRARY_STRATEGIES, Experiment, FaultSpec, RecoveryStrategy
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
 from r2bench.config.testbed import Nic, Node, Testbed, TestbedKind
@@ -70,6 +70,10 @@ def _check_workload_fields(
     if experiment.training is not None:
         hint = "use a training benchmark (train-emulated, train-torch) or drop `training:`"
         issues.append(doc.issue(("training",), f"`training:` is given but {why}", hint))
+    if experiment.recovery is not None:
+        hint = "use a training benchmark (train-emulated) or drop `recovery:`"
+        message = f"`recovery:` is a training job's strategy, but {why}"
+        issues.append(doc.issue(("recovery",), message, hint, at_key=True))
     for s, scenario in enumerate(experiment.scenarios):
         for f, fault in enumerate(scenario.faults):
             if fault.trigger.update is not None:
@@ -108,6 +112,28 @@ def check_modes(
             message = f"library '{label}' ({recipe.name}) does not read R2CC_MODE (found {mode})"
             hint = f"exclude it: {{library: {label}, R2CC_MODE: [...]}}"
         issues.setdefault(origin, doc.issue(origin, message, hint))
+    return list(issues.values())
+
+
+def check_recovery(
+    experiment: Experiment, points: list[Point], recipes: Mapping[str, Recipe], doc: SourceDoc
+) -> list[ConfigIssue]:
+    """A strategy that needs the library's help (in_library, shrink) only on a library whose
+    recipe offers it: R-2CCL has no ncclCommShrink, stock NCCL no failover."""
+    issues: dict[tuple[str, str], ConfigIssue] = {}
+    for point in points:
+        strategy = point.values.get("recovery")
+        label = point.values["library"]
+        recipe = recipes.get(experiment.libraries[label].recipe)
+        if strategy is None or recipe is None:
+            continue
+        if RecoveryStrategy(strategy) not in LIBRARY_STRATEGIES or strategy in recipe.recovery:
+            continue
+        offers = ", ".join(recipe.recovery) or "none that needs the library"
+        message = f"library '{label}' ({recipe.name}) offers no {strategy} recovery ({offers})"
+        hint = f"exclude it: {{library: {label}, recovery: {strategy}}}"
+        origin = point.origins.get("recovery", ("recovery", "strategies"))
+        issues.setdefault((label, strategy), doc.issue(origin, message, hint))
     return list(issues.values())
 
 

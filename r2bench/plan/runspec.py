@@ -8,7 +8,12 @@ import re
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from r2bench.config.experiment import FaultSpec, NcclTestsOptions, TrainingOptions
+from r2bench.config.experiment import (
+    FaultSpec,
+    NcclTestsOptions,
+    RecoveryStrategy,
+    TrainingOptions,
+)
 
 
 class ComponentRef(BaseModel):
@@ -18,6 +23,19 @@ class ComponentRef(BaseModel):
 
     recipe: str
     ref: str | None
+
+
+class RunRecovery(BaseModel):
+    """A training run's recovery strategy and the settings it runs with (experiment's
+    `recovery:`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: RecoveryStrategy
+    watchdog_s: float
+    checkpoint_every: int
+    restart_limit: int
+    restart_delay_s: float
 
 
 class RunSpec(BaseModel):
@@ -41,6 +59,7 @@ class RunSpec(BaseModel):
     faults: tuple[FaultSpec, ...]
     options: NcclTestsOptions
     training: TrainingOptions | None = None
+    recovery: RunRecovery | None = None
     deadline_s: float
     repeat: int
     source: str | None = None  # imported runs: "<file>@<content hash>[#run N]", so no two collide
@@ -54,7 +73,8 @@ class RunSpec(BaseModel):
         if self.library_label.endswith(mode):  # a label that names its mode already (r2ccl-m0)
             mode = ""
         job = "train" if self.training is not None else self.collective
-        prefix = f"{job}-{self.library_label}{mode}-{self.scenario}-r{self.repeat}"
+        strategy = f"-{self.recovery.strategy.value}" if self.recovery is not None else ""
+        prefix = f"{job}-{self.library_label}{mode}{strategy}-{self.scenario}-r{self.repeat}"
         return f"{_slug(prefix)}-{digest}"
 
     @property
@@ -65,7 +85,11 @@ class RunSpec(BaseModel):
     def canonical_json(self) -> str:
         """The spec as sorted-key JSON, without the derived id."""
         data = self.model_dump(mode="json", exclude={"run_id"})
-        for newer in ("source", "training"):  # runs keep the ids they had before these fields
+        for newer in (
+            "source",
+            "training",
+            "recovery",
+        ):  # runs keep the ids they had before these fields
             if data.get(newer) is None:
                 data.pop(newer, None)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))

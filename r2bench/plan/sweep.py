@@ -126,10 +126,13 @@ def _implicit_axes(experiment: Experiment) -> list[Axis]:
     }
     if isinstance(experiment.sizes, list):
         defaults["size"] = list(experiment.sizes)
+    if experiment.recovery is not None:
+        defaults["recovery"] = _strategies(experiment)
     origins = {
         "library": ("libraries",),
         "collective": ("collectives",),
         "scenario": ("scenarios",),
+        "recovery": ("recovery", "strategies"),
     }
     return [
         [
@@ -173,7 +176,16 @@ def _allowed_values(dim: str, experiment: Experiment) -> list[str] | None:
         return list(experiment.collectives)
     if dim == "scenario":
         return [NO_FAULT] + [s.name for s in experiment.scenarios]
+    if dim == "recovery":
+        return _strategies(experiment)
     return None
+
+
+def _strategies(experiment: Experiment) -> list[str]:
+    """The recovery strategies the experiment declares (none without a `recovery:` section)."""
+    if experiment.recovery is None:
+        return []
+    return [strategy.value for strategy in experiment.recovery.strategies]
 
 
 def _value_problem(dim: str, value: Any, allowed: list[str] | None) -> tuple[str, str] | None:
@@ -184,6 +196,10 @@ def _value_problem(dim: str, value: Any, allowed: list[str] | None) -> tuple[str
     if "\x00" in str(value):
         return "value contains a NUL byte", ""
     if allowed is not None and str(value) not in allowed:
+        if not allowed and dim == "recovery":
+            return "`recovery` is swept but the experiment has no `recovery:` section", (
+                "add recovery: {strategies: [...]} (none, in_library, restart, shrink)"
+            )
         hint = did_you_mean(str(value), allowed, "declared: " + ", ".join(allowed))
         return f"'{value}' is not a declared {dim}", hint
     return None
