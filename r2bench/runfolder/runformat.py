@@ -15,6 +15,9 @@ node/<node>/...    files collected from the nodes (logs, counters, clocks)
 events.jsonl       typed log events (parse.models.Event), one per line
 faults.jsonl       fault events (FaultEvent): inject/revert/verify with node-side timestamps
 outcome.json       parse.models.Outcome plus exit code and start/end times
+attempts.jsonl     (restart, shrink, ... runs) each start of the job: launch and end on the
+                   controller clock, exit code (sweep.restarts.AttemptEvent); a restarted job's
+                   outputs follow one another in stdout.txt/stderr.txt
 COMPLETE           the marker: the run folder is whole (written last)
 ```
 
@@ -44,6 +47,7 @@ RESULT_JSON = "result.json"
 EVENTS = "events.jsonl"
 FAULTS = "faults.jsonl"
 OUTCOME = "outcome.json"
+ATTEMPTS = "attempts.jsonl"
 COMPLETE = "COMPLETE"
 NODE_DIR = "node"
 TABLES_DIR = "tables"

@@ -34,7 +34,7 @@ from r2bench.errors import EnvironmentFailure
 from r2bench.nodes import CommandResult, NodeError, NodePool, StreamLine
 from r2bench.parse.models import Outcome, OutcomeStatus
 from r2bench.parse.verify import read_verification
-from r2bench.plan.build import RUN_MARKER
+from r2bench.plan.build import CHECKPOINT_DIR, RUN_MARKER
 from r2bench.plan.model import Plan, PlannedRun
 from r2bench.runfolder import runformat, runmodel
 from r2bench.runfolder import store as st
@@ -52,6 +52,7 @@ from r2bench.sweep.firstresult import FirstResultWatch, training_update
 from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.observers import collect_observers, start_observers
 from r2bench.sweep.preflight import preflight_problems
+from r2bench.sweep.restarts import Attempt, AttemptLog, restart_pause, supervised_outcome
 from r2bench.tables.rowcache import fingerprint
 from r2bench.tables.rows import folder_rows
 
@@ -195,6 +196,7 @@ class RunExecutor:
         folder = self.store.start(run.spec, self._provenance(run))
         driver = FaultDriver(run, self.agents, self._offsets(run))
         job: _Job | None = None
+        attempts: list[Attempt] = []
         fatal: list[str] = []
         started = ended = time.time()
         try:
@@ -211,7 +213,7 @@ class RunExecutor:
             self._enter(run_id, Stage.FAULTS)
             driver.start(started)
             self._enter(run_id, Stage.WAIT)
-            self.wait(run, job)
+            attempts = self.supervise(run, folder, job, started)
         except FaultError as exc:
             driver.problems.append(str(exc))
         finally:
@@ -224,7 +226,7 @@ class RunExecutor:
         self._enter(run_id, Stage.COLLECT)
         self.collect(run, folder, job)
         self._enter(run_id, Stage.RECORD)
-        outcome = self.record(run, folder, job, driver, started, ended)
+        outcome = self.record(run, folder, job, driver, started, ended, attempts)
         result = RunResult(
             run_id,
             outcome.status,
@@ -249,7 +251,6 @@ class RunExecutor:
         self, run: PlannedRun, folder: st.RunFolder, driver: FaultDriver
     ) -> tuple[_Job, float]:
         """Start the plan's launch line on the launch node, streaming its output to disk."""
-        node = self.pool[run.launch.node]
         offset = driver.offsets.get(run.launch.node, 0.0)
         job = _Job(
             stdout=folder.stream_path(runformat.STDOUT).open("w", encoding="utf-8"),
@@ -260,14 +261,24 @@ class RunExecutor:
             on_update=lambda n, node_time: driver.set_anchor(f"update {n}", node_time - offset),
         )
         # A result.json left by an earlier run of the same spec (same run folder on the node)
-        # would make the job write result.json.0 and be collected in its place.
+        # would make the job write result.json.0 and be collected in its place; its checkpoints
+        # would make a restart run resume at its first start.
         q = shlex.quote(run.run_dir)
-        mkdir = ["sh", "-c", f"mkdir -p {q} && rm -f {q}/result.json {q}/result.json.*"]
+        stale = f"{q}/result.json {q}/result.json.* {q}/{CHECKPOINT_DIR}"
+        mkdir = ["sh", "-c", f"mkdir -p {q} && rm -rf {stale}"]
         if self.agents[run.launch.node].run(mkdir) != 0:
             raise SweepStop(f"{run.launch.node}: cannot create {run.run_dir}")
         start_observers(
             self.pool, run, self._ras_nodes
         )  # ncclras -m -f json where present (R2B_RUN-tagged)
+        return job, self._start_attempt(run, job, run.spec.deadline_s)
+
+    def _start_attempt(self, run: PlannedRun, job: _Job, timeout_s: float) -> float:
+        """Run the launch line once more on the launch node (its output appended to the job's
+        files); returns when it started (controller clock)."""
+        node = self.pool[run.launch.node]
+        job.result, job.error = None, None
+        job.done.clear()
 
         def target() -> None:
             try:
@@ -276,7 +287,7 @@ class RunExecutor:
                 job.result = node.stream(
                     run.launch.command,
                     job.on_line,
-                    timeout=run.spec.deadline_s,
+                    timeout=timeout_s,
                     check=False,
                     env={RUN_MARKER: run.spec.run_id},
                 )
@@ -287,11 +298,45 @@ class RunExecutor:
 
         started = time.time()
         threading.Thread(target=target, daemon=True, name="r2bench-job").start()
-        return job, started
+        return started
 
-    def wait(self, run: PlannedRun, job: _Job) -> None:
-        """Until the job ends or its deadline (plus grace) passes; Ctrl-C lands here."""
-        limit = time.monotonic() + run.spec.deadline_s + DEADLINE_GRACE_S
+    def supervise(
+        self, run: PlannedRun, folder: st.RunFolder, job: _Job, started: float
+    ) -> list[Attempt]:
+        """Wait for the job; a restart run's job that failed by itself is launched again
+        (`restarts.restart_pause` decides), each start and end appended to attempts.jsonl.
+        Returns every attempt, the last one last."""
+        recovery = run.spec.recovery
+        record = AttemptLog(folder.path / runformat.ATTEMPTS) if recovery else None
+        deadline_at = started + run.spec.deadline_s
+        attempts: list[Attempt] = []
+        launched = started
+        while True:
+            if record is not None:
+                record.launched(len(attempts) + 1, launched)
+            self.wait(job, deadline_at)
+            result = job.result
+            attempt = Attempt(
+                number=len(attempts) + 1,
+                launched_at=launched,
+                ended_at=result.ended if result else time.time(),
+                exit_code=result.exit_code if result else None,
+                timed_out=result is None or result.timed_out,
+            )
+            attempts.append(attempt)
+            if record is not None:
+                record.ended(attempt)
+            pause = restart_pause(
+                recovery, attempts, self.interrupted.is_set(), deadline_at, time.time()
+            )
+            if pause is None or self.interrupted.wait(pause):
+                return attempts
+            launched = self._start_attempt(run, job, deadline_at - time.time())
+
+    def wait(self, job: _Job, deadline_at: float) -> None:
+        """Until the job ends or the run's deadline (controller clock, plus grace) passes;
+        Ctrl-C lands here."""
+        limit = time.monotonic() + (deadline_at - time.time()) + DEADLINE_GRACE_S
         while not job.done.wait(0.1):
             if self.interrupted.is_set():
                 return
@@ -351,6 +396,7 @@ class RunExecutor:
         driver: FaultDriver,
         started: float,
         ended: float,
+        attempts: list[Attempt] | None = None,
     ) -> Outcome:
         """Parse, decide the outcome (`decision.decide`, through `parse_run`, as the tables
         would for the same folder), write the record; COMPLETE last (not for an interrupted
@@ -383,6 +429,7 @@ class RunExecutor:
         )
         outcome = parse_run(runmodel.load_run(path), outputs, facts).outcome
         assert outcome is not None  # parse_run decides every run it is given JobFacts for
+        outcome = supervised_outcome(outcome, run.spec.recovery, attempts or [])
         folder.write_outcome(
             runmodel.RunEnd(
                 outcome=outcome,

@@ -1,0 +1,130 @@
+"""The restart supervisor's decisions and its record (pure: no processes, no clock of its own).
+
+A `restart` run whose job exits non-zero before the harness deadline is launched again with the
+same command, after the experiment's `restart_delay_s`, up to `restart_limit` times, while the
+run's deadline leaves room. Every attempt's launch and end go to the run folder's
+attempts.jsonl (controller clock), one JSON object a line, as they happen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from r2bench.config.experiment import MIN_DEADLINE_S, RecoveryStrategy
+from r2bench.parse.models import Outcome, OutcomeStatus
+from r2bench.plan.runspec import RunRecovery
+
+
+class AttemptEvent(BaseModel):
+    """One line of attempts.jsonl: an attempt launched, or ended (with its exit code)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempt: int
+    """1 for the first start, 2 for the first restart, ..."""
+    event: Literal["launch", "end"]
+    at: float
+    """Controller clock (Unix seconds)."""
+    exit_code: int | None = None
+    timed_out: bool = False
+    """The attempt ran into the harness deadline (end only)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One start of a run's job, ended."""
+
+    number: int
+    launched_at: float
+    ended_at: float
+    exit_code: int | None
+    timed_out: bool
+
+    @property
+    def failed(self) -> bool:
+        """The job exited by itself with a non-zero code (not killed at the deadline)."""
+        return not self.timed_out and self.exit_code not in (None, 0)
+
+
+def restart_pause(
+    recovery: RunRecovery | None,
+    attempts: list[Attempt],
+    interrupted: bool,
+    deadline_at: float,
+    now: float,
+) -> float | None:
+    """Seconds to wait before launching the job again, or None when it is not restarted: not a
+    restart run, interrupted, the last attempt did not fail by itself, the restarts are spent,
+    or the deadline leaves less than the delay plus the shortest run."""
+    if recovery is None or recovery.strategy is not RecoveryStrategy.RESTART:
+        return None
+    if interrupted or not attempts or not attempts[-1].failed:
+        return None
+    if len(attempts) - 1 >= recovery.restart_limit:
+        return None
+    if now + recovery.restart_delay_s + MIN_DEADLINE_S > deadline_at:
+        return None
+    return recovery.restart_delay_s
+
+
+def supervised_outcome(
+    outcome: Outcome, recovery: RunRecovery | None, attempts: list[Attempt]
+) -> Outcome:
+    """The run's outcome with its restarts said: a failed restart run that spent its restarts
+    "gave up after N restarts"; one the deadline cut short names the restarts it had."""
+    restarts = len(attempts) - 1
+    if recovery is None or restarts < 1 or outcome.status is OutcomeStatus.OK:
+        return outcome
+    plural = "s" if restarts != 1 else ""
+    if restarts >= recovery.restart_limit and attempts[-1].failed:
+        reason = f"gave up after {restarts} restart{plural}: {outcome.reason}"
+    else:
+        reason = f"after {restarts} restart{plural}: {outcome.reason}"
+    return outcome.model_copy(update={"reason": reason})
+
+
+class AttemptLog:
+    """attempts.jsonl of one run folder, appended to as attempts start and end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def launched(self, attempt: int, at: float) -> None:
+        """An attempt started."""
+        self._append(AttemptEvent(attempt=attempt, event="launch", at=at))
+
+    def ended(self, attempt: Attempt) -> None:
+        """An attempt ended."""
+        self._append(
+            AttemptEvent(
+                attempt=attempt.number,
+                event="end",
+                at=attempt.ended_at,
+                exit_code=attempt.exit_code,
+                timed_out=attempt.timed_out,
+            )
+        )
+
+    def _append(self, event: AttemptEvent) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(event.model_dump_json() + "\n")
+
+
+def read_attempts(path: Path) -> list[AttemptEvent]:
+    """Every line of an attempts.jsonl (none when the file is absent); a bad line raises
+    ValueError naming the file and the line."""
+    if not path.exists():
+        return []
+    events = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            events.append(AttemptEvent.model_validate_json(line))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: not an attempt record ({exc})") from exc
+    return events
