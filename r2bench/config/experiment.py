@@ -272,9 +272,10 @@ class RecoveryOptions(StrictModel):
     strategies: list[RecoveryStrategy] = Field(
         min_length=1, description="none, in_library, restart, shrink (swept as `recovery`)."
     )
-    watchdog_s: StrictFloat = Field(
-        10, gt=0, le=86400, allow_inf_nan=False,
-        description="A collective stalled this long makes the job give up (restart, shrink).",
+    watchdog_s: StrictInt = Field(
+        10, ge=1, le=86400,
+        description="Whole seconds a collective may stall before the job gives up (restart, "
+        "shrink), as PyTorch's NCCL watchdog.",
     )  # fmt: skip
     checkpoint_every: StrictInt = Field(
         10, ge=1, le=MAX_COUNT, description="Updates between checkpoints (restart)."

@@ -184,7 +184,7 @@ def recovery_arguments(recovery: RunRecovery | None, run_dir: str) -> list[str]:
     goes on without the failed node's ranks; none and in_library need nothing."""
     if recovery is None:
         return []
-    watchdog = ["--watchdog-s", repr(recovery.watchdog_s)]
+    watchdog = ["--watchdog-s", str(recovery.watchdog_s)]
     if recovery.strategy is RecoveryStrategy.RESTART:
         checkpoints = ["--checkpoint-dir", f"{run_dir}/{CHECKPOINT_DIR}"]
         return [*checkpoints, "--checkpoint-every", str(recovery.checkpoint_every), *watchdog]

@@ -32,7 +32,7 @@ class RunRecovery(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     strategy: RecoveryStrategy
-    watchdog_s: float
+    watchdog_s: int
     checkpoint_every: int
     restart_limit: int
     restart_delay_s: float

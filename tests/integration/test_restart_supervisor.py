@@ -50,9 +50,11 @@ def _job(folder: Path) -> _Job:
 
 def _supervise(tmp_path: Path, strategy: str, script: str) -> tuple[list[Any], _Job]:
     planned = _planned(strategy)
-    run = planned.model_copy(
-        update={"launch": NodeCommand(node=planned.launch.node, command=script)}
-    )
+    assert planned.spec.recovery is not None
+    quick = planned.spec.recovery.model_copy(update={"restart_delay_s": 0.2})
+    spec = planned.spec.model_copy(update={"recovery": quick})
+    launch = NodeCommand(node=planned.launch.node, command=script)
+    run = planned.model_copy(update={"launch": launch, "spec": spec})
     executor = _executor(run.launch.node)
     job = _job(tmp_path)
     folder = SimpleNamespace(path=tmp_path)
@@ -80,6 +82,7 @@ def test_a_failed_restart_job_runs_again_until_it_completes(tmp_path: Path) -> N
     ]  # fmt: skip
     times = [e.at for e in events]
     assert times == sorted(times) and times[-1] <= time.time()
+    assert times[2] - times[1] >= 0.2  # the supervisor's delay before a restart
 
 
 def test_restarts_stop_at_the_limit(tmp_path: Path) -> None:

@@ -73,10 +73,10 @@ def test_the_recovery_experiment_plans_each_sensible_strategy_with_its_flags() -
     argv = _argv(restart)
     assert _flag(argv, "--checkpoint-dir") == f"{restart['run_dir']}/checkpoints"
     assert _flag(argv, "--checkpoint-every") == "10"
-    assert _flag(argv, "--watchdog-s") == "5.0"
+    assert _flag(argv, "--watchdog-s") == "2"
     assert "--on-failure" not in argv
     shrink = _argv(runs[("nccl-emulated", "shrink")])
-    assert _flag(shrink, "--on-failure") == "shrink" and _flag(shrink, "--watchdog-s") == "5.0"
+    assert _flag(shrink, "--on-failure") == "shrink" and _flag(shrink, "--watchdog-s") == "2"
     assert "--checkpoint-dir" not in shrink
     for key in (("nccl-emulated", "none"), ("r2ccl-m0", "in_library")):
         argv = _argv(runs[key])
