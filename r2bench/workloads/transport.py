@@ -805,6 +805,25 @@ class RingTransport:
             self.cfg.log.warn(msg)
             self._fail(conn, msg)
 
+    # ---- failure evidence (a shrinking job's agreement on who failed) ---------------------
+    def send_stalled(self, idle_s: float) -> bool:
+        """Some unit sent to the right neighbour is unacknowledged and its connection has made
+        no progress for ``idle_s`` (or broke): this rank's data does not leave."""
+        now = time.monotonic()
+        with self.cond:
+            shares = list(self.outstanding.values())
+        for share in shares:
+            conn = share.conn
+            if conn is not None and (
+                conn.broken or now - max(share.issued, conn.last_progress) > idle_s
+            ):
+                return True
+        return False
+
+    def recv_broken(self) -> bool:
+        """A connection from the left neighbour broke."""
+        return any(rc.broken for rc in self.recv_conns)
+
     # ---- hot repair --------------------------------------------------------------------
     def _fail(self, conn: SendConn, msg: str) -> None:
         """``conn`` failed: stock NCCL aborts; R-2CCL, in every mode, resends its units from
