@@ -22,9 +22,31 @@ per-update lines or digests: the logging's cost is measured against it), and ``-
 UPDATE[:RANK]`` (or ``R2B_TRAIN_CORRUPT``: the checks' self-test adds 0.001 to one gradient
 element on RANK, default the last, before update UPDATE's AllReduce).
 
+Recovery flags (docs/recovery.md, "Recovery strategies"):
+
+- ``--checkpoint-dir DIR --checkpoint-every K``: rank 0 writes the whole state (parameters,
+  Adam, every rank's data-stream position) atomically after every K-th update and prints
+  `#train-checkpoint` (:mod:`r2bench.workloads.checkpoint`). At start every rank resumes from
+  the newest checkpoint that verifies (rank 0 reads it and broadcasts it over MPI) and rank 0
+  prints `#train-resume` with the start's number (`update` 0: a restart before the first
+  checkpoint, from scratch); the losses from the next update on are bit-identical to an
+  uninterrupted run's. A directory whose checkpoints all fail to verify, or were written by
+  another number of ranks, fails the start (exit 6, a stderr line).
+- ``--watchdog-s S``: a collective not done after S seconds makes the job give up, as PyTorch's
+  NCCL watchdog does: rank 0 prints `#train-abort` and the job exits 4.
+- ``--on-failure exit|shrink`` (shrink needs ``--watchdog-s``): on a network failure or a
+  watchdog expiry the ranks gather what each saw over MPI's control plane and agree which node's
+  ranks failed (:mod:`r2bench.workloads.shrink`); those exit 0 printing nothing, the survivors
+  build a new ring among themselves (``comm.Split``, a new transport over the same NICs), the
+  new rank 0 prints `#train-shrink` and training redoes the failed update with fewer ranks. A
+  shrink that would leave no rank exits 3 with a stderr line. ``R2B_TEST_NODE_PER_RANK=1``
+  (tests on one host) makes every rank its own node; ``R2B_TEST_FREEZE`` names a world rank and
+  is not applied to a rebuilt ring.
+
 Environment as :mod:`r2bench.workloads.ring_allreduce` (``R2B_NIC_MAP``, ``R2B_EMULATED_LIBRARY``,
-``R2CC_MODE``, ``NCCL_R2CC_FAILOVER_TIMEOUT_MS``...). Exit codes: 0 done, 3 network failure, 4
-timeout, 6 invalid usage.
+``R2CC_MODE``, ``NCCL_R2CC_FAILOVER_TIMEOUT_MS``...). Exit codes: 0 done (also a rank dropped by a
+shrink), 3 network failure (or a shrink with no survivor), 4 timeout or watchdog, 6 invalid usage
+(or no loadable checkpoint).
 """
 
 from __future__ import annotations
@@ -35,13 +57,14 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from r2bench.workloads import tinylm
+from r2bench.workloads import checkpoint, tinylm
 from r2bench.workloads.ring_allreduce import (
     EXIT_NET,
     EXIT_TIMEOUT,
@@ -54,7 +77,16 @@ from r2bench.workloads.ring_allreduce import (
     resolve_library,
     transport_config,
 )
-from r2bench.workloads.train_format import TrainEnd, TrainStart, UpdateLine
+from r2bench.workloads.shrink import FailureReport, ShrinkPlan, comma_list, plan_shrink
+from r2bench.workloads.train_format import (
+    TrainAbort,
+    TrainCheckpoint,
+    TrainEnd,
+    TrainResume,
+    TrainShrink,
+    TrainStart,
+    UpdateLine,
+)
 from r2bench.workloads.transport import (
     CollectiveTimeout,
     FreezeHook,
@@ -67,6 +99,17 @@ PROGRAM = "train_emulated"
 CORRUPT_VAR = "R2B_TRAIN_CORRUPT"
 CORRUPT_DELTA = np.float32(1e-3)
 FINAL_LOSS_UPDATES = 10  # the final loss: the mean over the last updates, as the artifact's
+NODE_PER_RANK_VAR = "R2B_TEST_NODE_PER_RANK"
+ON_FAILURE = ("exit", "shrink")
+ABORT_GRACE_S = 10.0  # a rank whose watchdog fired waits this long for rank 0's abort line
+
+
+class ShrinkImpossible(RuntimeError):
+    """The agreed shrink leaves no rank to go on (or no failed node could be named)."""
+
+
+class Dropped(Exception):
+    """This rank's node failed: a shrink dropped it (it exits 0, printing nothing)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +129,10 @@ class TrainArgs:
     nic_addrs: str | None
     no_log: bool
     corrupt: str | None
+    checkpoint_dir: Path | None = None
+    checkpoint_every: int = 0
+    watchdog_s: int = 0
+    on_failure: str = "exit"
 
     @property
     def preset(self) -> tinylm.Preset:
@@ -96,6 +143,12 @@ class TrainArgs:
     def positions(self) -> int:
         """Tokens predicted per rank per update."""
         return self.batch * self.seq_len
+
+    @property
+    def collective_s(self) -> int:
+        """A collective's time limit: the watchdog's or ``--timeout-s``, the shorter (0: none)."""
+        limits = [t for t in (self.watchdog_s, self.timeout_s) if t > 0]
+        return min(limits) if limits else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--nic-addrs", default=None)
     add("--no-log", action="store_true")
     add("--corrupt", default=None, help="self-test: corrupt UPDATE[:RANK]'s gradient")
+    add("--checkpoint-dir", type=Path, default=None)
+    add("--checkpoint-every", type=int, default=0)
+    add("--watchdog-s", type=int, default=0)
+    add("--on-failure", default="exit", choices=ON_FAILURE)
     return p
 
 
@@ -129,10 +186,29 @@ def parse_args(argv: list[str]) -> TrainArgs:
             raise UsageError(f"{flag} {value}: must be at least 1")
     if a.digest_every < 0 or (a.bucket_mb is not None and a.bucket_mb < 1) or a.timeout_s < 0:
         raise UsageError("--digest-every, --bucket-mb and --timeout-s must not be negative")
+    check_recovery(a.checkpoint_dir, a.checkpoint_every, a.watchdog_s, a.on_failure)
     return TrainArgs(
         a.model, a.updates, a.batch, a.seq_len, a.seed, a.lr, a.digest_every, a.bucket_mb,
-        a.data, a.timeout_s, a.nic_addrs, a.no_log, a.corrupt,
+        a.data, a.timeout_s, a.nic_addrs, a.no_log, a.corrupt, a.checkpoint_dir,
+        a.checkpoint_every, a.watchdog_s, a.on_failure,
     )  # fmt: skip
+
+
+def check_recovery(directory: Path | None, every: int, watchdog_s: int, on_failure: str) -> None:
+    """The recovery flags agree with each other; UsageError names the flag and the fix."""
+    if watchdog_s < 0:
+        raise UsageError(f"--watchdog-s {watchdog_s}: must not be negative (0: no watchdog)")
+    if (directory is None) != (every == 0):
+        raise UsageError(
+            "--checkpoint-dir and --checkpoint-every go together: give both (K >= 1) or neither"
+        )
+    if every < 0:
+        raise UsageError(f"--checkpoint-every {every}: must be at least 1")
+    if on_failure == "shrink" and watchdog_s == 0:
+        raise UsageError(
+            "--on-failure shrink needs --watchdog-s S: without it a rank that sees no failure "
+            "waits forever for the others to agree"
+        )
 
 
 def parse_corrupt(text: str | None, ranks: int) -> tuple[int, int] | None:
@@ -174,26 +250,34 @@ class Trainer:
     stream: tinylm.TokenStream
     corrupt: tuple[int, int] | None
     losses: list[float]
+    node: str = ""
+    rebuild: Callable[[Any], RingTransport] | None = None
+    """Connects a new ring over a (shrunk) communicator."""
+    opt: tinylm.Adam = field(default_factory=lambda: tinylm.Adam(3e-3))
+    resumed: int = 0
+    """The update this start resumed from (0: from scratch)."""
     done: int = 0
     """Updates completed."""
+    update_started: float = 0.0
 
     @property
     def rank(self) -> int:
         """This rank."""
         return int(self.comm.rank)
 
-    def step(self, update: int, grad: np.ndarray, opt: tinylm.Adam) -> UpdateLine | None:
+    def step(self, update: int, grad: np.ndarray) -> UpdateLine | None:
         """One update; rank 0 returns its line (None elsewhere, and with --no-log)."""
         start, t0 = time.time(), time.perf_counter()
+        self.update_started = start
         loss = tinylm.loss_and_grad(self.model, self.stream.batch(self.args.positions), grad)
         if self.corrupt == (update, self.rank):
             grad[len(grad) // 2] += CORRUPT_DELTA
         for part in buckets(len(grad), self.args.bucket_mb):
-            self.algo.run(grad[part], self.args.timeout_s)
+            self.algo.run(grad[part], self.args.collective_s)
         grad /= np.float32(self.comm.size)
         wide = grad.astype(np.float64)
         grad_norm = float(np.sqrt(np.dot(wide, wide)))
-        opt.update(self.model.flat, grad)
+        self.opt.update(self.model.flat, grad)
         seconds = time.perf_counter() - t0
         if self.args.no_log:
             self.losses.append(loss)
@@ -214,19 +298,86 @@ class Trainer:
         )  # fmt: skip
 
     def train(self) -> None:
-        """Every update, rank 0 printing each line as it is done."""
+        """Every update from the resumed one on, rank 0 printing each line as it is done."""
         grad = np.empty_like(self.model.flat)
-        opt = tinylm.Adam(self.args.lr)
-        started = time.perf_counter()  # reset after update 1, which warms up the ring
-        for update in range(1, self.args.updates + 1):
-            line = self.step(update, grad, opt)
+        started = time.perf_counter()  # reset after the first update, which warms up the ring
+        update = self.done = self.resumed
+        while update < self.args.updates:
+            update += 1
+            stream_state = self.stream.rng.bit_generator.state
+            try:
+                line = self.step(update, grad)
+            except (CollectiveTimeout, NetworkFailure):
+                if self.args.on_failure != "shrink":
+                    raise
+                self.shrink(update, stream_state)
+                update -= 1  # redo it with fewer ranks
+                continue
             self.done = update
             if line is not None:
                 print(line.text(), flush=True)
-            if update == 1:
+            if self.args.checkpoint_every and update % self.args.checkpoint_every == 0:
+                self.save_checkpoint(update)
+            if update == self.resumed + 1:
                 started = time.perf_counter()
         if self.rank == 0:
             self.finish(time.perf_counter() - started)
+
+    def save_checkpoint(self, update: int) -> None:
+        """Rank 0 writes the state after `update`, with every rank's data-stream position."""
+        t0 = time.perf_counter()
+        streams = self.comm.gather(self.stream.rng.bit_generator.state, root=0)
+        if self.rank != 0 or self.args.checkpoint_dir is None or self.opt.m is None:
+            return
+        assert self.opt.v is not None
+        state = checkpoint.TrainState(
+            update, self.model.flat.copy(), self.opt.m.copy(), self.opt.v.copy(), self.opt.step,
+            list(streams), self.losses[-FINAL_LOSS_UPDATES:],
+        )  # fmt: skip
+        path = checkpoint.save(self.args.checkpoint_dir, state)
+        record = TrainCheckpoint(update, time.time(), time.perf_counter() - t0, str(path))
+        print(record.text(), flush=True)
+
+    def restore(self, state: checkpoint.TrainState) -> None:
+        """Take a checkpoint's state: the next update is `state.update + 1`."""
+        self.model.flat[:] = state.params
+        self.opt.m, self.opt.v = state.adam_m.copy(), state.adam_v.copy()
+        self.opt.step = state.adam_step
+        self.stream.rng.bit_generator.state = state.streams[self.rank]
+        self.losses[:] = state.losses
+        self.resumed = state.update
+
+    def shrink(self, update: int, stream_state: Any) -> None:
+        """Agree with every rank which node failed; drop its ranks (Dropped on them) and go on
+        over a new ring of the survivors, redoing `update` from the same data."""
+        detected = time.time()
+        transport = self.algo.transport
+        mine = FailureReport(
+            self.rank, self.node, transport.send_stalled(self.args.watchdog_s / 2),
+            transport.recv_broken(),
+        )  # fmt: skip
+        plan = plan_shrink(self.comm.allgather(mine))
+        if not plan.possible:
+            raise ShrinkImpossible(f"update {update}: {plan.reason}")
+        survivor = self.rank in plan.survivors
+        new_comm = self.comm.Split(0 if survivor else 1, self.rank)
+        transport.close()
+        if not survivor:
+            new_comm.Free()
+            raise Dropped
+        assert self.rebuild is not None
+        self.algo = RingAllreduce(
+            self.rebuild(new_comm), new_comm.rank, new_comm.size, self.model.flat.size
+        )
+        self.comm = new_comm
+        self.stream.rng.bit_generator.state = stream_state
+        if self.rank == 0:
+            print(self.shrink_line(update, plan, detected).text(), flush=True)
+
+    def shrink_line(self, update: int, plan: ShrinkPlan, detected: float) -> TrainShrink:
+        """The `#train-shrink` record of this shrink."""
+        detect_s = detected - self.update_started if self.update_started else None
+        return TrainShrink(update, time.time(), comma_list(plan.dropped), self.comm.size, detect_s)
 
     def finish(self, seconds: float) -> None:
         """The `#train-end` line: the final loss and a held-out evaluation loss."""
@@ -236,8 +387,9 @@ class Trainer:
         )
         eval_loss = tinylm.loss_only(self.model, held_out.batch(self.args.positions))
         lines = "no per-update lines" if self.args.no_log else "per-update lines and digests"
-        timed = max(1, self.args.updates - 1)
-        print(f"# {timed} updates in {seconds:.6f} s ({lines}, after update 1)", flush=True)
+        first = self.resumed + 1
+        timed = max(1, self.args.updates - self.resumed - 1)
+        print(f"# {timed} updates in {seconds:.6f} s ({lines}, after update {first})", flush=True)
         print(TrainEnd(self.args.updates, sum(last) / len(last), eval_loss).text(), flush=True)
 
 
@@ -252,7 +404,7 @@ def start_line(args: TrainArgs, library: Library, ranks: int, count: int) -> Tra
 
 
 def setup(comm: Any, args: TrainArgs, env: dict[str, str]) -> Trainer:
-    """Resolve the emulated library, connect the ring, initialise model and data."""
+    """Resolve the emulated library, connect the ring, initialise model and data, resume."""
     log = R2ccLog.from_env(comm.rank, env)
     library = resolve_library(env, log)
     nics = local_nics(args.nic_addrs, env)
@@ -260,6 +412,12 @@ def setup(comm: Any, args: TrainArgs, env: dict[str, str]) -> Trainer:
     transport = RingTransport(
         transport_config(comm, library, nics, env, log, freeze), comm.allgather
     )
+
+    def rebuild(new_comm: Any) -> RingTransport:
+        # The freeze hook names a world rank: a rebuilt ring renumbers, so it goes without.
+        cfg = transport_config(new_comm, library, nics, env, log, None)
+        return RingTransport(cfg, new_comm.allgather)
+
     model = tinylm.Model.init(args.preset, args.seed)
     try:
         stream = tinylm.TokenStream(args.preset, args.seed, comm.rank, comm.size, args.data)
@@ -277,25 +435,104 @@ def setup(comm: Any, args: TrainArgs, env: dict[str, str]) -> Trainer:
             print(f"# Self-test: update {corrupt[0]}'s gradient is corrupted on purpose on "
                   f"rank {corrupt[1]}: this run must differ from its baseline there", flush=True)  # fmt: skip
         print(start_line(args, library, comm.size, model.flat.size).text(), flush=True)
-    return Trainer(comm, args, library, algo, model, stream, corrupt, [])
+    trainer = Trainer(
+        comm, args, library, algo, model, stream, corrupt, [], node_name(comm.rank, env),
+        rebuild, tinylm.Adam(args.lr),
+    )  # fmt: skip
+    if args.checkpoint_dir is not None:
+        resume(trainer, args.checkpoint_dir)
+    return trainer
+
+
+def node_name(rank: int, env: dict[str, str]) -> str:
+    """This rank's node, for a shrink's drop_failed_node (each rank its own in tests)."""
+    host = socket.gethostname()
+    return f"{host}/rank{rank}" if env.get(NODE_PER_RANK_VAR, "").strip() == "1" else host
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """What rank 0 found in the checkpoint directory, broadcast to every rank."""
+
+    attempt: int
+    loaded: checkpoint.Loaded | None
+    error: str = ""
+
+
+def find_resume_point(directory: Path, ranks: int) -> ResumePoint:
+    """Rank 0: count this start and load the newest checkpoint that verifies."""
+    attempt = checkpoint.next_attempt(directory)
+    try:
+        loaded = checkpoint.load_newest(directory)
+    except checkpoint.CheckpointError as exc:
+        return ResumePoint(attempt, None, f"--checkpoint-dir {directory}: {exc}")
+    if loaded is not None and loaded.state.ranks != ranks:
+        error = (
+            f"{loaded.path}: written by {loaded.state.ranks} ranks, this job has {ranks}: "
+            "restart it with as many ranks (or another --checkpoint-dir)"
+        )
+        return ResumePoint(attempt, None, error)
+    return ResumePoint(attempt, loaded)
+
+
+def resume(trainer: Trainer, directory: Path) -> None:
+    """Every rank takes the newest checkpoint's state (rank 0 reads it and broadcasts it)."""
+    comm = trainer.comm
+    found = find_resume_point(directory, comm.size) if comm.rank == 0 else None
+    point: ResumePoint = comm.bcast(found, root=0)
+    if point.error:
+        raise UsageError(point.error)
+    if point.loaded is not None:
+        trainer.restore(point.loaded.state)
+    if comm.rank != 0:
+        return
+    for skipped in point.loaded.skipped if point.loaded else ():
+        print(f"{PROGRAM}: skipped a damaged checkpoint: {skipped}", file=sys.stderr, flush=True)
+    if point.loaded is not None or point.attempt > 1:
+        path = str(point.loaded.path) if point.loaded else ""
+        print(TrainResume(trainer.resumed, time.time(), point.attempt, path).text(), flush=True)
 
 
 def run(comm: Any, args: TrainArgs, env: dict[str, str]) -> int:
-    """The job; a network failure or timeout aborts every rank, as NCCL's would."""
+    """The job; a network failure or timeout aborts every rank, as NCCL's would (unless the
+    job shrinks)."""
     trainer = setup(comm, args, env)
     host = socket.gethostname()
     try:
         trainer.train()
+    except Dropped:
+        return 0
     except CollectiveTimeout:
         where = f"update {trainer.done + 1}"
+        if args.watchdog_s and args.watchdog_s <= args.collective_s:
+            watchdog_abort(trainer, trainer.done + 1)
         abort_job(comm, EXIT_TIMEOUT, f"{host}: Test timeout ({args.timeout_s}s) {where}", where)
     except NetworkFailure as exc:
         where = f"update {trainer.done + 1}"
         reason = f"remote process exited or there was a network error / {exc}"
         abort_job(comm, EXIT_NET, f"{host}: Test NCCL failure {where} '{reason}'", where)
-    comm.Barrier()
+    except ShrinkImpossible as exc:
+        if trainer.rank == 0:  # every rank reached the same verdict
+            print(f"{PROGRAM}: shrink failed: {exc}", file=sys.stderr, flush=True)
+        trainer.comm.Abort(EXIT_NET)
+    trainer.comm.Barrier()
     trainer.algo.transport.close()
     return 0
+
+
+def watchdog_abort(trainer: Trainer, update: int) -> None:
+    """The watchdog gave up on `update`: rank 0 prints `#train-abort` and aborts the job (exit
+    4); another rank waits a while for rank 0 to do so (its own watchdog fires too), so the
+    record is printed, then aborts by itself."""
+    comm, waited = trainer.comm, float(trainer.args.watchdog_s)
+    reason = f"update {update}'s collective did not complete in {waited:g} s"
+    if comm.rank == 0:
+        print(TrainAbort(update, time.time(), waited, reason).text(), flush=True)
+        print(f"{PROGRAM}: watchdog: {reason}; the job exits", file=sys.stderr, flush=True)
+        comm.Abort(EXIT_TIMEOUT)
+    time.sleep(max(ABORT_GRACE_S, waited))
+    print(f"{PROGRAM}: watchdog (rank {comm.rank}): {reason}", file=sys.stderr, flush=True)
+    comm.Abort(EXIT_TIMEOUT)
 
 
 def main(argv: list[str] | None = None) -> int:
