@@ -67,6 +67,8 @@ class _RunCells:
         sizes = f"{format_size(spec.size_begin)}..{format_size(spec.size_end)}"
         if spec.training is not None:  # a training job has no sizes: its model and length
             sizes = f"{spec.training.model} x {spec.training.updates} updates"
+        if spec.recovery is not None:
+            sizes += f", recovery {spec.recovery.strategy.value}"
         return cls(
             spec.run_id, spec.library_label, spec.collective, sizes,
             {v: printable(spec.env.get(v, "-")) for v in variables}, spec.scenario,

@@ -147,3 +147,10 @@ def test_a_strategy_listed_twice_or_unknown_is_refused() -> None:
         RecoveryOptions.model_validate({"strategies": ["reboot"]})
     options = RecoveryOptions.model_validate({"strategies": ["none"]})
     assert (options.watchdog_s, options.checkpoint_every, options.restart_limit) == (10, 10, 3)
+
+
+def test_the_runs_table_names_each_runs_strategy() -> None:
+    ran = invoke_as_main("plan", str(RECOVERY), env={"COLUMNS": "250"})
+    assert ran.exit_code == 0, ran.output
+    assert "small x 60 updates, recovery restart" in ran.output
+    assert "small x 60 updates, recovery in_library" in ran.output
