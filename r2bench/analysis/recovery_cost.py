@@ -193,7 +193,7 @@ def recovery_cost(inputs: RecoveryInputs) -> RecoveryCost:
     ranks = log.start.ranks if log.start else None
     gpu = _lost_gpu(inputs, back, back_update, frontier, m, ranks, printed)
     goodput, free = _goodput(printed, fault, m, inputs.window_steps)
-    loss, final = _quality(log, inputs.baseline)
+    loss, final = quality(log, inputs.baseline)
     return RecoveryCost(
         inputs.strategy, frontier, m, detect, progress, back, lost, recomputed, gpu, goodput,
         free, loss, final, tuple(steps),
@@ -332,7 +332,8 @@ def _goodput(
     )
 
 
-def _quality(log: TrainingLog, base: TrainingLog | None) -> tuple[Measure, Measure]:
+def quality(log: TrainingLog, base: TrainingLog | None) -> tuple[Measure, Measure]:
+    """`loss_delta` and `final_loss_delta` of a run against its fault-free baseline's log."""
     if base is None:
         why = "no fault-free baseline run"
         return Measure.unknown(why), Measure.unknown(why)

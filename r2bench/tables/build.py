@@ -13,6 +13,8 @@
 - `training`: one row per update of a training run (`tables.training`)
 - `training_checks`: one row per training run, its checks against its baseline run
   (`analysis.training`)
+- `recovery_cost`: one row per training run with a recovery strategy, what the fault cost it
+  (`analysis.recovery_cost`)
 
 Every time is on the controller's clock. `build_tables(sweep_dir)` reads the tables back from
 `results/<sweep>/tables/` while they are current (`tables.tablefiles`: built by this code from
@@ -36,12 +38,14 @@ from typing import Any
 from r2bench.analysis import recovery
 from r2bench.analysis.metrics import MIN_BASELINE
 from r2bench.analysis.parsedrun import ParsedRun
+from r2bench.analysis.recovery_cost import METRICS as COST_METRICS
 from r2bench.analysis.training import CHECK_COLUMNS, TrainingRun, check_all
 from r2bench.extras import require_report_extra
 from r2bench.runfolder import runformat
 from r2bench.runfolder import store as st
 from r2bench.tables import rowcache, tablefiles, training
 from r2bench.tables.counters import empty_counters, typed_counters
+from r2bench.tables.recovery_cost import RECOVERY_COLUMNS, recovery_rows
 from r2bench.tables.rows import (
     INCOMPLETE,
     INVALID,
@@ -81,7 +85,7 @@ __all__ = [
 
 TABLE_NAMES = (
     *("results", "iterations", "events", "runs", "counters", "windows", "provenance"),
-    *("traffic", "training", "training_checks"),
+    *("traffic", "training", "training_checks", "recovery_cost"),
 )
 MAX_WORKERS = 8
 PARALLEL_MIN_RUNS = 64
@@ -119,6 +123,7 @@ def _assemble(rows: RunRows) -> Tables:
         traffic=_typed_traffic(_frame(rows.traffic)),
         training=updates,
         training_checks=_checks_frame(trained),
+        recovery_cost=recovery_frame(recovery_rows(rows.training_runs, trained)),
         warnings=list(rows.warnings),
     )
 
@@ -330,6 +335,22 @@ def _training_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
     return frame
 
 
+def recovery_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The `recovery_cost` table, typed (an empty one keeps its columns)."""
+    floats = ("step_s", *COST_METRICS)
+    frame = pd.DataFrame(
+        {
+            name: pd.Series(
+                [r.get(name) for r in rows], dtype="float64" if name in floats else object
+            )
+            for name in RECOVERY_COLUMNS
+        }
+    )
+    for name in ("repeat", "frontier"):
+        frame[name] = frame[name].astype("Int64")
+    return frame
+
+
 def _checks_frame(runs: list[TrainingRun]) -> pd.DataFrame:
     """The `training_checks` table: a row per training run, checked against its baseline
     (`analysis.training.check_all`)."""
@@ -404,6 +425,8 @@ class Tables:
     traffic: pd.DataFrame = field(default_factory=empty_traffic)
     training: pd.DataFrame = field(default_factory=lambda: _training_frame({}))
     training_checks: pd.DataFrame = field(default_factory=lambda: _checks_frame([]))
+    recovery_cost: pd.DataFrame = field(default_factory=lambda: recovery_frame([]))
+    """A row per training run with a recovery strategy: what the fault cost it."""
     warnings: list[str] = field(default_factory=list)
     """Runs skipped or counted once, values left out: one line each, naming file and field."""
     build_key: str = ""

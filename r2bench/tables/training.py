@@ -18,6 +18,7 @@ from typing import Any
 from r2bench.analysis.parsedrun import ParsedRun
 from r2bench.analysis.training import FaultHit, TrainingRun
 from r2bench.parse.training import TrainingLog, Updates
+from r2bench.tables.recovery_cost import cost_doc
 from r2bench.workloads.train_format import TrainEnd, TrainStart
 
 TRAINING_COLUMNS = (
@@ -30,6 +31,7 @@ slowest rank's, `loss` null where the workload logged a non-finite one, `digest`
 _SUMMARY_KEYS = (
     *("run_id", "experiment", "library", "scenario", "repeat", "options", "baseline"),
     *("faulted", "start", "end", "stubs", "unreadable", "repeated", "hit", "offset"),
+    "recovery",
 )
 
 
@@ -58,6 +60,7 @@ def summary(run: ParsedRun) -> dict[str, Any] | None:
         "repeated": log.repeated,
         "hit": run.training_hit.as_doc() if run.training_hit else None,
         "offset": run.clock.launch_offset,
+        "recovery": cost_doc(run),
     }
 
 
