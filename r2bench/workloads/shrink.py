@@ -31,6 +31,8 @@ class FailureReport:
     """Units sent to the right neighbour stayed unacknowledged with no progress."""
     recv_broken: bool = False
     """The connection from the left neighbour broke."""
+    detected_at: float = 0.0
+    """When this rank saw the failure (wall clock, unix s)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class ShrinkPlan:
     survivors: tuple[int, ...]
     reason: str = ""
     """Why no shrink is possible (empty when `survivors` can go on)."""
+    first_detected: float = 0.0
+    """The earliest rank's detection time (wall clock; 0: none reported)."""
 
     @property
     def possible(self) -> bool:
@@ -77,7 +81,8 @@ def plan_shrink(reports: list[FailureReport]) -> ShrinkPlan:
             "every rank runs on it"
         )
         return ShrinkPlan(failed, dropped, (), reason)
-    return ShrinkPlan(failed, dropped, survivors)
+    first = min((r.detected_at for r in reports if r.detected_at), default=0.0)
+    return ShrinkPlan(failed, dropped, survivors, first_detected=first)
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

@@ -352,9 +352,12 @@ class Trainer:
         over a new ring of the survivors, redoing `update` from the same data."""
         detected = time.time()
         transport = self.algo.transport
+        # A stall the library itself gave up on was idle for its failover time, which may be
+        # shorter than the watchdog's: either counts as this rank's data not leaving.
+        idle_s = min(self.args.watchdog_s / 2, self.library.failover_s)
         mine = FailureReport(
-            self.rank, self.node, transport.send_stalled(self.args.watchdog_s / 2),
-            transport.recv_broken(),
+            self.rank, self.node, transport.send_stalled(idle_s), transport.recv_broken(),
+            detected,
         )  # fmt: skip
         plan = plan_shrink(self.comm.allgather(mine))
         if not plan.possible:
@@ -372,11 +375,13 @@ class Trainer:
         self.comm = new_comm
         self.stream.rng.bit_generator.state = stream_state
         if self.rank == 0:
-            print(self.shrink_line(update, plan, detected).text(), flush=True)
+            print(self.shrink_line(update, plan).text(), flush=True)
 
-    def shrink_line(self, update: int, plan: ShrinkPlan, detected: float) -> TrainShrink:
-        """The `#train-shrink` record of this shrink."""
-        detect_s = detected - self.update_started if self.update_started else None
+    def shrink_line(self, update: int, plan: ShrinkPlan) -> TrainShrink:
+        """The `#train-shrink` record: `detect_s` from the failed update's start (this rank's
+        clock) to the first rank's detection (all ranks' clocks: one host's, or NTP's)."""
+        started, first = self.update_started, plan.first_detected
+        detect_s = first - started if started and first else None
         return TrainShrink(update, time.time(), comma_list(plan.dropped), self.comm.size, detect_s)
 
     def finish(self, seconds: float) -> None:

@@ -95,6 +95,8 @@ def test_a_single_stalled_sender_names_its_own_node() -> None:
     plan = plan_shrink(reports({1}, nodes))
     assert plan.possible and plan.failed_ranks == (1,)
     assert (plan.dropped, plan.survivors) == ((1,), (0, 2, 3))
+    timed = [FailureReport(r, f"n{r}", r == 1, detected_at=100.0 + r) for r in range(3)]
+    assert plan_shrink(timed).first_detected == 100.0  # the earliest rank's detection
 
 
 def test_a_dead_link_stalls_both_ways_and_the_later_rank_is_the_failed_one() -> None:
