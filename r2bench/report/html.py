@@ -37,6 +37,7 @@ try:
     from r2bench.report.model import model_section
     from r2bench.report.nics import SECTION_TITLE, nic_panel_figures
     from r2bench.report.recovery import recovery_section
+    from r2bench.report.recovery_cost import recovery_cost_section, timeline_figures
     from r2bench.report.summary import summary_columns, summary_rows, sweep_facts
     from r2bench.report.summary_html import summary_section
     from r2bench.report.training import ANCHOR as TRAINING_ANCHOR
@@ -389,6 +390,7 @@ def render_report(
     sections = [
         summary_section(summary_rows(tables, columns), _lead(tables), columns),
         *([_section("Warnings", warnings_html(tables.warnings))] if tables.warnings else []),
+        *recovery_cost_section(tables, _section, _blocks, by_kind.get("recoverycost")),
         *training_section(tables, _section, _blocks, by_kind.get("training")),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables), "outcomes"),
         _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw")), "busbw"),
@@ -456,7 +458,7 @@ def _page(title: str, body: str) -> str:
 def build_report(sweep_dir: Path, tables: Tables, out: Path) -> list[Figure]:
     """Write the report of a sweep to `out` (atomically); returns its figures."""
     require_report_extra("the HTML report")
-    figures = [*all_figures(tables), *training_figures(tables)]
+    figures = [*all_figures(tables), *training_figures(tables), *timeline_figures(tables)]
     summary = summarize_provenance(tables)
     page = render_report(sweep_dir, tables, figures, summary, Path(out).resolve().parent)
     atomic_write(out, page)

@@ -337,7 +337,7 @@ def _training_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
 
 def recovery_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The `recovery_cost` table, typed (an empty one keeps its columns)."""
-    floats = ("step_s", *COST_METRICS)
+    floats = ("fault_at", "step_s", *COST_METRICS)
     frame = pd.DataFrame(
         {
             name: pd.Series(

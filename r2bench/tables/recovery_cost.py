@@ -39,13 +39,15 @@ FAILOVER_KINDS = frozenset(
 HEAD_COLUMNS = ("run_id", "strategy", "library", "scenario", "repeat", "baseline_run_id")
 RECOVERY_COLUMNS = (
     *HEAD_COLUMNS,
+    "fault_at",
     "frontier",
     "step_s",
     *(c for m in METRICS for c in (m, f"{m}_basis")),
     "steps",
 )
 """The `recovery_cost` table's columns; `steps`: the recovery steps after the fault as JSON,
-`[[name, controller time], ...]` (abort, exit, restart, resume, shrink, failover)."""
+`[[name, controller time], ...]` (abort, exit, restart, resume, shrink, failover); `fault_at`
+the fault applied (controller clock)."""
 STEPS_KEY = "steps"
 
 
@@ -64,6 +66,7 @@ def cost_doc(run: ParsedRun) -> dict[str, Any] | None:
     cost = recovery_cost(inputs)
     doc = cost.row()
     doc[STEPS_KEY] = [[name, at] for name, at in cost.steps]
+    doc["fault_at"] = fault
     return doc
 
 
