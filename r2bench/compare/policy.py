@@ -18,6 +18,10 @@ metrics:
   tokens_per_s: {min_effect: 0.05}
   hit_step_s: {min_effect: 0.10}      # one sample a faulted run, as the recovery metrics
   overhead_ratio: {min_effect: 0.05}  # one a run: its median step / the baseline run's
+  cost_detect_s: {min_effect: 0.10}   # the cost of the fault to a run with a recovery
+  cost_back_s: {min_effect: 0.10}     # strategy (`recovery_cost`), one sample a run
+  cost_lost_gpu_s: {min_effect: 0.10}
+  cost_goodput_ratio: {min_effect: 0.05}
 rules:                    # later rules win; match values are shell-style patterns
   - match: {scenario: "nic*"}
     metrics: {busbw_gbps: {min_effect: 0.15}, time_us: {min_effect: 0.15}}
@@ -50,13 +54,16 @@ METRICS = ("busbw_gbps", "time_us")
 """Compared per cell; busbw is better higher, time better lower."""
 RECOVERY_METRICS = tuple(m.name for m in REGISTRY if m.compared)
 """Compared per series of faulted runs, one sample a run (the registry's `compared` entries)."""
-TRAINING_METRICS = ("step_s", "tokens_per_s", "hit_step_s", "overhead_ratio")
+COST_METRICS = ("cost_detect_s", "cost_back_s", "cost_lost_gpu_s", "cost_goodput_ratio")
+"""The cost of a fault to a run with a recovery strategy (the `recovery_cost` table's
+detect_s, back_s, lost_gpu_s and goodput / goodput_fault_free), one sample a run."""
+TRAINING_METRICS = ("step_s", "tokens_per_s", "hit_step_s", "overhead_ratio", *COST_METRICS)
 """Compared per series of training runs (`compare.training`): every update's step time and
 tokens/s (each update a sample, runs the unit of replication), and one sample a run of the
 step time of the update its fault hit and of its median step over its baseline run's
 (`training_checks.overhead_pct` as a ratio, 1 + overhead / 100: a change of an overhead near
-0 % has no relative size)."""
-PER_RUN_METRICS = (*RECOVERY_METRICS, "hit_step_s", "overhead_ratio")
+0 % has no relative size), and of a run with a recovery strategy its `COST_METRICS`."""
+PER_RUN_METRICS = (*RECOVERY_METRICS, "hit_step_s", "overhead_ratio", *COST_METRICS)
 """Metrics with one sample a run: runs, not iterations, count towards `min_samples`."""
 COMPARED = (*METRICS, *RECOVERY_METRICS, *TRAINING_METRICS)
 HIGHER_IS_BETTER = {
@@ -67,6 +74,10 @@ HIGHER_IS_BETTER = {
     "tokens_per_s": True,
     "hit_step_s": False,
     "overhead_ratio": False,
+    "cost_detect_s": False,
+    "cost_back_s": False,
+    "cost_lost_gpu_s": False,
+    "cost_goodput_ratio": True,
 }
 UNITS = {
     "busbw_gbps": "GB/s",
@@ -76,10 +87,17 @@ UNITS = {
     "tokens_per_s": "tokens/s",
     "hit_step_s": "s",
     "overhead_ratio": "",
+    "cost_detect_s": "s",
+    "cost_back_s": "s",
+    "cost_lost_gpu_s": "GPU-s",
+    "cost_goodput_ratio": "",
 }
 DEFAULT_MIN_EFFECT = {
     **{m.name: m.min_effect for m in REGISTRY if m.compared and m.min_effect is not None},
     "hit_step_s": 0.10,  # the stall of a repair: timeouts and polling, as detect_s
+    "cost_detect_s": 0.10,  # a watchdog's or a library's timeout
+    "cost_back_s": 0.10,
+    "cost_lost_gpu_s": 0.10,
 }
 """Detection and stalls wait on timeouts and polling: a smaller change is within their jitter
 (analysis/metrics.py gives each metric's)."""

@@ -1,11 +1,14 @@
 """Training runs' samples for `compare`, per series (the series of `compare.samples`: what tells
-runs apart besides their repeat), from the `training` and `training_checks` tables.
+runs apart besides their repeat), from the `training`, `training_checks` and `recovery_cost`
+tables.
 
 - `training_cells`: per series of training runs, each complete run's samples of every
   `TRAINING_METRICS` entry: its updates' step times and tokens/s (each update a sample, as a
   collective's iterations), the step time of the update its fault hit and its median step over
   its baseline run's (one sample a run, none where undefined: a crashed run's hit update never
-  completed, the baseline run has no baseline);
+  completed, the baseline run has no baseline), and of a run with a recovery strategy the
+  cost of its fault (`recovery_cost`: detect_s, back_s, lost_gpu_s, goodput over the
+  fault-free rate; one sample a run, none where unknown);
 - `identity_counts`: per series, how many runs are bit-identical to their baseline run and how
   many are not (runs without a baseline left out): a run that was identical and is not any
   more is a regression (`compare.verdict`).
@@ -24,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from r2bench.compare.policy import TRAINING_METRICS
+from r2bench.compare.policy import COST_METRICS, TRAINING_METRICS
 from r2bench.compare.samples import Cell, Key, make_key
 from r2bench.runfolder import store as st
 from r2bench.tables.build import Tables
@@ -63,6 +66,7 @@ def training_cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
     """Per series of training runs, each run's samples of every training metric."""
     runs = trained_runs(tables, names)
     updates = _updates_by_run(tables.training, {r.run_id for r in runs})
+    costs = {str(r["run_id"]): r for r in tables.recovery_cost.to_dict("records")}
     out: dict[Key, Cell] = {}
     for run in runs:
         cell = out.setdefault(run.key, Cell(run.key, samples={m: [] for m in TRAINING_METRICS}))
@@ -74,9 +78,23 @@ def training_cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
         hit = _finite(run.checks.get("hit_step_s"))
         overhead = _finite(run.checks.get("overhead_pct"))
         ratio = 1 + overhead / 100 if overhead is not None else None
-        for metric, value in (("hit_step_s", hit), ("overhead_ratio", ratio)):
+        per_run = [("hit_step_s", hit), ("overhead_ratio", ratio)]
+        per_run += list(zip(COST_METRICS, _cost_values(costs.get(run.run_id)), strict=True))
+        for metric, value in per_run:
             cell.samples[metric].append(np.array([] if value is None else [value], dtype=float))
     return out
+
+
+def _cost_values(row: dict[str, Any] | None) -> list[float | None]:
+    """A run's `COST_METRICS` from its `recovery_cost` row (None where unknown or no row)."""
+    if row is None:
+        return [None] * len(COST_METRICS)
+    goodput, free = _finite(row.get("goodput")), _finite(row.get("goodput_fault_free"))
+    ratio = goodput / free if goodput is not None and free else None
+    return [
+        _finite(row.get("detect_s")), _finite(row.get("back_s")),
+        _finite(row.get("lost_gpu_s")), ratio,
+    ]  # fmt: skip
 
 
 def identity_counts(tables: Tables, names: list[str]) -> dict[Key, Counter[str]]:
