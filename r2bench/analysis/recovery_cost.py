@@ -79,6 +79,8 @@ class RecoveryInputs:
     """The first R-2CCL failover event after the fault (controller clock)."""
     baseline: TrainingLog | None = None
     window_steps: int = WINDOW_STEPS
+    failed_exit_at: float | None = None
+    """When a job that failed ended (controller clock), for a run without `attempts.jsonl`."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,8 @@ def _steps(inputs: RecoveryInputs, fault: float) -> list[tuple[str, float]]:
             out.append(("exit", a.ended_at))  # a job that completed reacted to nothing
         if a.attempt > 1 and a.launched_at >= fault:
             out.append(("restart", a.launched_at))
+    if not inputs.attempts and inputs.failed_exit_at is not None and inputs.failed_exit_at >= fault:
+        out.append(("exit", inputs.failed_exit_at))
     if inputs.failover_at is not None and inputs.failover_at >= fault:
         out.append(("failover", inputs.failover_at))
     return sorted(out, key=lambda s: s[1])

@@ -24,7 +24,7 @@ from r2bench.analysis.recovery_cost import (
     strategy_of,
 )
 from r2bench.analysis.training import TrainingRun, baseline_for
-from r2bench.parse.models import EventKind
+from r2bench.parse.models import EventKind, OutcomeStatus
 
 ATTEMPTS = "attempts.jsonl"
 """A restart run's attempts, one JSON line each (the sweep's, controller clock)."""
@@ -36,6 +36,8 @@ FAILOVER_KINDS = frozenset(
     }
 )  # fmt: skip
 """The events that say R-2CCL reacted to a failure (its hot repair)."""
+OK_STATUSES = frozenset({OutcomeStatus.OK, OutcomeStatus.FAULT_WITHOUT_EFFECT})
+"""Outcomes of a job that did not fail: its end is no reaction to the fault."""
 HEAD_COLUMNS = ("run_id", "strategy", "library", "scenario", "repeat", "baseline_run_id")
 RECOVERY_COLUMNS = (
     *HEAD_COLUMNS,
@@ -61,8 +63,9 @@ def cost_doc(run: ParsedRun) -> dict[str, Any] | None:
     path = run.record.file(ATTEMPTS)
     attempts = parse_attempts(path.read_text(errors="replace")) if path else []
     inputs = RecoveryInputs(
-        strategy, log, fault, run.clock.launch_offset, attempts, _failover_at(run, fault)
-    )
+        strategy, log, fault, run.clock.launch_offset, attempts, _failover_at(run, fault),
+        failed_exit_at=_failed_exit(run),
+    )  # fmt: skip
     cost = recovery_cost(inputs)
     doc = cost.row()
     doc[STEPS_KEY] = [[name, at] for name, at in cost.steps]
@@ -79,6 +82,14 @@ def _recovery_spec(spec: Any) -> Mapping[str, Any]:
     if callable(dump):
         value = dump()
     return {"recovery": value}
+
+
+def _failed_exit(run: ParsedRun) -> float | None:
+    """When the job ended, for a run whose outcome is a failure (None otherwise)."""
+    status = run.outcome.status if run.outcome else None
+    if run.job_end is None or status is None or status in OK_STATUSES:
+        return None
+    return run.job_end.at
 
 
 def _failover_at(run: ParsedRun, fault: float | None) -> float | None:

@@ -206,3 +206,14 @@ def test_row_has_a_basis_for_every_metric() -> None:
     assert len(bases) == 10
     assert all(isinstance(row[k], str) and row[k] for k in bases)
     assert not any(isinstance(v, float) and math.isnan(v) for v in row.values())
+
+
+def test_a_failed_job_without_attempts_detects_at_its_exit() -> None:
+    lines = [start()] + [update(n, T0 + n * STEP) for n in range(1, 26)]
+    c = cost("\n".join(lines), "none", failed_exit_at=FAULT + 7.0)
+    assert c.detect_s.value == pytest.approx(7.0) and "exit" in c.detect_s.basis
+    with_attempts = cost(
+        "\n".join(lines), "restart", failed_exit_at=FAULT + 7.0,
+        attempts=[Attempt(1, T0 - 1, FAULT + 9.0, 4)],
+    )  # fmt: skip
+    assert with_attempts.detect_s.value == pytest.approx(9.0)  # the sweep's record wins
