@@ -191,7 +191,7 @@ def recovery_cost(inputs: RecoveryInputs) -> RecoveryCost:
     detect = _detect(steps, fault)
     progress = _progress(printed, fault, recovered_at, inputs.strategy)
     back, back_update = _back(printed, fault, frontier)
-    lost, recomputed = _lost(inputs, frontier, fault), _recomputed(printed)
+    lost, recomputed = _lost(inputs, frontier, fault, back), _recomputed(printed)
     ranks = log.start.ranks if log.start else None
     gpu = _lost_gpu(inputs, back, back_update, frontier, m, ranks, printed)
     goodput, free = _goodput(printed, fault, m, inputs.window_steps)
@@ -265,7 +265,7 @@ def _back(printed: _Clocked, fault: float, frontier: int) -> tuple[Measure, int 
     return Measure.unknown(f"no update beyond the frontier {frontier} after the fault"), None
 
 
-def _lost(inputs: RecoveryInputs, frontier: int, fault: float) -> Measure:
+def _lost(inputs: RecoveryInputs, frontier: int, fault: float, back: Measure) -> Measure:
     strategy = inputs.strategy
     if strategy == "in_library":
         return Measure(0, "in the library: no update is redone")
@@ -282,6 +282,8 @@ def _lost(inputs: RecoveryInputs, frontier: int, fault: float) -> Measure:
             return Measure.unknown("the job never resumed after the fault")
         ckpt = resumes[0].update
         return Measure(frontier - ckpt, f"the frontier {frontier} - the checkpoint's {ckpt}")
+    if back.value is not None:
+        return Measure(0, f"strategy {strategy!r}: the job went on through the fault")
     return Measure.unknown(f"strategy {strategy!r} redoes no update: the job does not recover")
 
 

@@ -217,3 +217,10 @@ def test_a_failed_job_without_attempts_detects_at_its_exit() -> None:
         attempts=[Attempt(1, T0 - 1, FAULT + 9.0, 4)],
     )  # fmt: skip
     assert with_attempts.detect_s.value == pytest.approx(9.0)  # the sweep's record wins
+
+
+def test_a_job_without_recovery_that_went_on_lost_no_update() -> None:
+    lines = [start()] + [update(n, T0 + n * STEP + (1.0 if n > 25 else 0.0)) for n in range(1, 41)]
+    c = cost("\n".join(lines), "none")
+    assert c.updates_lost.value == 0 and "went on" in c.updates_lost.basis
+    assert c.back_s.value == pytest.approx(T0 + 2.6 + 1.0 - FAULT)
