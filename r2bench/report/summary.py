@@ -364,10 +364,11 @@ def summary_rows(
     frame["_mode"] = [_text(v) for v in mode]
     frame["_library"] = [_text(v) for v in frame["library"]]
     frame["_scenario"] = [_text(v) for v in frame["scenario"]]
+    frame["_strategy"] = _strategies(frame, tables)
     faults = faults_by_run(tables.windows)
     rows = []
-    for (library, mode_text, scenario), group in frame.groupby(
-        ["_library", "_mode", "_scenario"], sort=True
+    for (library, mode_text, scenario, strategy), group in frame.groupby(
+        ["_library", "_mode", "_scenario", "_strategy"], sort=True
     ):
         first = group.iloc[0].to_dict()
         fault = _fault_of(group, faults)
@@ -376,7 +377,7 @@ def summary_rows(
         counts = Counter(str(o) for o in group["outcome"]).most_common()
         rows.append(
             SummaryRow(
-                subject=subject_of(first, str(mode_text)),
+                subject=subject_of(first, str(mode_text)) + (f" ({strategy})" if strategy else ""),
                 library=str(library),
                 scenario=str(scenario),
                 fault=fault,
@@ -386,6 +387,16 @@ def summary_rows(
             )
         )
     return sorted(rows, key=_order)
+
+
+def _strategies(frame: pd.DataFrame, tables: Tables) -> list[str]:
+    """Each run's recovery strategy ('' for runs without one): the same job under two
+    strategies is two answers, never one mixed count."""
+    cost = getattr(tables, "recovery_cost", None)
+    if cost is None or cost.empty:
+        return [""] * len(frame)
+    by_run = dict(zip(cost["run_id"], cost["strategy"], strict=True))
+    return [_text(by_run.get(run_id, "")) for run_id in frame["run_id"]]
 
 
 def summary_columns(tables: Tables) -> tuple[SummaryColumn, ...]:

@@ -33,9 +33,12 @@ STATUS_STYLE = {
 
 
 def series_label(run: PlannedRun) -> str:
-    """`library` or `library mode N`: the column a run counts in."""
+    """`library`, `library mode N`, and a training run's recovery strategy: the column a run
+    counts in (the same job under two strategies is two answers, never one mixed count)."""
     mode = run.spec.env.get("R2CC_MODE")
-    return run.spec.library_label + (f" mode {mode}" if mode is not None else "")
+    label = run.spec.library_label + (f" mode {mode}" if mode is not None else "")
+    recovery = run.spec.recovery
+    return label + (f" {recovery.strategy.value}" if recovery is not None else "")
 
 
 @dataclass
