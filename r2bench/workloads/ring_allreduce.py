@@ -53,7 +53,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -610,25 +610,36 @@ def run(comm: Any, opts: Options, env: dict[str, str]) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m r2bench.workloads.ring_allreduce [flags]``."""
+def mpi_main(
+    program: str,
+    parse: Callable[[list[str]], Any],
+    body: Callable[[Any, Any, dict[str, str]], int],
+    argv: list[str] | None,
+) -> int:
+    """A workload's entry: parse the flags, then `body(comm, options, environment)` on
+    MPI_COMM_WORLD; a usage error (before or during the job) is one line and exit 6."""
     try:
-        opts = parse_options(sys.argv[1:] if argv is None else argv)
+        opts = parse(sys.argv[1:] if argv is None else argv)
     except UsageError as exc:
-        print(f"{PROGRAM}: {exc}", file=sys.stderr)
+        print(f"{program}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         from mpi4py import MPI
     except ImportError:
-        print(f"{PROGRAM}: mpi4py is required (pip install 'r2bench[workload]')", file=sys.stderr)
+        print(f"{program}: mpi4py is required (pip install 'r2bench[workload]')", file=sys.stderr)
         return EXIT_USAGE
     comm = MPI.COMM_WORLD
     try:
-        return run(comm, opts, dict(os.environ))
+        return body(comm, opts, dict(os.environ))
     except UsageError as exc:
-        print(f"{PROGRAM}: {exc}", file=sys.stderr, flush=True)
+        print(f"{program}: {exc}", file=sys.stderr, flush=True)
         comm.Abort(EXIT_USAGE)
         return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m r2bench.workloads.ring_allreduce [flags]``."""
+    return mpi_main(PROGRAM, parse_options, run, argv)
 
 
 if __name__ == "__main__":

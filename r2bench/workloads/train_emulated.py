@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import socket
 import sys
 import time
@@ -68,12 +67,12 @@ from r2bench.workloads import checkpoint, tinylm
 from r2bench.workloads.ring_allreduce import (
     EXIT_NET,
     EXIT_TIMEOUT,
-    EXIT_USAGE,
     Library,
     RingAllreduce,
     UsageError,
     abort_job,
     local_nics,
+    mpi_main,
     resolve_library,
     transport_config,
 )
@@ -542,23 +541,7 @@ def watchdog_abort(trainer: Trainer, update: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m r2bench.workloads.train_emulated [flags]``."""
-    try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
-    except UsageError as exc:
-        print(f"{PROGRAM}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        print(f"{PROGRAM}: mpi4py is required (pip install 'r2bench[workload]')", file=sys.stderr)
-        return EXIT_USAGE
-    comm = MPI.COMM_WORLD
-    try:
-        return run(comm, args, dict(os.environ))
-    except UsageError as exc:
-        print(f"{PROGRAM}: {exc}", file=sys.stderr, flush=True)
-        comm.Abort(EXIT_USAGE)
-        return EXIT_USAGE
+    return mpi_main(PROGRAM, parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 START_TAG = "#train-start"
 UPDATE_TAG = "#train"
@@ -48,9 +48,25 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
+class _Record:
+    """A training line: its tag, then its fields as one JSON object (keys in field order)."""
+
+    TAG: ClassVar[str] = ""
+
+    def _doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = asdict(self)  # type: ignore[call-overload]
+        return doc
+
+    def text(self) -> str:
+        """`<tag> {...}`."""
+        return f"{self.TAG} {json.dumps(self._doc())}"
+
+
 @dataclass(frozen=True)
-class TrainStart:
+class TrainStart(_Record):
     """The `#train-start` line: what the job trains, on how many ranks, with which library."""
+
+    TAG = START_TAG
 
     workload: str
     model: str
@@ -68,14 +84,12 @@ class TrainStart:
     stubbed: str = ""
     """Comma list of the NCCL functions a stub library stands in for (empty: none)."""
 
-    def text(self) -> str:
-        """`#train-start {...}`."""
-        return f"{START_TAG} {json.dumps(asdict(self))}"
-
 
 @dataclass(frozen=True)
-class UpdateLine:
+class UpdateLine(_Record):
     """One `#train` line: one optimizer update, as rank 0 saw it."""
+
+    TAG = UPDATE_TAG
 
     update: int
     start: float
@@ -88,76 +102,74 @@ class UpdateLine:
     digest: str | None = None
     digests_agree: bool | None = None
 
-    def text(self) -> str:
-        """`#train {...}`: keys in a fixed order; a non-finite loss or norm becomes null."""
+    def _doc(self) -> dict[str, Any]:
+        """Times to the microsecond; a non-finite loss or norm becomes null."""
         doc = asdict(self)
         doc["start"], doc["end"] = round(self.start, 6), round(self.end, 6)
         doc["loss"], doc["grad_norm"] = _finite(self.loss), _finite(self.grad_norm)
-        return f"{UPDATE_TAG} {json.dumps(doc)}"
+        return doc
 
 
 @dataclass(frozen=True)
-class TrainEnd:
+class TrainEnd(_Record):
     """The `#train-end` line."""
+
+    TAG = END_TAG
 
     updates: int
     final_loss: float | None
     eval_loss: float | None = None
 
-    def text(self) -> str:
-        """`#train-end {...}`."""
+    def _doc(self) -> dict[str, Any]:
+        """A non-finite loss becomes null."""
         doc = asdict(self)
         doc["final_loss"], doc["eval_loss"] = _finite(self.final_loss), _finite(self.eval_loss)
-        return f"{END_TAG} {json.dumps(doc)}"
+        return doc
 
 
 @dataclass(frozen=True)
-class TrainCheckpoint:
+class TrainCheckpoint(_Record):
     """The `#train-checkpoint` line: the state after update `update` is on disk."""
+
+    TAG = CHECKPOINT_TAG
 
     update: int
     at: float
     seconds: float
     path: str = ""
 
-    def text(self) -> str:
-        """`#train-checkpoint {...}`."""
-        return f"{CHECKPOINT_TAG} {json.dumps(asdict(self))}"
-
 
 @dataclass(frozen=True)
-class TrainResume:
+class TrainResume(_Record):
     """The `#train-resume` line: this start resumes from the checkpoint of update `update`
     (the next update is `update + 1`); `attempt` counts the job's starts from 1."""
+
+    TAG = RESUME_TAG
 
     update: int
     at: float
     attempt: int = 1
     path: str = ""
 
-    def text(self) -> str:
-        """`#train-resume {...}`."""
-        return f"{RESUME_TAG} {json.dumps(asdict(self))}"
-
 
 @dataclass(frozen=True)
-class TrainAbort:
+class TrainAbort(_Record):
     """The `#train-abort` line: the watchdog gave up on update `update` after `waited_s`."""
+
+    TAG = ABORT_TAG
 
     update: int
     at: float
     waited_s: float
     reason: str = ""
 
-    def text(self) -> str:
-        """`#train-abort {...}`."""
-        return f"{ABORT_TAG} {json.dumps(asdict(self))}"
-
 
 @dataclass(frozen=True)
-class TrainShrink:
+class TrainShrink(_Record):
     """The `#train-shrink` line: update `update` failed; the survivors dropped `dropped` (a
     comma list of ranks of the old group) and go on with `ranks` ranks, redoing that update."""
+
+    TAG = SHRINK_TAG
 
     update: int
     at: float
@@ -165,19 +177,22 @@ class TrainShrink:
     ranks: int
     detect_s: float | None = None
 
-    def text(self) -> str:
-        """`#train-shrink {...}`."""
-        return f"{SHRINK_TAG} {json.dumps(asdict(self))}"
-
 
 TrainRecord = (
     TrainStart | UpdateLine | TrainEnd | TrainCheckpoint | TrainResume | TrainAbort | TrainShrink
 )
 _TAGS: dict[str, type] = {
-    START_TAG: TrainStart, UPDATE_TAG: UpdateLine, END_TAG: TrainEnd,
-    CHECKPOINT_TAG: TrainCheckpoint, RESUME_TAG: TrainResume, ABORT_TAG: TrainAbort,
-    SHRINK_TAG: TrainShrink,
-}  # fmt: skip
+    cls.TAG: cls
+    for cls in (
+        TrainStart,
+        UpdateLine,
+        TrainEnd,
+        TrainCheckpoint,
+        TrainResume,
+        TrainAbort,
+        TrainShrink,
+    )
+}
 
 
 def _is_float(value: Any) -> bool:
