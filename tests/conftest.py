@@ -59,6 +59,7 @@ TIERS = {
 
 HEAVY_FIXTURES = {
     "virtual_testbed": "system",
+    "three_nodes": "system",
     "sshd": "integration",
 }
 """Fixture -> the lowest tier that may ask for it (each starts real processes)."""
@@ -150,6 +151,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for name, (met, reason) in REQUIREMENTS.items():
         if item.get_closest_marker(name) is not None and not met():
             pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def three_nodes() -> Iterator[UpResult]:
+    """A 3-node virtual testbed, 4 NICs a node at 250 Mbit/s: a training job of 3 ranks (the
+    order of a sum matters from 3 on), one NIC of one node to cut."""
+    name = f"t{uuid.uuid4().hex[:7]}"
+    state = default_state_dir(name)
+    try:
+        yield up(VirtualSpec(name=name, nodes=3, nics=4, rate="250mbit", state_dir=state))
+    finally:
+        teardown(name, state, lambda _: None)
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +21,7 @@ import pytest
 from r2bench.runfolder import runformat
 from r2bench.runfolder.runmodel import RunEnd
 from r2bench.sweep.restarts import AttemptEvent, read_attempts
-from r2bench.testbeds.virtual.layout import VirtualSpec
-from r2bench.testbeds.virtual.lifecycle import UpResult, default_state_dir, teardown, up
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [
     pytest.mark.root,
@@ -58,16 +55,6 @@ sweep:
     - {library: r2ccl, recovery: [restart, shrink]}
 deadline_s: 120
 """
-
-
-@pytest.fixture(scope="module")
-def three_nodes() -> Iterator[UpResult]:
-    name = f"t{uuid.uuid4().hex[:7]}"
-    state = default_state_dir(name)
-    try:
-        yield up(VirtualSpec(name=name, nodes=3, nics=4, rate="250mbit", state_dir=state))
-    finally:
-        teardown(name, state, lambda _: None)
 
 
 def _runs(sweep: Path) -> dict[tuple[str, str], Path]:

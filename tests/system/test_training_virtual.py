@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from r2bench.tables.build import build_tables
-from r2bench.testbeds.virtual.layout import VirtualSpec
-from r2bench.testbeds.virtual.lifecycle import UpResult, default_state_dir, teardown, up
+from r2bench.testbeds.virtual.lifecycle import UpResult
 
 pytestmark = [
     pytest.mark.root,
@@ -46,16 +43,6 @@ sweep:
   exclude: [{library: corrupt, scenario: nic1-down}]
 deadline_s: 90
 """
-
-
-@pytest.fixture(scope="module")
-def three_nodes() -> Iterator[UpResult]:
-    name = f"t{uuid.uuid4().hex[:7]}"
-    state = default_state_dir(name)
-    try:
-        yield up(VirtualSpec(name=name, nodes=3, nics=4, rate="250mbit", state_dir=state))
-    finally:
-        teardown(name, state, lambda _: None)
 
 
 def test_a_training_job_through_a_dead_nic(three_nodes: UpResult, tmp_path: Path) -> None:
