@@ -2,7 +2,9 @@
 
 A `restart` run whose job exits non-zero before the harness deadline is launched again with the
 same command, after the experiment's `restart_delay_s`, up to `restart_limit` times, while the
-run's deadline leaves room. Every attempt's launch and end go to the run folder's
+run's deadline leaves room. An attempt that the job itself refused (the workloads' usage exit:
+bad settings, or a checkpoint that an earlier start wrote and that is gone) is not restarted: the
+next start would be refused the same way. Every attempt's launch and end go to the run folder's
 attempts.jsonl (controller clock), one JSON object a line, as they happen.
 """
 
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from r2bench.config.experiment import MIN_DEADLINE_S, RecoveryStrategy
 from r2bench.parse.models import Outcome, OutcomeStatus
 from r2bench.plan.runspec import RunRecovery
+from r2bench.workloads.train_options import EXIT_USAGE
 
 
 class AttemptEvent(BaseModel):
@@ -49,6 +52,11 @@ class Attempt:
         """The job exited by itself with a non-zero code (not killed at the deadline)."""
         return not self.timed_out and self.exit_code not in (None, 0)
 
+    @property
+    def refused(self) -> bool:
+        """The job refused to start (its usage exit): restarting cannot help."""
+        return not self.timed_out and self.exit_code == EXIT_USAGE
+
 
 def restart_pause(
     recovery: RunRecovery | None,
@@ -62,7 +70,7 @@ def restart_pause(
     or the deadline leaves less than the delay plus the shortest run."""
     if recovery is None or recovery.strategy is not RecoveryStrategy.RESTART:
         return None
-    if interrupted or not attempts or not attempts[-1].failed:
+    if interrupted or not attempts or not attempts[-1].failed or attempts[-1].refused:
         return None
     if len(attempts) - 1 >= recovery.restart_limit:
         return None
@@ -80,7 +88,9 @@ def supervised_outcome(
     if recovery is None or restarts < 1 or outcome.status is OutcomeStatus.OK:
         return outcome
     plural = "s" if restarts != 1 else ""
-    if restarts >= recovery.restart_limit and attempts[-1].failed:
+    if attempts[-1].refused:
+        reason = f"restart {restarts} was refused by the job: {outcome.reason}"
+    elif restarts >= recovery.restart_limit and attempts[-1].failed:
         reason = f"gave up after {restarts} restart{plural}: {outcome.reason}"
     else:
         reason = f"after {restarts} restart{plural}: {outcome.reason}"

@@ -7,7 +7,9 @@ directory. It is written to a hidden temporary file, flushed to disk and renamed
 mid-write leaves no half file under the real name; it carries a SHA-256 over its contents, so a
 damaged one is refused on load and the previous one is used instead (the newest
 :data:`KEEP` are kept). The directory also holds the job's start counter (`attempts`), one
-more at each start: a restart's `#train-resume` line says which start it is.
+more at each start: a restart's `#train-resume` line says which start it is; and the update of
+the newest checkpoint written (`written`), so a restart that finds the checkpoints gone fails
+clearly instead of training again from update 1 as if none had been written.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 KEEP = 2  # checkpoints kept: the newest, and the one to fall back to if it is damaged
 ATTEMPTS_FILE = "attempts"
+WRITTEN_FILE = "written"
 NAME = re.compile(r"^ckpt-(\d{8})\.npz$")
 ARRAYS = ("params", "adam_m", "adam_v", "meta")
 
@@ -99,10 +102,26 @@ def save(directory: Path, state: TrainState) -> Path:
         out.flush()
         os.fsync(out.fileno())
     os.replace(temp, target)
+    _write_small(directory, WRITTEN_FILE, f"{state.update}\n")
     _sync_directory(directory)
     for old in _checkpoints(directory)[KEEP:]:
         old.unlink(missing_ok=True)
     return target
+
+
+def _write_small(directory: Path, name: str, text: str) -> None:
+    """Replace the small file `name` in `directory` atomically (temporary file and rename)."""
+    temp = directory / f".{name}.{os.getpid()}.tmp"
+    temp.write_text(text)
+    os.replace(temp, directory / name)
+
+
+def _read_count(path: Path) -> int:
+    """The number a small file holds; 0 when it is absent or holds none."""
+    try:
+        return int(path.read_text().strip() or "0")
+    except (FileNotFoundError, ValueError):
+        return 0
 
 
 def _sync_directory(directory: Path) -> None:
@@ -163,18 +182,19 @@ def load_newest(directory: Path) -> Loaded | None:
             "no checkpoint in the directory verifies: " + "; ".join(skipped)
             + " (remove the directory to start the job from update 1)"
         )  # fmt: skip
+    written = _read_count(directory / WRITTEN_FILE)
+    if written:
+        raise CheckpointError(
+            f"the checkpoint of update {written} that an earlier start wrote is gone "
+            f"({checkpoint_path(directory, written).name} is missing): a restart would train "
+            "from update 1 again; restore it, or remove the directory to start afresh"
+        )
     return None
 
 
 def next_attempt(directory: Path) -> int:
     """Count one more start of the job in `directory` and return it (1: the first start)."""
     directory.mkdir(parents=True, exist_ok=True)
-    counter = directory / ATTEMPTS_FILE
-    try:
-        previous = int(counter.read_text().strip() or "0")
-    except (FileNotFoundError, ValueError):
-        previous = 0
-    temp = directory / f".{ATTEMPTS_FILE}.{os.getpid()}.tmp"
-    temp.write_text(f"{previous + 1}\n")
-    os.replace(temp, counter)
-    return previous + 1
+    attempt = _read_count(directory / ATTEMPTS_FILE) + 1
+    _write_small(directory, ATTEMPTS_FILE, f"{attempt}\n")
+    return attempt

@@ -96,3 +96,13 @@ def test_a_shrink_job_that_fails_is_not_restarted(tmp_path: Path) -> None:
     assert [a.exit_code for a in attempts] == [4]
     events = read_attempts(tmp_path / "attempts.jsonl")
     assert [e.event for e in events] == ["launch", "end"]
+
+
+def test_a_restart_the_job_refuses_is_not_tried_again(tmp_path: Path) -> None:
+    counter = tmp_path / "starts"
+    script = (
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+        '[ $n -ge 2 ] && { echo "checkpoint gone" >&2; exit 6; }; exit 4'
+    )
+    attempts, _ = _supervise(tmp_path, "restart", script)
+    assert [a.exit_code for a in attempts] == [4, 6]  # not the 3 restarts of the limit

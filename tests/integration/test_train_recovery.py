@@ -105,6 +105,19 @@ def test_a_killed_job_resumes_from_its_checkpoint_bit_identically(tmp_path: Path
     assert end == next(r for r in baseline if isinstance(r, TrainEnd))
 
 
+def test_a_restart_whose_checkpoints_are_gone_fails_clearly(tmp_path: Path) -> None:
+    env = {"R2B_EMULATED_LIBRARY": "r2ccl"}
+    flags = ["--updates", "60", "--checkpoint-dir", str(tmp_path), "--checkpoint-every", "4"]
+    run_until_killed(env, flags, after_checkpoint=8)
+    for written in tmp_path.glob("ckpt-*.npz"):
+        written.unlink()
+    rc, recs, err, seconds = train(3, env, flags)
+    assert rc == 6, err  # the usage exit: the supervisor does not restart it again
+    assert "an earlier start wrote is gone" in err and "ckpt-000000" in err
+    assert not any(isinstance(r, UpdateLine) for r in recs)  # no training from update 1
+    assert seconds < 30
+
+
 def test_a_damaged_newest_checkpoint_is_skipped_on_restart(tmp_path: Path) -> None:
     env = {"R2B_EMULATED_LIBRARY": "r2ccl"}
     flags = ["--updates", "9", "--checkpoint-dir", str(tmp_path), "--checkpoint-every", "3"]

@@ -48,6 +48,7 @@ def test_a_failed_restart_job_is_launched_again_after_the_delay() -> None:
         (_recovery(), _attempts(4, 4, 4, 4), False, 100.0, "three restarts spent"),
         (_recovery(limit=0), _attempts(4), False, 100.0, "no restart allowed"),
         (_recovery(), _attempts(4), True, 100.0, "interrupted"),
+        (_recovery(), _attempts(4, 6), False, 100.0, "the restart was refused by the job"),
         (_recovery(), _attempts(4), False, DEADLINE - 2.5, "no room before the deadline"),
         (_recovery("shrink"), _attempts(4), False, 100.0, "not a restart run"),
         (_recovery("none"), _attempts(4), False, 100.0, "not a restart run"),
@@ -80,6 +81,15 @@ def test_a_run_cut_short_names_its_restarts_and_ok_runs_are_left_alone() -> None
     first = _outcome(OutcomeStatus.CRASHED)
     assert supervised_outcome(first, _recovery(), _attempts(4)) == first
     assert supervised_outcome(first, None, _attempts(4, 4)) == first
+
+
+def test_a_restart_the_job_refused_says_so_before_the_limit() -> None:
+    refused = supervised_outcome(
+        _outcome(OutcomeStatus.CRASHED, "checkpoint of update 10 is gone"), _recovery(),
+        _attempts(4, 6),
+    )  # fmt: skip
+    assert refused.reason == "restart 1 was refused by the job: checkpoint of update 10 is gone"
+    assert refused.status is OutcomeStatus.CRASHED
 
 
 def test_attempts_jsonl_holds_each_launch_and_end(tmp_path: Path) -> None:
