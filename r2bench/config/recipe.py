@@ -154,6 +154,12 @@ class Recipe(StrictModel):
         "in_library (it moves traffic off a failed NIC by itself), shrink (survivors can drop "
         "a failed node's ranks and go on: ncclCommShrink, NCCL >= 2.27).",
     )
+    job_recovery: list[Literal["restart", "shrink"]] = Field(
+        default_factory=list,
+        description="Training benchmark: the recovery strategies the job carries out itself: "
+        "restart (checkpoints, a watchdog, resume on start), shrink (survivors drop the failed "
+        "node's ranks and train on).",
+    )
     env: dict[EnvName, FreeText] = Field(
         default_factory=dict,
         description="Variables every run of this library gets (the experiment's win).",

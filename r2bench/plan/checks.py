@@ -15,6 +15,8 @@ from r2bench.faults.interlock import interface_refusal
 from r2bench.plan.sweep import Point
 
 MODE_VARIABLE = "R2CC_MODE"
+JOB_STRATEGIES = ("restart", "shrink")
+"""Strategies the training job carries out itself (a benchmark recipe's `job_recovery`)."""
 
 
 def _suggest(value: str, known: Iterable[str]) -> str:
@@ -118,21 +120,29 @@ def check_modes(
 def check_recovery(
     experiment: Experiment, points: list[Point], recipes: Mapping[str, Recipe], doc: SourceDoc
 ) -> list[ConfigIssue]:
-    """A strategy that needs the library's help (in_library, shrink) only on a library whose
-    recipe offers it: R-2CCL has no ncclCommShrink, stock NCCL no failover."""
+    """A strategy the job carries out (restart, shrink) only with a benchmark whose job does it;
+    one that needs the library's help (in_library, shrink) only on a library whose recipe
+    offers it: R-2CCL has no ncclCommShrink, stock NCCL no failover."""
     issues: dict[tuple[str, str], ConfigIssue] = {}
+    bench = recipes.get(experiment.benchmark.recipe)
     for point in points:
         strategy = point.values.get("recovery")
         label = point.values["library"]
         recipe = recipes.get(experiment.libraries[label].recipe)
         if strategy is None or recipe is None:
             continue
+        origin = point.origins.get("recovery", ("recovery", "strategies"))
+        if bench is not None and strategy in JOB_STRATEGIES and strategy not in bench.job_recovery:
+            does = ", ".join(bench.job_recovery) or "none"
+            message = f"benchmark {bench.name} does not {strategy} (its job carries out: {does})"
+            hint = f"exclude it: {{recovery: {strategy}}}, or use a job that does"
+            issues.setdefault(("", strategy), doc.issue(origin, message, hint))
+            continue
         if RecoveryStrategy(strategy) not in LIBRARY_STRATEGIES or strategy in recipe.recovery:
             continue
         offers = ", ".join(recipe.recovery) or "none that needs the library"
         message = f"library '{label}' ({recipe.name}) offers no {strategy} recovery ({offers})"
         hint = f"exclude it: {{library: {label}, recovery: {strategy}}}"
-        origin = point.origins.get("recovery", ("recovery", "strategies"))
         issues.setdefault((label, strategy), doc.issue(origin, message, hint))
     return list(issues.values())
 

@@ -3,7 +3,8 @@ bit-identically (parameters, Adam's moments and step, every rank's data-stream p
 recent losses), written atomically and verified on load.
 
 A checkpoint is one `.npz` file, `ckpt-<update, 8 digits>.npz`, in the job's checkpoint
-directory. It is written to a hidden temporary file, flushed to disk and renamed, so a job killed
+directory (the PyTorch job writes `.pt` files the same way: :func:`publish` and
+:func:`load_newest` take any reader). It is written to a hidden temporary file, flushed to disk and renamed, so a job killed
 mid-write leaves no half file under the real name; it carries a SHA-256 over its contents, so a
 damaged one is refused on load and the previous one is used instead (the newest
 :data:`KEEP` are kept). The directory also holds the job's start counter (`attempts`), one
@@ -19,16 +20,18 @@ import json
 import os
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 KEEP = 2  # checkpoints kept: the newest, and the one to fall back to if it is damaged
 ATTEMPTS_FILE = "attempts"
 WRITTEN_FILE = "written"
-NAME = re.compile(r"^ckpt-(\d{8})\.npz$")
+NAME = re.compile(r"^ckpt-(\d{8})\.(npz|pt)$")
+NPZ = ".npz"
 ARRAYS = ("params", "adam_m", "adam_v", "meta")
 
 
@@ -56,9 +59,14 @@ class TrainState:
         return len(self.streams)
 
 
-def checkpoint_path(directory: Path, update: int) -> Path:
+def checkpoint_path(directory: Path, update: int, suffix: str = NPZ) -> Path:
     """The file of update `update`'s checkpoint."""
-    return directory / f"ckpt-{update:08d}.npz"
+    return directory / f"ckpt-{update:08d}{suffix}"
+
+
+def temporary_path(target: Path) -> Path:
+    """A hidden name beside `target` to write it under before :func:`publish`."""
+    return target.parent / f".{target.name}.{os.getpid()}.tmp"
 
 
 def _meta(state: TrainState) -> np.ndarray:
@@ -92,7 +100,7 @@ def save(directory: Path, state: TrainState) -> Path:
         "meta": _meta(state),
     }
     target = checkpoint_path(directory, state.update)
-    temp = directory / f".{target.name}.{os.getpid()}.tmp"
+    temp = temporary_path(target)
     with temp.open("wb") as out:
         digest = np.frombuffer(_digest(arrays).encode(), np.uint8)
         np.savez(
@@ -101,12 +109,19 @@ def save(directory: Path, state: TrainState) -> Path:
         )  # fmt: skip
         out.flush()
         os.fsync(out.fileno())
+    publish(temp, target)
+    return target
+
+
+def publish(temp: Path, target: Path) -> None:
+    """Put a checkpoint written and flushed under `temp` in place as `target`, record it as the
+    newest written, make both durable, and drop the older ones beyond :data:`KEEP`."""
+    directory = target.parent
     os.replace(temp, target)
-    _write_small(directory, WRITTEN_FILE, f"{state.update}\n")
+    _write_small(directory, WRITTEN_FILE, f"{target.name}\n")
     _sync_directory(directory)
     for old in _checkpoints(directory)[KEEP:]:
         old.unlink(missing_ok=True)
-    return target
 
 
 def _write_small(directory: Path, name: str, text: str) -> None:
@@ -116,11 +131,19 @@ def _write_small(directory: Path, name: str, text: str) -> None:
     os.replace(temp, directory / name)
 
 
+def _read_text(path: Path) -> str:
+    """What a small file holds, stripped; empty when it is absent."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def _read_count(path: Path) -> int:
     """The number a small file holds; 0 when it is absent or holds none."""
     try:
-        return int(path.read_text().strip() or "0")
-    except (FileNotFoundError, ValueError):
+        return int(_read_text(path) or "0")
+    except ValueError:
         return 0
 
 
@@ -159,22 +182,29 @@ def read(path: Path) -> TrainState:
     )  # fmt: skip
 
 
+State = TypeVar("State")
+
+
 @dataclass(frozen=True)
-class Loaded:
+class Loaded(Generic[State]):
     """The newest checkpoint that verified, and the damaged ones skipped on the way."""
 
-    state: TrainState
+    state: State
     path: Path
     skipped: tuple[str, ...] = ()
 
 
-def load_newest(directory: Path) -> Loaded | None:
-    """The newest checkpoint that verifies (falling back past damaged ones); None when the
-    directory holds none. CheckpointError when it holds some and none verifies."""
+def load_newest(
+    directory: Path,
+    reader: Callable[[Path], State] = read,  # type: ignore[assignment]
+) -> Loaded[State] | None:
+    """The newest checkpoint that `reader` (ValueError: damaged) loads, falling back past
+    damaged ones; None when the directory holds none and never did. CheckpointError when it
+    holds some and none loads, or when the newest one an earlier start wrote is gone."""
     skipped: list[str] = []
     for path in _checkpoints(directory):
         try:
-            return Loaded(read(path), path, tuple(skipped))
+            return Loaded(reader(path), path, tuple(skipped))
         except ValueError as exc:
             skipped.append(str(exc))
     if skipped:
@@ -182,12 +212,12 @@ def load_newest(directory: Path) -> Loaded | None:
             "no checkpoint in the directory verifies: " + "; ".join(skipped)
             + " (remove the directory to start the job from update 1)"
         )  # fmt: skip
-    written = _read_count(directory / WRITTEN_FILE)
+    written = _read_text(directory / WRITTEN_FILE)
     if written:
         raise CheckpointError(
-            f"the checkpoint of update {written} that an earlier start wrote is gone "
-            f"({checkpoint_path(directory, written).name} is missing): a restart would train "
-            "from update 1 again; restore it, or remove the directory to start afresh"
+            f"the checkpoint {directory / written} that an earlier start wrote is gone: a "
+            "restart would train from update 1 again; restore it, or remove the directory to "
+            "start afresh"
         )
     return None
 

@@ -86,6 +86,7 @@ from r2bench.workloads.train_format import (
     TrainStart,
     UpdateLine,
 )
+from r2bench.workloads.train_options import recovery_flag_problem
 from r2bench.workloads.transport import (
     CollectiveTimeout,
     FreezeHook,
@@ -185,29 +186,16 @@ def parse_args(argv: list[str]) -> TrainArgs:
             raise UsageError(f"{flag} {value}: must be at least 1")
     if a.digest_every < 0 or (a.bucket_mb is not None and a.bucket_mb < 1) or a.timeout_s < 0:
         raise UsageError("--digest-every, --bucket-mb and --timeout-s must not be negative")
-    check_recovery(a.checkpoint_dir, a.checkpoint_every, a.watchdog_s, a.on_failure)
+    problem = recovery_flag_problem(
+        a.checkpoint_dir, a.checkpoint_every, a.watchdog_s, a.on_failure
+    )
+    if problem:
+        raise UsageError(problem)
     return TrainArgs(
         a.model, a.updates, a.batch, a.seq_len, a.seed, a.lr, a.digest_every, a.bucket_mb,
         a.data, a.timeout_s, a.nic_addrs, a.no_log, a.corrupt, a.checkpoint_dir,
         a.checkpoint_every, a.watchdog_s, a.on_failure,
     )  # fmt: skip
-
-
-def check_recovery(directory: Path | None, every: int, watchdog_s: int, on_failure: str) -> None:
-    """The recovery flags agree with each other; UsageError names the flag and the fix."""
-    if watchdog_s < 0:
-        raise UsageError(f"--watchdog-s {watchdog_s}: must not be negative (0: no watchdog)")
-    if (directory is None) != (every == 0):
-        raise UsageError(
-            "--checkpoint-dir and --checkpoint-every go together: give both (K >= 1) or neither"
-        )
-    if every < 0:
-        raise UsageError(f"--checkpoint-every {every}: must be at least 1")
-    if on_failure == "shrink" and watchdog_s == 0:
-        raise UsageError(
-            "--on-failure shrink needs --watchdog-s S: without it a rank that sees no failure "
-            "waits forever for the others to agree"
-        )
 
 
 def parse_corrupt(text: str | None, ranks: int) -> tuple[int, int] | None:
@@ -459,7 +447,7 @@ class ResumePoint:
     """What rank 0 found in the checkpoint directory, broadcast to every rank."""
 
     attempt: int
-    loaded: checkpoint.Loaded | None
+    loaded: checkpoint.Loaded[checkpoint.TrainState] | None
     error: str = ""
 
 
@@ -467,7 +455,7 @@ def find_resume_point(directory: Path, ranks: int) -> ResumePoint:
     """Rank 0: count this start and load the newest checkpoint that verifies."""
     attempt = checkpoint.next_attempt(directory)
     try:
-        loaded = checkpoint.load_newest(directory)
+        loaded = checkpoint.load_newest(directory, checkpoint.read)
     except checkpoint.CheckpointError as exc:
         return ResumePoint(attempt, None, f"--checkpoint-dir {directory}: {exc}")
     if loaded is not None and loaded.state.ranks != ranks:

@@ -22,7 +22,7 @@ from r2bench.workloads.train_format import END_TAG, TrainEnd
 
 PROGRAM = "train_torch"
 # The same codes as r2bench.workloads.ring_allreduce (a unit test holds them in step).
-EXIT_NET, EXIT_USAGE = 3, 6
+EXIT_NET, EXIT_TIMEOUT, EXIT_USAGE = 3, 4, 6
 DTYPES = ("float32", "bf16", "fp16")
 CUBLAS_WORKSPACE = ":4096:8"
 """cuBLAS's deterministic workspace setting (needed with deterministic algorithms)."""
@@ -55,6 +55,9 @@ class Options:
     data: Path | None
     log: bool
     timeout_s: int
+    checkpoint_dir: Path | None = None
+    checkpoint_every: int = 0
+    watchdog_s: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", type=Path, default=None, help="uint16 token file (default synthetic)")
     p.add_argument("--no-log", action="store_true", help="no #train lines: the cost of logging")
     p.add_argument("--timeout-s", type=int, default=DEFAULT_TIMEOUT_S, help="collective timeout")
+    p.add_argument("--checkpoint-dir", type=Path, default=None, help="restart: checkpoints here")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="restart: updates between")
+    p.add_argument("--watchdog-s", type=int, default=0, help="give up on a stalled update (exit 4)")
     return p
 
 
@@ -108,6 +114,8 @@ def parse_options(argv: Sequence[str]) -> Options:
         args.bucket_mb is None or args.bucket_mb >= 1, f"--bucket-mb {args.bucket_mb}: give >= 1"
     )
     _require(args.timeout_s >= 1, f"--timeout-s {args.timeout_s}: give at least 1")
+    problem = recovery_flag_problem(args.checkpoint_dir, args.checkpoint_every, args.watchdog_s)
+    _require(problem is None, problem or "")
     return Options(
         model=args.model,
         shape=shape,
@@ -122,7 +130,29 @@ def parse_options(argv: Sequence[str]) -> Options:
         data=args.data,
         log=not args.no_log,
         timeout_s=args.timeout_s,
+        checkpoint_dir=args.checkpoint_dir,
+        checkpoint_every=args.checkpoint_every,
+        watchdog_s=args.watchdog_s,
     )
+
+
+def recovery_flag_problem(
+    directory: Path | None, every: int, watchdog_s: int, on_failure: str = "exit"
+) -> str | None:
+    """What is wrong with a training job's recovery flags, naming the flag and the fix; None
+    when they agree with each other."""
+    if watchdog_s < 0:
+        return f"--watchdog-s {watchdog_s}: must not be negative (0: no watchdog)"
+    if (directory is None) != (every == 0):
+        return "--checkpoint-dir and --checkpoint-every go together: give both (K >= 1) or neither"
+    if every < 0:
+        return f"--checkpoint-every {every}: must be at least 1"
+    if on_failure == "shrink" and watchdog_s == 0:
+        return (
+            "--on-failure shrink needs --watchdog-s S: without it a rank that sees no failure "
+            "waits forever for the others to agree"
+        )
+    return None
 
 
 def _require(condition: bool, message: str) -> None:

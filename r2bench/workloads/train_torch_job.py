@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from r2bench.workloads import servedlib
+from r2bench.workloads import servedlib, train_torch_checkpoint
 from r2bench.workloads.gpt_model import Gpt, optimizer_groups
 from r2bench.workloads.train_data import BatchSpec, DataError, token_source
 from r2bench.workloads.train_format import TrainEnd, TrainStart, UpdateLine
@@ -46,6 +46,7 @@ from r2bench.workloads.train_options import (
     learning_rate,
     mean_over_ranks,
 )
+from r2bench.workloads.watchdog import Watchdog
 
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Words of the errors PyTorch raises when a collective fails without a DistError of its own.
@@ -98,11 +99,14 @@ def run(opts: Options, ranks: Ranks, rendezvous: tuple[str, int] | None) -> int:
         eval_tokens = data.eval_batch()
         job = build_job(opts, ranks, device, gloo)
         served = identify_library(job)
+        resumed = resume(job)
         if ranks.rank == 0:
             _say(start_line(job, served).text())
-        losses, steps = train(job, data)
+            if resumed.record is not None:
+                _say(resumed.record.text())
+        losses, steps = train(job, data, resumed)
         eval_loss = evaluate(job, eval_tokens)
-    except DataError as exc:
+    except (DataError, ValueError) as exc:  # bad data, or no checkpoint to resume from
         _fail(EXIT_USAGE, f"{PROGRAM}: rank {ranks.rank}: {exc}")
     except CollectiveFailure as exc:
         _fail(EXIT_NET, f"{PROGRAM}: rank {ranks.rank}: {exc}")
@@ -194,16 +198,29 @@ def start_line(job: Job, served: servedlib.ServedLibrary) -> TrainStart:
     )
 
 
-def train(job: Job, data: Any) -> tuple[list[float], list[float]]:
-    """Every update; rank 0 prints a `#train` line per update when logging. Returns the losses
-    (mean over ranks) and step times (logging: the slowest rank's; else rank 0's)."""
+def resume(job: Job) -> train_torch_checkpoint.Resumed:
+    """The state to go on from: the newest checkpoint under --checkpoint-dir, or none."""
+    if job.opts.checkpoint_dir is None:
+        return train_torch_checkpoint.Resumed(0, [], None)
+    return train_torch_checkpoint.resume(job, job.opts.checkpoint_dir)
+
+
+def train(
+    job: Job, data: Any, resumed: train_torch_checkpoint.Resumed
+) -> tuple[list[float], list[float]]:
+    """Every update after the resumed one; rank 0 prints a `#train` line per update when
+    logging, and writes a checkpoint every --checkpoint-every updates. Returns the losses (mean
+    over ranks) and step times (logging: the slowest rank's; else rank 0's)."""
     opts = job.opts
-    losses: list[float] = []
+    losses: list[float] = list(resumed.losses)
     steps: list[float] = []
     pending: list[torch.Tensor] = []  # without logging, losses stay on the GPU until the end
-    looped = time.perf_counter()  # reset after update 1, which sets up NCCL's connections
-    for update in range(1, opts.updates + 1):
+    looped = time.perf_counter()  # reset after the first update, which sets up connections
+    watchdog = Watchdog(opts.watchdog_s, job.ranks.rank).start() if opts.watchdog_s else None
+    for update in range(resumed.update + 1, opts.updates + 1):
         tokens = torch.from_numpy(data.batch(job.ranks.rank, update))
+        if watchdog is not None:
+            watchdog.arm(update)
         try:
             start = time.time()
             loss, norm = step(job, tokens, learning_rate(update, opts.updates, opts.lr))
@@ -216,19 +233,34 @@ def train(job: Job, data: Any) -> tuple[list[float], list[float]]:
             else:
                 pending.append(loss.detach())
                 steps.append(end - start)
-            if update == 1:
+            if update == resumed.update + 1:
                 looped = time.perf_counter()
         except RuntimeError as exc:
             if not is_collective_error(exc):
                 raise
             raise CollectiveFailure(f"collective failed during update {update}: {exc}") from exc
+        if watchdog is not None:
+            watchdog.disarm()
+        save_checkpoint(job, update, losses)
+    if watchdog is not None:
+        watchdog.stop()
     if job.ranks.rank == 0:  # the loop's wall time: what logging costs is measured on it
         lines = "per-update lines and digests" if opts.log else "no per-update lines"
-        timed = max(1, opts.updates - 1)
-        _say(f"# {timed} updates in {time.perf_counter() - looped:.6f} s ({lines}, after update 1)")
+        first = resumed.update + 1
+        timed = max(1, opts.updates - first)
+        seconds = time.perf_counter() - looped
+        _say(f"# {timed} updates in {seconds:.6f} s ({lines}, after update {first})")
     if not opts.log:
         losses = tail_losses(job, pending)
     return losses, steps
+
+
+def save_checkpoint(job: Job, update: int, losses: list[float]) -> None:
+    """Rank 0 writes the state after `update` when it is a checkpoint's update."""
+    opts = job.opts
+    if opts.checkpoint_dir is None or job.ranks.rank != 0 or update % opts.checkpoint_every:
+        return
+    _say(train_torch_checkpoint.save(opts.checkpoint_dir, update, job, losses).text())
 
 
 def is_collective_error(exc: RuntimeError) -> bool:

@@ -123,6 +123,23 @@ def test_the_recipes_offer_what_their_libraries_have(tmp_path: Path) -> None:
     assert {r["spec"]["recovery"]["strategy"] for r in plan["runs"]} == {"shrink"}
 
 
+def test_a_strategy_the_training_job_does_not_carry_out_is_refused(tmp_path: Path) -> None:
+    recipes = load_recipes()
+    assert recipes["train-emulated"].job_recovery == ["restart", "shrink"]
+    assert recipes["train-torch"].job_recovery == ["restart"]
+    body = (
+        BASE.replace("train-emulated", "train-torch").replace("emulated-nccl", "system")
+        .replace("emulated-lib", "r2ccl")
+        + "recovery: {strategies: [none, restart, shrink]}\n"
+    )  # fmt: skip
+    code, said = _plan(_write(tmp_path, body))
+    assert code != 0
+    assert "exp.yaml:12:40: recovery.strategies[2]: " in said
+    assert "benchmark train-torch does not shrink (its job carries out: restart)" in said
+    assert "1 problem found" in said  # one refusal, not one per library
+    assert "does not restart" not in said
+
+
 def test_recovery_with_a_collective_benchmark_is_refused(tmp_path: Path) -> None:
     body = (
         "name: c\nlibraries:\n  lib: {recipe: emulated-lib}\nbenchmark: {recipe: emulated}\n"

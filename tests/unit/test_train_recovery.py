@@ -41,9 +41,38 @@ def test_only_the_newest_two_are_kept_and_the_newest_is_loaded(tmp_path: Path) -
     for update in (5, 10, 15):
         checkpoint.save(tmp_path, state(update))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["ckpt-00000010.npz", "ckpt-00000015.npz"]
-    loaded = checkpoint.load_newest(tmp_path)
+    assert names == ["ckpt-00000010.npz", "ckpt-00000015.npz", "written"]
+    assert (tmp_path / "written").read_text() == "ckpt-00000015.npz\n"
+    loaded = checkpoint.load_newest(tmp_path, checkpoint.read)
     assert loaded is not None and loaded.state.update == 15 and loaded.skipped == ()
+
+
+def test_checkpoints_gone_after_one_was_written_are_an_error_not_a_fresh_start(
+    tmp_path: Path,
+) -> None:
+    assert checkpoint.load_newest(tmp_path, checkpoint.read) is None  # never written: a first start
+    checkpoint.save(tmp_path, state(5))
+    for written in tmp_path.glob("ckpt-*"):
+        written.unlink()
+    with pytest.raises(checkpoint.CheckpointError, match=r"ckpt-00000005\.npz that an earlier"):
+        checkpoint.load_newest(tmp_path, checkpoint.read)
+
+
+def test_any_reader_loads_through_the_same_fallback(tmp_path: Path) -> None:
+    for update in (3, 6):
+        target = checkpoint.checkpoint_path(tmp_path, update, ".pt")
+        temp = checkpoint.temporary_path(target)
+        temp.write_text(f"state {update}")
+        checkpoint.publish(temp, target)
+
+    def reader(path: Path) -> str:
+        if path.name.endswith("6.pt"):
+            raise ValueError(f"{path}: damaged")
+        return path.read_text()
+
+    loaded = checkpoint.load_newest(tmp_path, reader)
+    assert loaded is not None and loaded.state == "state 3"
+    assert loaded.skipped == (f"{tmp_path}/ckpt-00000006.pt: damaged",)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
@@ -58,7 +87,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(
         newest.write_bytes(bytes(data))
     else:
         newest.write_bytes(bytes(data[: len(data) // 3]))
-    loaded = checkpoint.load_newest(tmp_path)
+    loaded = checkpoint.load_newest(tmp_path, checkpoint.read)
     assert loaded is not None and loaded.state.update == 5
     assert len(loaded.skipped) == 1 and "ckpt-00000010.npz" in loaded.skipped[0]
 
@@ -66,16 +95,16 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(
 def test_a_half_written_temporary_file_is_never_loaded(tmp_path: Path) -> None:
     checkpoint.save(tmp_path, state(5))
     (tmp_path / ".ckpt-00000010.npz.123.tmp").write_bytes(b"PK\x03\x04 half")
-    loaded = checkpoint.load_newest(tmp_path)
+    loaded = checkpoint.load_newest(tmp_path, checkpoint.read)
     assert loaded is not None and loaded.state.update == 5 and loaded.skipped == ()
 
 
 def test_no_checkpoint_is_none_and_only_damaged_ones_is_an_error(tmp_path: Path) -> None:
-    assert checkpoint.load_newest(tmp_path / "absent") is None
-    assert checkpoint.load_newest(tmp_path) is None
+    assert checkpoint.load_newest(tmp_path / "absent", checkpoint.read) is None
+    assert checkpoint.load_newest(tmp_path, checkpoint.read) is None
     (tmp_path / "ckpt-00000003.npz").write_bytes(b"not a zip")
     with pytest.raises(checkpoint.CheckpointError, match=r"ckpt-00000003\.npz.*remove"):
-        checkpoint.load_newest(tmp_path)
+        checkpoint.load_newest(tmp_path, checkpoint.read)
 
 
 def test_the_start_counter_counts_up_from_one(tmp_path: Path) -> None:
