@@ -20,6 +20,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from r2bench.analysis.attempts import last_attempt_events
 from r2bench.analysis.decision import JobFacts, decide, revisit
 from r2bench.analysis.evidence import (
     FaultEvidence,
@@ -30,6 +31,7 @@ from r2bench.analysis.evidence import (
     iteration_traffic,
 )
 from r2bench.analysis.jobend import JobEnd, job_end
+from r2bench.analysis.recovery_cost import parse_attempts
 from r2bench.analysis.training import FaultHit, fault_hit, update_windows
 from r2bench.analysis.windows import FaultWindow, fault_windows
 from r2bench.parse.bandwidth import bus_factor_of, precise_results
@@ -450,7 +452,7 @@ def parse_run(
     elif record.complete or job is not None:
         run.outcome = decide(
             parsed,
-            events,
+            deciding_events(record, events, stamps),
             env=record.spec.env,
             verification=run.verification,
             evidence=run.evidence,
@@ -464,6 +466,21 @@ def parse_run(
         (w.applied for w in run.windows),
     )
     return run
+
+
+def deciding_events(
+    record: runmodel.RunRecord, events: list[tuple[str, Event]], stdout_times: list[float] | None
+) -> list[tuple[str, Event]]:
+    """The events the outcome is decided on: a restarted job's last start's (`analysis.attempts`)."""
+    path = record.file(runformat.ATTEMPTS)
+    if path is None:
+        return events
+    launches = [a.launched_at for a in parse_attempts(path.read_text(errors="replace"))]
+    arrivals = {
+        runformat.STDOUT: stdout_times,
+        runformat.STDERR: read_times(record, runformat.STDERR_TIMES),
+    }
+    return last_attempt_events(events, launches, arrivals)
 
 
 def ranks_last_seen(run: ParsedRun) -> list[float]:

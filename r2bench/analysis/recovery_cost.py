@@ -126,24 +126,32 @@ METRICS = (
 
 
 def parse_attempts(text: str) -> list[Attempt]:
-    """The attempts of an `attempts.jsonl` text; a line that is not one is skipped (a sweep
-    killed mid-write leaves half a line)."""
-    out = []
+    """The attempts of an `attempts.jsonl` text (the sweep's lines: `{"attempt": N, "event":
+    "launch" | "end", "at": T, "exit_code": C}`, `sweep.restarts.AttemptEvent`), in attempt
+    order; an attempt with no end line has none (it was cut short); a line that is not one is
+    skipped (a sweep killed mid-write leaves half a line)."""
+    launched: dict[int, float] = {}
+    ended: dict[int, tuple[float | None, int | None]] = {}
     for line in text.splitlines():
-        attempt = _attempt(line)
-        if attempt is not None:
-            out.append(attempt)
-    return out
+        event = _attempt_event(line)
+        if event is None:
+            continue
+        number, kind, at, code = event
+        if kind == "launch":
+            launched.setdefault(number, at)
+        elif kind == "end":
+            ended[number] = (at, code)
+    return [Attempt(n, launched[n], *ended.get(n, (None, None))) for n in sorted(launched)]
 
 
-def _attempt(line: str) -> Attempt | None:
+def _attempt_event(line: str) -> tuple[int, str, float, int | None] | None:
     try:
         doc = json.loads(line)
-        number, launched = int(doc["attempt"]), float(doc["launched_at"])
-        ended, code = _opt_float(doc.get("ended_at")), _opt_int(doc.get("exit_code"))
+        number, kind, at = int(doc["attempt"]), str(doc["event"]), float(doc["at"])
+        code = _opt_int(doc.get("exit_code"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    return Attempt(number, launched, ended, code)
+    return number, kind, at, code
 
 
 def strategy_of(spec: Mapping[str, Any]) -> str | None:
@@ -151,10 +159,6 @@ def strategy_of(spec: Mapping[str, Any]) -> str | None:
     recovery = spec.get("recovery")
     strategy = recovery.get("strategy") if isinstance(recovery, Mapping) else None
     return strategy if isinstance(strategy, str) else None
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _opt_int(value: Any) -> int | None:

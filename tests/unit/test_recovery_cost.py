@@ -3,8 +3,8 @@ written with `train_format`'s own records: each metric's definition checked by i
 
 from __future__ import annotations
 
-import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +16,8 @@ from r2bench.analysis.recovery_cost import (
     strategy_of,
 )
 from r2bench.parse.training import parse_training
+from r2bench.sweep.restarts import Attempt as SupervisedAttempt
+from r2bench.sweep.restarts import AttemptLog
 from r2bench.workloads.train_format import (
     TrainAbort,
     TrainCheckpoint,
@@ -186,14 +188,15 @@ def test_no_fault_applied_makes_every_metric_unknown() -> None:
     assert row["back_s_basis"] == "unknown: no fault was applied to this run"
 
 
-def test_attempts_and_strategy_are_read_and_bad_lines_skipped() -> None:
-    text = "\n".join(
-        [
-            json.dumps({"attempt": 1, "launched_at": 1.0, "ended_at": 2.5, "exit_code": 4}),
-            '{"attempt": 2, "launched_at": 3.0',  # cut short
-            json.dumps({"attempt": 2, "launched_at": 3.0, "ended_at": None, "exit_code": None}),
-        ]
-    )
+def test_attempts_are_read_as_the_sweep_writes_them_and_bad_lines_skipped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "attempts.jsonl"
+    log = AttemptLog(path)  # the sweep's own writer: the reader must take what it writes
+    log.launched(1, 1.0)
+    log.ended(SupervisedAttempt(1, 1.0, 2.5, 4, False))
+    log.launched(2, 3.0)
+    text = path.read_text() + '{"attempt": 2, "event": "end", "at": 9.'  # cut short
     assert parse_attempts(text) == [Attempt(1, 1.0, 2.5, 4), Attempt(2, 3.0, None, None)]
     assert strategy_of({"recovery": {"strategy": "shrink", "watchdog_s": 10}}) == "shrink"
     assert strategy_of({"recovery": None}) is None

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from r2bench.sweep.restarts import Attempt, AttemptLog
 from r2bench.tables import build as tb
 from r2bench.tables.recovery_cost import RECOVERY_COLUMNS
 from r2bench.workloads.train_format import (
@@ -66,11 +67,13 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> tb.Tables:
     spec = json.loads((run / "spec.json").read_text())
     spec["recovery"] = {"strategy": "restart", "watchdog_s": 2, "checkpoint_every": 10}
     (run / "spec.json").write_text(json.dumps(spec))
-    attempts = [
-        {"attempt": 1, "launched_at": fault - 5, "ended_at": fault + 2.2, "exit_code": 4},
-        {"attempt": 2, "launched_at": fault + 3, "ended_at": fault + 9, "exit_code": 0},
-    ]
-    (run / "attempts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in attempts))
+    log = AttemptLog(run / "attempts.jsonl")  # as the sweep writes it
+    for number, launched, ended, code in (
+        (1, fault - 5, fault + 2.2, 4),
+        (2, fault + 3, fault + 9, 0),
+    ):
+        log.launched(number, launched)
+        log.ended(Attempt(number, launched, ended, code, False))
     return tb.build_tables(sweep)
 
 
