@@ -43,6 +43,17 @@ def command(
             show_default=False,
         ),
     ] = None,
+    predict: Annotated[
+        Path | None,
+        typer.Option(
+            "--predict",
+            help="A predictions file (the outcome class expected per cell): checked against "
+            "the plan and its SHA-256 shown; written as a template to fill in when it does "
+            "not exist. Name it in the experiment's `predictions:` so the sweep records it.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show every run of an experiment and the commands it executes.
 
@@ -62,6 +73,8 @@ def command(
 
     result = plan_of(experiment, testbed)
     stderr = Console(stderr=True)
+    if predict is not None:
+        result = _with_predictions(result, predict, stderr)
     if testbed is None and not as_json:
         stderr.print(embedded_note(result), markup=False, highlight=False)
     if script is not None:
@@ -72,6 +85,29 @@ def command(
         sys.stdout.write(plan_json(result) + "\n")
     else:
         print_plan(result, Console(), commands)
+
+
+def _with_predictions(plan: Plan, path: Path, stderr: Console) -> Plan:
+    """The plan with the notes on a predictions file; a missing file is written as a template
+    (and said so) first."""
+    from r2bench.errors import WriteFailed
+    from r2bench.plan.predict import prediction_notes, template
+
+    if not path.exists():
+        try:
+            path.write_text(template(plan), encoding="utf-8")
+        except OSError as exc:
+            raise WriteFailed(
+                f"{printable(path)}: cannot write the predictions template: {exc.strerror}"
+            ) from None
+        stderr.print(
+            f"wrote {printable(path)}: a prediction per faulted cell, each expect TODO to fill "
+            "in before the sweep",
+            markup=False,
+            highlight=False,
+        )
+        return plan
+    return plan.model_copy(update={"notes": [*plan.notes, *prediction_notes(plan, path)]})
 
 
 EMBEDDED_LABEL = (
