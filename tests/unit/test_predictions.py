@@ -121,3 +121,25 @@ def test_plan_predict_writes_a_template_then_checks_it(tmp_path: Path) -> None:
 
 def test_the_file_states_exactly_the_scored_classes() -> None:
     assert tuple(c.value for c in SCORED) == SCORED_NAMES
+
+
+def test_the_sweep_registers_once_and_a_changed_file_is_flagged(tmp_path: Path) -> None:
+    from r2bench.runfolder.predictions import COPY, register, registered
+
+    file = tmp_path / "predictions.yaml"
+    file.write_bytes(PREDICTIONS.read_bytes())
+    sweep = tmp_path / "results" / "campaign"
+    record, written = register(sweep, file)
+    assert written and record.sha256 == sha256_of(file.read_bytes())
+    assert (sweep / COPY).read_bytes() == file.read_bytes()
+    state = registered(sweep)
+    assert state is not None and not state.changed
+    file.write_text(file.read_text().replace("TRANSPARENT", "HUNG"))  # edited after the runs
+    again, written = register(sweep, file)  # a resumed sweep keeps its first record
+    assert not written and again == record
+    state = registered(sweep)
+    assert state is not None and state.changed
+    assert state.now_sha256 == sha256_of(file.read_bytes())
+    file.unlink()
+    gone = registered(sweep)
+    assert gone is not None and gone.changed and gone.now_sha256 is None
