@@ -84,3 +84,18 @@ def test_no_faulted_run_no_section(tmp_path: Path) -> None:
     for run in (DATA / "quickstart-sweep").glob("*-none-*"):
         shutil.copytree(run, folder / run.name)
     assert _section(folder) == ""
+
+
+def test_compare_prints_the_classes_of_each_faulted_series(tmp_path: Path) -> None:
+    from tests.support.cli_runner import invoke_as_main
+
+    sweep = tmp_path / "quickstart"
+    shutil.copytree(DATA / "quickstart-sweep", sweep, ignore=shutil.ignore_patterns("*.md"))
+    ran = invoke_as_main("compare", str(sweep), str(sweep), env={"COLUMNS": "200"})
+    assert ran.exit_code == 0, ran.output
+    assert "outcome classes of the faulted series (baseline -> candidate):" in ran.output
+    assert (
+        "all_reduce nccl-emulated nic1-down NCCL_IB_RETRY_CNT=3 NCCL_IB_TIMEOUT=14: "
+        "DECLINED 1/1 -> DECLINED 1/1" in ran.output
+    )
+    assert "r2ccl-m0 nic1-down" in ran.output and "TRANSPARENT 1/1 -> TRANSPARENT 1/1" in ran.output
