@@ -2,7 +2,8 @@
 
 With no testbed file it plans on the embedded virtual testbed as `r2bench sweep` would bring it
 up (described, not brought up). `--script DIR` writes the same lines as one bash script per node
-(`plan_script.py`).
+(`plan_script.py`). `--predict FILE` checks a predictions file against the plan (or writes
+one to fill in: `plan.predict`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def command(
     the embedded virtual testbed that `r2bench sweep` would bring up (shaped by the
     experiment's `virtual_testbed` section). `r2bench sweep EXP.yaml --dry-run` prints the
     same plan as `plan EXP.yaml --commands`. Warnings about the experiment's settings (a
-    variable its library never reads, a log that breaks result rows) are printed after it.
+    variable its library never reads, a log that breaks result rows) are printed after it,
+    with a campaign's drawn schedule, the runs told the failing NIC in advance (pre-told), and
+    a predictions file's SHA-256 and coverage (docs/campaigns.md).
 
     Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
     file, line, column and field), or --script could not be written (the file is named).
