@@ -161,3 +161,18 @@ def _minimal_spec(fault: FaultSpec):
         ranks_per_node=1, env={}, scenario="s", faults=(fault,), options=NcclTestsOptions(),
         deadline_s=60, repeat=0,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("experiment", "pretold"),
+    [("01-hot-repair-to-balance", True), ("09-training-with-nic-failure", False)],
+)
+def test_plan_notes_the_artifacts_pre_told_tests(experiment: str, pretold: bool) -> None:
+    """Upstream's test 01 declares mlx5_2 failed while cutting it; test 09 runs blind."""
+    r7525 = paths.REPO / "experiments" / "r7525"
+    testbed = paths.REPO / "experiments" / "testbeds" / "cloudlab-r7525.yaml"
+    plan = plan_of(r7525 / f"{experiment}.yaml", testbed)
+    notes = [n for n in plan.notes if "pre-told" in n]
+    assert bool(notes) is pretold
+    if pretold:
+        assert "R2CC_FAILED_HCA=mlx5_2" in notes[0]
