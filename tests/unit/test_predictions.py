@@ -143,3 +143,34 @@ def test_the_sweep_registers_once_and_a_changed_file_is_flagged(tmp_path: Path) 
     file.unlink()
     gone = registered(sweep)
     assert gone is not None and gone.changed and gone.now_sha256 is None
+
+
+def test_the_sweep_registers_the_experiments_file_before_running(tmp_path: Path) -> None:
+    """`sweep` records the experiment's `predictions:` file in its folder (orchestrate), and a
+    resumed sweep whose file was edited says so and keeps the first record."""
+    import io
+
+    from rich.console import Console
+
+    from r2bench.plan.build import load_inputs
+    from r2bench.runfolder.predictions import read_record
+    from r2bench.runfolder.store import RunStore
+    from r2bench.sweep.orchestrate import _register_predictions
+
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "campaign.yaml").write_text(CAMPAIGN.read_text())
+    file = folder / "campaign-predictions.yaml"
+    file.write_bytes(PREDICTIONS.read_bytes())
+    inputs = load_inputs(folder / "campaign.yaml", VIRTUAL)
+    store = RunStore(tmp_path / "results", "campaign")
+    printed = io.StringIO()
+    console = Console(file=printed, width=300)
+    _register_predictions(inputs, store, console)
+    record = read_record(store.sweep_dir)
+    assert record is not None and record.sha256 == sha256_of(file.read_bytes())
+    assert f"SHA-256 {record.sha256} registered" in printed.getvalue()
+    file.write_text(file.read_text().replace("DECLINED", "HUNG"))
+    _register_predictions(inputs, store, console)
+    assert "changed since the sweep registered them" in printed.getvalue()
+    assert read_record(store.sweep_dir) == record
