@@ -20,6 +20,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from r2bench.analysis.armed import MAX_KEPT_LINES, is_failover_line
 from r2bench.analysis.attempts import last_attempt_events
 from r2bench.analysis.decision import JobFacts, decide, revisit
 from r2bench.analysis.evidence import (
@@ -272,10 +273,14 @@ class TransportTap:
 
     def __init__(self) -> None:
         self.found: set[str] = set()
+        self.failover_lines: list[str] = []
+        """The lines `analysis.armed` reads (a fused device, a single-device warning, ...)."""
 
     def passing(self, lines: Iterable[bytes]) -> Iterator[bytes]:
         """The lines, unchanged, each looked at on the way."""
         for line in lines:
+            if len(self.failover_lines) < MAX_KEPT_LINES and is_failover_line(line):
+                self.failover_lines.append(line.decode("utf-8", "replace").rstrip())
             if b"] via " in line:
                 for match in _VIA_RE.finditer(line):
                     name = match.group(1).decode("ascii", "replace")
@@ -337,6 +342,8 @@ class ParsedRun:
     """A training workload's log (`parse.training`): its updates are the run's iterations."""
     training_hit: FaultHit | None = None
     """Of a training run dealt a fault: the update its first fault hit (`analysis.training`)."""
+    failover_lines: tuple[str, ...] = ()
+    """The log lines that say whether failover could work (`analysis.armed`)."""
 
     @property
     def outcome_status(self) -> str | None:
@@ -361,6 +368,8 @@ class RunOutputs:
     """A training workload's log (stdout's `#train` lines, stderr's stubs called)."""
     training_read: bool = False
     """Whether `training` was read (else `parse_run` reads it from the folder)."""
+    failover_lines: tuple[str, ...] = ()
+    """The log lines `analysis.armed` reads (`TransportTap.failover_lines`)."""
 
 
 def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
@@ -379,6 +388,7 @@ def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
     return RunOutputs(
         parsed, events, read_verification(stdout), transports.transport,
         read_training(stdout, stderr), training_read=True,
+        failover_lines=tuple(transports.failover_lines),
     )  # fmt: skip
 
 
@@ -417,6 +427,7 @@ def parse_run(
     )
     run.bus_factor = factor
     run.verification = outputs.verification
+    run.failover_lines = outputs.failover_lines
     run.training = (
         outputs.training
         if outputs.training_read

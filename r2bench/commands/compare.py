@@ -41,6 +41,7 @@ def compare_command(
     and undecided cells fail; the policy's `undecided: pass` lets undecided ones pass); a
     baseline whose testbed, nccl-tests or library version differs from the candidate's is
     refused (CompareInputError) unless `allow_provenance_mismatch`."""
+    from r2bench.compare.classes import class_lines
     from r2bench.compare.output import junit, markdown
     from r2bench.compare.policy import load_policy
     from r2bench.compare.reference import is_reference_file, reference_from_sweep, reference_yaml
@@ -67,11 +68,14 @@ def compare_command(
         if candidate is None:
             raise CompareInputError("CANDIDATE is missing (a sweep folder)")
         cand = load_sweep(candidate)
-        result, warnings = _compare(baseline, cand, policy, allow_provenance_mismatch)
+        result, warnings, base = _compare(baseline, cand, policy, allow_provenance_mismatch)
         result.gate = result.gate.widened(gate or Gate())
     print_verdict(result, out)  # the verdict first, then what it stands on
     _warn(err, [*cand.tables.warnings, *warnings])
     print_details(result, out, everything=show_all)
+    base_tables = base.tables if base is not None else None
+    for line in class_lines(result.series_columns, base_tables, cand.tables):
+        out.print(Text(printable(line)))
     if markdown_file is not None:
         atomic_write(markdown_file, markdown(result))
     if junit_file is not None:
@@ -98,10 +102,10 @@ def _warn(err: Console, lines: list[str]) -> None:
 
 def _compare(
     baseline: Path, cand: SweepData, policy: Policy, allow_mismatch: bool
-) -> tuple[Comparison, list[str]]:
+) -> tuple[Comparison, list[str], SweepData | None]:
     """Load the baseline (a reference file or a sweep), check that its provenance matches the
     candidate's (ProvenanceMismatch otherwise), and compare; the warnings come back to be
-    shown after the verdict."""
+    shown after the verdict, with the baseline sweep (None: a reference file)."""
     from r2bench.compare.provenance import check_provenance, sweep_facts
     from r2bench.compare.reference import is_reference_file, load_reference
     from r2bench.compare.samples import load_sweep
@@ -110,10 +114,10 @@ def _compare(
     if is_reference_file(baseline):
         ref = load_reference(baseline)
         warnings = check_provenance(ref.provenance, sweep_facts(cand), allow_mismatch)
-        return compare_reference(ref, cand, policy), warnings
+        return compare_reference(ref, cand, policy), warnings, None
     base = load_sweep(baseline)
     warnings = check_provenance(sweep_facts(base), sweep_facts(cand), allow_mismatch)
-    return compare_sweeps(base, cand, policy), [*base.tables.warnings, *warnings]
+    return compare_sweeps(base, cand, policy), [*base.tables.warnings, *warnings], base
 
 
 def command(

@@ -2,7 +2,8 @@
 
 With no testbed file it plans on the embedded virtual testbed as `r2bench sweep` would bring it
 up (described, not brought up). `--script DIR` writes the same lines as one bash script per node
-(`plan_script.py`).
+(`plan_script.py`). `--predict FILE` checks a predictions file against the plan (or writes
+one to fill in: `plan.predict`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ def command(
             show_default=False,
         ),
     ] = None,
+    predict: Annotated[
+        Path | None,
+        typer.Option(
+            "--predict",
+            help="A predictions file (the outcome class expected per cell): checked against "
+            "the plan and its SHA-256 shown; written as a template to fill in when it does "
+            "not exist. Name it in the experiment's `predictions:` so the sweep records it.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show every run of an experiment and the commands it executes.
 
@@ -50,7 +62,9 @@ def command(
     the embedded virtual testbed that `r2bench sweep` would bring up (shaped by the
     experiment's `virtual_testbed` section). `r2bench sweep EXP.yaml --dry-run` prints the
     same plan as `plan EXP.yaml --commands`. Warnings about the experiment's settings (a
-    variable its library never reads, a log that breaks result rows) are printed after it.
+    variable its library never reads, a log that breaks result rows) are printed after it,
+    with a campaign's drawn schedule, the runs told the failing NIC in advance (pre-told), and
+    a predictions file's SHA-256 and coverage (docs/campaigns.md).
 
     Exit codes: 0 ok, 2 invalid experiment or testbed file (every problem is listed with its
     file, line, column and field), or --script could not be written (the file is named).
@@ -62,6 +76,8 @@ def command(
 
     result = plan_of(experiment, testbed)
     stderr = Console(stderr=True)
+    if predict is not None:
+        result = _with_predictions(result, predict, stderr)
     if testbed is None and not as_json:
         stderr.print(embedded_note(result), markup=False, highlight=False)
     if script is not None:
@@ -72,6 +88,29 @@ def command(
         sys.stdout.write(plan_json(result) + "\n")
     else:
         print_plan(result, Console(), commands)
+
+
+def _with_predictions(plan: Plan, path: Path, stderr: Console) -> Plan:
+    """The plan with the notes on a predictions file; a missing file is written as a template
+    (and said so) first."""
+    from r2bench.errors import WriteFailed
+    from r2bench.plan.predict import prediction_notes, template
+
+    if not path.exists():
+        try:
+            path.write_text(template(plan), encoding="utf-8")
+        except OSError as exc:
+            raise WriteFailed(
+                f"{printable(path)}: cannot write the predictions template: {exc.strerror}"
+            ) from None
+        stderr.print(
+            f"wrote {printable(path)}: a prediction per faulted cell, each expect TODO to fill "
+            "in before the sweep",
+            markup=False,
+            highlight=False,
+        )
+        return plan
+    return plan.model_copy(update={"notes": [*plan.notes, *prediction_notes(plan, path)]})
 
 
 EMBEDDED_LABEL = (

@@ -32,6 +32,8 @@ DEFAULT_MAX_RUNS = 100_000
 """Most runs a sweep may expand to unless the experiment raises `max_runs`."""
 MAX_COUNT = 1_000_000
 """Largest iteration, warmup and cycle count passed to nccl-tests."""
+MAX_TRIALS = 10_000
+"""Most trials a scenario may ask for (each is one run per cell)."""
 CORE_DIMENSIONS = ("library", "collective", "scenario", "size", "recovery")
 
 
@@ -80,6 +82,16 @@ class Trigger(StrictModel):
     update: StrictInt | None = Field(
         None, ge=1, le=MAX_COUNT, description="With since: update, the update it counts from."
     )
+    within_s: StrictFloat | None = Field(
+        None, gt=0, le=86400, allow_inf_nan=False,
+        description="A fault campaign: each trial draws its time uniformly from "
+        "[after_s, after_s + within_s] (the scenario's seed; docs/campaigns.md).",
+    )  # fmt: skip
+    within_updates: StrictInt | None = Field(
+        None, ge=1, le=MAX_COUNT,
+        description="With since: update, each trial draws its update uniformly from "
+        "[update, update + within_updates].",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _update_with_since_update(self) -> Trigger:
@@ -88,6 +100,8 @@ class Trigger(StrictModel):
                 "`since: update` needs `update: N` (the update whose line starts the clock), "
                 "and `update` goes only with `since: update`"
             )
+        if self.within_updates is not None and self.since is not Since.UPDATE:
+            raise ValueError("`within_updates` goes only with `since: update` and `update: N`")
         return self
 
 
@@ -149,6 +163,11 @@ class FaultSpec(StrictModel):
         return self.repeat.count if self.repeat else 1
 
     @property
+    def latest_after_s(self) -> float:
+        """The latest its trigger can fire after its anchor (after_s, plus a drawn range)."""
+        return self.trigger.after_s + (self.trigger.within_s or 0.0)
+
+    @property
     def active_window_s(self) -> float | None:
         """Seconds from the first inject to the last heal (None: until the run ends)."""
         if self.duration_s is None:
@@ -163,6 +182,15 @@ class Scenario(StrictModel):
     name: Name
     description: FreeText = ""
     faults: list[FaultSpec] = Field(min_length=1)
+    trials: StrictInt = Field(
+        1, ge=1, le=MAX_TRIALS,
+        description="Runs per cell, each a trial with its own drawn fault times (a campaign).",
+    )  # fmt: skip
+    seed: StrictInt | None = Field(
+        None, ge=0, le=2**63 - 1,
+        description="Seed of the drawn triggers (within_s, within_updates); same seed, same "
+        "schedule.",
+    )  # fmt: skip
 
     @field_validator("name")
     @classmethod
@@ -170,6 +198,29 @@ class Scenario(StrictModel):
         if name == NO_FAULT:
             raise ValueError(f"'{NO_FAULT}' is the built-in fault-free scenario; pick another name")
         return name
+
+    @model_validator(mode="after")
+    def _seed_with_draws(self) -> Scenario:
+        drawn = any(
+            f.trigger.within_s is not None or f.trigger.within_updates is not None
+            for f in self.faults
+        )
+        if drawn and self.seed is None:
+            raise ValueError(
+                "a drawn trigger (within_s, within_updates) needs the scenario's `seed: N`, "
+                "so a rerun draws the same schedule"
+            )
+        if self.seed is not None and not drawn:
+            raise ValueError(
+                "`seed` has nothing to draw: give a fault's trigger within_s or "
+                "within_updates, or drop the seed"
+            )
+        return self
+
+    @property
+    def campaign(self) -> bool:
+        """Whether the scenario is a campaign (several trials, or drawn triggers)."""
+        return self.trials > 1 or self.seed is not None
 
 
 DimensionValues = list[Any]
@@ -346,6 +397,11 @@ class Experiment(StrictModel):
     )
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
     scenarios: list[Scenario] = Field(default_factory=list)
+    predictions: FreeText | None = Field(
+        None,
+        description="A predictions file (relative to this file): the outcome class expected "
+        "per cell, hashed by the sweep before its first run (docs/campaigns.md).",
+    )
     sweep: Sweep = Sweep()
     repeats: StrictInt = Field(1, ge=1, le=1000)
     virtual_testbed: VirtualTestbedSpec = Field(

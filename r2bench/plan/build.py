@@ -24,8 +24,10 @@ from r2bench.faults.interlock import protected_interfaces
 from r2bench.launch.launchers import Job, launch_command
 from r2bench.launch.registry import launcher_for
 from r2bench.plan import checks
+from r2bench.plan.campaign import trial_of
 from r2bench.plan.envcheck import check_environment
 from r2bench.plan.model import FaultStep, NodeCommand, Plan, PlannedRun, SetupStep
+from r2bench.plan.predict import campaign_notes, prediction_notes, told_notes
 from r2bench.plan.runspec import ComponentRef, RunRecovery, RunSpec
 from r2bench.plan.sweep import Point, expand, size_arguments
 
@@ -142,8 +144,14 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
         exp, points, inputs.recipes, testbed, doc, testbed_doc=_testbed_doc(inputs)
     )
     renderer.notes += [warning.render() for warning in warnings]
-    runs = [renderer.run(point, repeat) for point in points for repeat in range(exp.repeats)]
-    return Plan(
+    runs = [
+        renderer.run(point, repeat, trial)
+        for point in points
+        for trial in range(_trials(exp, point))
+        for repeat in range(exp.repeats)
+    ]
+    renderer.notes += campaign_notes(exp) + told_notes(runs)
+    plan = Plan(
         experiment=exp.name,
         testbed=testbed.name,
         experiment_file=inputs.experiment_file,
@@ -152,6 +160,33 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
         runs=runs,
         notes=renderer.notes,
     )
+    registered = predictions_path(inputs)
+    if registered is None:
+        return plan
+    return plan.model_copy(update={"notes": [*plan.notes, *prediction_notes(plan, registered)]})
+
+
+def predictions_path(inputs: Inputs) -> Path | None:
+    """The experiment's `predictions:` file, relative to the experiment file (None: it names
+    none); raises a located ConfigError when the file is not there."""
+    name = inputs.experiment.predictions
+    if name is None:
+        return None
+    path = Path(inputs.experiment_file).parent / name
+    if not path.is_file():
+        issue = inputs.doc.issue(
+            ("predictions",),
+            f"predictions file {path} not found",
+            "write it first (`r2bench plan EXP.yaml --predict FILE` writes a template)",
+        )
+        raise ConfigError([issue])
+    return path
+
+
+def _trials(exp: Experiment, point: Point) -> int:
+    """Trials of a point's cell: its scenario's `trials` (1 for the fault-free `none`)."""
+    scenario = exp.scenario(point.values["scenario"])
+    return scenario.trials if scenario is not None else 1
 
 
 def _testbed_doc(inputs: Inputs) -> SourceDoc | None:
@@ -223,8 +258,8 @@ class _Renderer:
             )
 
     # ---- runs -------------------------------------------------------------------------------
-    def run(self, point: Point, repeat: int) -> PlannedRun:
-        spec = self.spec(point, repeat)
+    def run(self, point: Point, repeat: int, trial: int = 0) -> PlannedRun:
+        spec = self.spec(point, repeat, trial)
         run_dir = f"{self.work}/runs/{spec.run_id}"
         program = self.program(spec, run_dir)
         job = Job(program, list(spec.nodes), spec.ranks_per_node, self.run_env(spec))
@@ -233,10 +268,11 @@ class _Renderer:
         faults = [self.fault_step(spec, i) for i in range(len(spec.faults))]
         return PlannedRun(spec=spec, run_dir=run_dir, launch=command, faults=faults)
 
-    def spec(self, point: Point, repeat: int) -> RunSpec:
+    def spec(self, point: Point, repeat: int, trial: int = 0) -> RunSpec:
         label = point.values["library"]
         scenario = self.exp.scenario(point.values["scenario"])
         begin, end, factor = size_arguments(self.exp, point)
+        faults, run_campaign = trial_of(scenario, trial)
         return RunSpec(
             experiment=self.exp.name,
             testbed=self.testbed.name,
@@ -251,10 +287,11 @@ class _Renderer:
             ranks_per_node=self.ranks,
             env={**self.exp.env, **self.exp.libraries[label].env, **point.env()},
             scenario=point.values["scenario"],
-            faults=tuple(scenario.faults) if scenario else (),
+            faults=faults,
             options=self.exp.options,
             training=self.training_options(),
             recovery=self.recovery(point),
+            campaign=run_campaign,
             deadline_s=self.exp.deadline_s,
             repeat=repeat,
         )

@@ -429,12 +429,13 @@ def check_faults_in_invalid_file(doc: SourceDoc, testbed: Testbed) -> list[Confi
 def _check_timing(
     fault: FaultSpec, base: FieldPath, deadline_s: float, doc: SourceDoc
 ) -> list[ConfigIssue]:
-    after = fault.trigger.after_s
+    after = fault.latest_after_s  # a drawn trigger: its range must fit, not only its start
     if after >= deadline_s:
         return [
             doc.issue(
-                (*base, "trigger", "after_s"),
-                f"trigger at {after:g} s is outside the run's deadline ({deadline_s:g} s)",
+                (*base, "trigger", "within_s" if fault.trigger.within_s else "after_s"),
+                f"{'the latest drawn ' if fault.trigger.within_s else ''}trigger at {after:g} s "
+                f"is outside the run's deadline ({deadline_s:g} s)",
                 "raise deadline_s or trigger earlier",
             )
         ]
@@ -531,19 +532,23 @@ def _interfaces(fault: FaultSpec, testbed: Testbed) -> frozenset[str]:
 
 
 def _windows(fault: FaultSpec) -> list[tuple[float, float]]:
-    """Every [inject, heal) window of a fault, one per flap cycle."""
-    start = fault.trigger.after_s
+    """Every [inject, heal) window of a fault, one per flap cycle (of a drawn trigger: from
+    its earliest inject to its latest heal)."""
+    start, latest = fault.trigger.after_s, fault.latest_after_s
     if fault.duration_s is None:
         return [(start, float("inf"))]
     period = fault.repeat.period_s if fault.repeat else 0.0
     return [
-        (start + k * period, start + k * period + fault.duration_s) for k in range(fault.cycles)
+        (start + k * period, latest + k * period + fault.duration_s) for k in range(fault.cycles)
     ]
 
 
 def _overlap(a: FaultSpec, b: FaultSpec) -> bool:
+    drawn_update = a.trigger.within_updates or b.trigger.within_updates
     if a.trigger.since is not b.trigger.since or a.trigger.update != b.trigger.update:
         return True  # different clocks: cannot prove they are apart
+    if drawn_update:
+        return True  # updates drawn per trial: cannot prove they are apart
     return any(a0 < b1 and b0 < a1 for a0, a1 in _windows(a) for b0, b1 in _windows(b))
 
 

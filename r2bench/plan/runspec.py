@@ -38,6 +38,29 @@ class RunRecovery(BaseModel):
     restart_delay_s: float
 
 
+class DrawnFault(BaseModel):
+    """What one fault of a campaign trial drew (`plan.campaign`): the record of its time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fault: int
+    after_s: float
+    update: int | None = None
+    drawn_from: str
+
+
+class RunCampaign(BaseModel):
+    """A campaign run's trial: its number, the scenario's seed and trial count, and what each
+    drawn fault drew."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trial: int
+    trials: int
+    seed: int | None
+    draws: tuple[DrawnFault, ...] = ()
+
+
 class RunSpec(BaseModel):
     """One run: a single launch of the benchmark with one set of settings and faults."""
 
@@ -60,6 +83,7 @@ class RunSpec(BaseModel):
     options: NcclTestsOptions
     training: TrainingOptions | None = None
     recovery: RunRecovery | None = None
+    campaign: RunCampaign | None = None
     deadline_s: float
     repeat: int
     source: str | None = None  # imported runs: "<file>@<content hash>[#run N]", so no two collide
@@ -74,7 +98,8 @@ class RunSpec(BaseModel):
             mode = ""
         job = "train" if self.training is not None else self.collective
         strategy = f"-{self.recovery.strategy.value}" if self.recovery is not None else ""
-        prefix = f"{job}-{self.library_label}{mode}{strategy}-{self.scenario}-r{self.repeat}"
+        trial = f"-t{self.campaign.trial}" if self.campaign is not None else ""
+        prefix = f"{job}-{self.library_label}{mode}{strategy}-{self.scenario}{trial}-r{self.repeat}"
         return f"{_slug(prefix)}-{digest}"
 
     @property
@@ -89,9 +114,15 @@ class RunSpec(BaseModel):
             "source",
             "training",
             "recovery",
+            "campaign",
         ):  # runs keep the ids they had before these fields
             if data.get(newer) is None:
                 data.pop(newer, None)
+        for fault in data.get("faults") or ():
+            trigger = fault.get("trigger") or {}
+            for newer in ("within_s", "within_updates"):  # drawn triggers are newer still
+                if trigger.get(newer) is None:
+                    trigger.pop(newer, None)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

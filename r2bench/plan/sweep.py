@@ -66,12 +66,17 @@ def _count_issue(experiment: Experiment, doc: SourceDoc, axes: list[Axis]) -> Co
     """Refuse a sweep of more runs than `max_runs` before building any of it: the count is the
     product of the axis sizes and the repeats (a few aliased lists make billions)."""
     sizes = [len(axis) for axis in axes if len(axis) > 1]
-    count = math.prod(sizes) * experiment.repeats
+    # A campaign's trials multiply its scenario's cells: counted at the most trials any
+    # scenario asks for, so the refusal never lets through more than max_runs.
+    trials = max((s.trials for s in experiment.scenarios), default=1)
+    count = math.prod(sizes) * experiment.repeats * trials
     if count <= experiment.max_runs:
         return None
     shape = " x ".join(map(str, sizes)) or "1"
     if experiment.repeats > 1:
         shape += f" x {experiment.repeats} repeats"
+    if trials > 1:
+        shape += f" x up to {trials} trials"
     return doc.issue(
         ("sweep",),
         f"the sweep expands to {count} runs ({shape}); the limit is {experiment.max_runs}",

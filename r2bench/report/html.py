@@ -32,6 +32,7 @@ try:
 
     from r2bench.report import evidence as ev
     from r2bench.report import numbers
+    from r2bench.report.campaign import campaign_section
     from r2bench.report.charts import Figure, all_figures, outcome_counts
     from r2bench.report.inline import figure_json, prose_html
     from r2bench.report.model import model_section
@@ -393,6 +394,7 @@ def render_report(
         *recovery_cost_section(tables, _section, _blocks, by_kind.get("recoverycost")),
         *training_section(tables, _section, _blocks, by_kind.get("training")),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables), "outcomes"),
+        *campaign_section(sweep_dir, tables, _section, _table),
         _section("Bus bandwidth vs message size", _blocks(by_kind.get("busbw")), "busbw"),
         _section("Overhead vs a no-fault baseline", _blocks(by_kind.get("overhead")), "overhead"),
         _section(

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from rich.console import Console
 
+from r2bench.config.predictions import sha256_of
 from r2bench.config.testbed import Testbed
 from r2bench.doctor.checks import Status
 from r2bench.doctor.render import print_report
@@ -33,8 +34,16 @@ from r2bench.doctor.run import diagnose
 from r2bench.errors import ExitCode
 from r2bench.nodes import NodeError, NodePool
 from r2bench.parse.models import OutcomeStatus
-from r2bench.plan.build import ExperimentFile, Inputs, load_inputs, make_plan, read_experiment
+from r2bench.plan.build import (
+    ExperimentFile,
+    Inputs,
+    load_inputs,
+    make_plan,
+    predictions_path,
+    read_experiment,
+)
 from r2bench.plan.model import Plan, PlannedRun
+from r2bench.runfolder.predictions import register
 from r2bench.runfolder.runformat import COMPLETE
 from r2bench.runfolder.store import RunStore
 from r2bench.setup.builder import BUILD_TIMEOUT_S, Builder, SetupOptions
@@ -47,6 +56,7 @@ from r2bench.sweep.lock import SweepLock
 from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
 from r2bench.testbeds.virtual.hold import HeldError
+from r2bench.textsafe import markup_safe, printable
 
 HEAL_TIMEOUT_S = 300.0
 
@@ -175,6 +185,7 @@ def _sweep(
             f"sweep {plan.experiment}: {len(plan.runs)} runs, {len(todo)} to do "
             f"-> {store.sweep_dir}"
         )
+        _register_predictions(inputs, store, console)
         preload = outputs.preload()
         with NodePool.from_testbed(inputs.testbed) as pool:
             agents = start_agents(pool, inputs.testbed)
@@ -208,6 +219,23 @@ def _sweep(
         if not healed and code == ExitCode.OK:
             code = ExitCode.FAILED
         return code
+
+
+def _register_predictions(inputs: Inputs, store: RunStore, console: Console) -> None:
+    """Record the experiment's predictions file (SHA-256 and a copy) before the first run; a
+    resumed sweep keeps its first record and says when the file has changed since."""
+    path = predictions_path(inputs)
+    if path is None:
+        return
+    record, written = register(store.sweep_dir, path)
+    if written:
+        line = f"predictions {printable(str(path))}: SHA-256 {record.sha256} registered"
+        console.print(line, markup=False, highlight=False)
+    elif sha256_of(path.read_bytes()) != record.sha256:
+        console.print(
+            f"[yellow]predictions {markup_safe(str(path))} changed since the sweep registered them "
+            f"(SHA-256 {record.sha256}): the report scores the registered copy[/]"
+        )
 
 
 def _recover(

@@ -35,6 +35,7 @@ from r2bench.analysis.parsedrun import (
     key_of,
     parse_run,
 )
+from r2bench.analysis.trial import trial_columns
 from r2bench.parse.library import nccl_version_text
 from r2bench.parse.models import ParsedNcclTests, PerIteration
 from r2bench.parse.nictraffic import COUNTER_COLUMNS, counter_rows
@@ -47,7 +48,7 @@ INCOMPLETE = "incomplete"
 INVALID = "invalid"
 """The outcome of a run whose record could not be read (a bad spec.json, result.json, ...)."""
 # Per-run columns joined onto `results` (besides the env columns).
-RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome")
+RUN_KEYS = ("experiment", "library", "collective", "scenario", "repeat", "outcome", "verdict")
 RESULT_FIELDS = ("size_bytes", "count", "type", "redop", "root", "placement", "cycle")
 
 
@@ -547,6 +548,7 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "path": os.path.relpath(rec.path, sweep_dir),
     }
     row.update(metrics)  # detect_s, stall_s, ... (analysis/metrics.py, docs/recovery.md)
+    row.update(trial_columns(run, metrics))  # verdict, armed, told, bounds (docs/campaigns.md)
     row["env"] = spec.env
     return row
 

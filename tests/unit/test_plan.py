@@ -192,6 +192,11 @@ def test_schema_describes_both_files(tmp_path: Path) -> None:
     "example", sorted((ROOT / "experiments").rglob("*.yaml")), ids=lambda p: p.name
 )
 def test_every_example_file_is_valid(example: Path) -> None:
+    if example.name.endswith("-predictions.yaml"):  # an experiment's predictions file
+        from r2bench.config.predictions import read_predictions
+
+        assert read_predictions(example).predictions
+        return
     if example.parent.name == "testbeds":
         experiment = QUICKSTART if "virtual" in example.name else PAPER
         if example.name.startswith("gpu-"):  # one host, no NICs: its own experiments
