@@ -180,3 +180,16 @@ def test_rows_not_written_run_by_run_are_still_found(tmp_path: Path) -> None:
     )
     assert list(stored.of_runs({"a"})["time_us"]) == [1.0, 2.0, 4.0]
     assert list(stored.of_runs({"b"})["time_us"]) == [3.0]
+
+
+def test_an_empty_table_has_no_rows_of_any_run(tmp_path: Path) -> None:
+    """A training sweep's iterations table has no row: its run_id column has no type (null),
+    and filtering it on strings raised (the report of a real GPU training sweep failed so)."""
+    path = tmp_path / "iterations.parquet"
+    pa_table = pd.DataFrame({"run_id": pd.Series([], dtype=object), "time_us": []})
+    pa_table.to_parquet(path, index=False)
+    info = path.stat()
+    stored = tablefiles.StoredIterations(
+        path, {"run_id": "category", "time_us": "float64"}, [info.st_size, info.st_mtime_ns]
+    )
+    assert len(stored.of_runs({"a", "b"})) == 0
