@@ -198,7 +198,7 @@ def recovery_cost(inputs: RecoveryInputs) -> RecoveryCost:
     lost, recomputed = _lost(inputs, frontier, fault, back), _recomputed(printed)
     ranks = log.start.ranks if log.start else None
     gpu = _lost_gpu(inputs, back, back_update, frontier, m, ranks, printed)
-    goodput, free = _goodput(printed, fault, m, inputs.window_steps)
+    goodput, free = _goodput(printed, fault, m, inputs.window_steps, steps)
     loss, final = quality(log, inputs.baseline)
     return RecoveryCost(
         inputs.strategy, frontier, m, detect, progress, back, lost, recomputed, gpu, goodput,
@@ -321,12 +321,18 @@ def _lost_gpu(
 
 
 def _goodput(
-    printed: _Clocked, fault: float, m: float | None, window_steps: int
+    printed: _Clocked,
+    fault: float,
+    m: float | None,
+    window_steps: int,
+    steps: Sequence[tuple[str, float]],
 ) -> tuple[Measure, Measure]:
+    """Goodput over [fault - W x m, the run's end]: its last update, or a later recovery step
+    (a job that died or hung after the fault ran on without progress until it ended)."""
     if m is None or m <= 0:
         why = "no update completed before the fault (no median step)"
         return Measure.unknown(why), Measure.unknown(why)
-    start, end = fault - window_steps * m, printed.ends[-1]
+    start, end = fault - window_steps * m, max([printed.ends[-1], *(t for _, t in steps)])
     if end <= start:
         why = "the run ended before the window"
         return Measure.unknown(why), Measure.unknown(why)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from r2bench.analysis.recovery_cost import (
+    WINDOW_STEPS,
     Attempt,
     RecoveryInputs,
     parse_attempts,
@@ -220,6 +221,15 @@ def test_a_failed_job_without_attempts_detects_at_its_exit() -> None:
         attempts=[Attempt(1, T0 - 1, FAULT + 9.0, 4)],
     )  # fmt: skip
     assert with_attempts.detect_s.value == pytest.approx(9.0)  # the sweep's record wins
+
+
+def test_a_job_that_died_after_the_fault_has_its_goodput_over_the_time_to_its_death() -> None:
+    lines = [start()] + [update(n, T0 + n * STEP) for n in range(1, 26)]
+    c = cost("\n".join(lines), "none", failed_exit_at=FAULT + 30.0)
+    assert c.goodput.value is not None
+    window = FAULT + 30.0 - (FAULT - WINDOW_STEPS * STEP)
+    assert c.goodput.value == pytest.approx(WINDOW_STEPS / window, rel=0.05)  # not 1 / STEP
+    assert c.goodput.value < 0.1 * c.goodput_fault_free.value  # type: ignore[operator]
 
 
 def test_a_job_without_recovery_that_went_on_lost_no_update() -> None:
