@@ -18,7 +18,13 @@ Measured values and extrapolated rows are separate types, never one table. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+SCALE_FILE = "at-scale.yaml"
+"""The user's scale for a sweep's extrapolation: a YAML mapping of ScaleInputs' fields, in the
+sweep folder (the report reads it; the defaults stand for what it leaves out)."""
 
 PAPER_RESTART_S = 68 * 60.0
 """The R-2CCL paper's time to restart a large job after a failure: 68 minutes."""
@@ -39,6 +45,27 @@ class ScaleInputs:
     gpus_per_node: int = 8
     rejoin_h: float = 24.0
     """Hours until a dropped node's GPUs work for the job again (shrink)."""
+
+
+def scale_inputs(doc: Any, source: str) -> ScaleInputs:
+    """The scale a parsed YAML document sets (None or empty: the defaults); ValueError names
+    `source`, the field and the fix."""
+    if doc is None:
+        return ScaleInputs()
+    names = {f.name: f.type for f in fields(ScaleInputs)}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{source}: give a mapping of {', '.join(names)}")
+    values: dict[str, int | float] = {}
+    for key, value in doc.items():
+        if key not in names:
+            raise ValueError(f"{source}: {key!r} is not an input; use one of {', '.join(names)}")
+        integer = names[key] == "int"
+        ok = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok or not math.isfinite(value) or value < 0:
+            kind = "a whole number" if integer else "a number"
+            raise ValueError(f"{source}: {key}: {value!r} is not {kind} >= 0")
+        values[key] = value if integer else float(value)
+    return replace(ScaleInputs(), **values)  # type: ignore[arg-type]  # checked above
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,9 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     except OSError as exc:
         errors.print(Text(printable(f"r2bench report: cannot write {target}: {exc}")), style="red")
         return ExitCode.USAGE
+    except ValueError as exc:  # an input the report reads beside the runs (at-scale.yaml)
+        errors.print(Text(printable(f"r2bench report: {exc}")), style="red")
+        return ExitCode.USAGE
     console.print(
         Text(printable(f"report: {target} ({len(tables.runs)} runs, {len(figures)} figures)"))
     )

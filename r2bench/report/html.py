@@ -391,7 +391,7 @@ def render_report(
     sections = [
         summary_section(summary_rows(tables, columns), _lead(tables), columns),
         *([_section("Warnings", warnings_html(tables.warnings))] if tables.warnings else []),
-        *recovery_cost_section(tables, _section, _blocks, by_kind.get("recoverycost")),
+        *recovery_cost_section(sweep_dir, tables, _section, _blocks, by_kind.get("recoverycost")),
         *training_section(tables, _section, _blocks, by_kind.get("training")),
         _section("Outcomes", _blocks(by_kind.get("outcomes")) + outcomes_html(tables), "outcomes"),
         *campaign_section(sweep_dir, tables, _section, _table),

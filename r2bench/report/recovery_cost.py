@@ -19,11 +19,19 @@ import html
 import json
 import statistics
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
-from r2bench.analysis.extrapolate import MeasuredTimes, ScaleInputs, extrapolate
+from r2bench.analysis.extrapolate import (
+    SCALE_FILE,
+    MeasuredTimes,
+    ScaleInputs,
+    extrapolate,
+    scale_inputs,
+)
 from r2bench.analysis.recovery_cost import STRATEGIES
 from r2bench.report.charts import Figure
 from r2bench.report.charts import _layout as layout_of
@@ -176,9 +184,21 @@ def _median(values: Sequence[Any] | pd.Series) -> float | None:
     return statistics.median(known) if known else None
 
 
-def extrapolation_html(tables: Tables, scale: ScaleInputs | None = None) -> str:
-    """The extrapolated table, its inputs listed above it."""
-    scale = scale or ScaleInputs()
+def read_scale(sweep_dir: Path) -> tuple[ScaleInputs, str]:
+    """The sweep's at-scale.yaml (the defaults without one) and where the inputs came from;
+    ValueError names the file and the field when it is wrong."""
+    path = sweep_dir / SCALE_FILE
+    if not path.is_file():
+        return ScaleInputs(), f"the defaults (write {SCALE_FILE} in the sweep folder to set them)"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: not readable YAML ({exc})") from None
+    return scale_inputs(doc, str(path)), f"{SCALE_FILE}, the defaults where it says nothing"
+
+
+def extrapolation_html(tables: Tables, scale: ScaleInputs, origin: str) -> str:
+    """The extrapolated table, its inputs (and where they came from) listed above it."""
     inputs = "".join(
         f"<li><code>{html.escape(k)}</code> = {html.escape(str(v))}</li>"
         for k, v in scale.__dict__.items()
@@ -194,25 +214,30 @@ def extrapolation_html(tables: Tables, scale: ScaleInputs | None = None) -> str:
     return (
         "<h3>Extrapolation (not measured)</h3><p class='cell small'>Expected GPU-hours lost a "
         "day to NIC failures at the scale below, from the medians measured above "
-        '(docs/recovery.md, "Extrapolation"). Inputs:</p><ul>' + inputs + "</ul>"
+        f'(docs/recovery.md, "Extrapolation"). Inputs, from {html.escape(origin)}:</p><ul>'
+        + inputs
+        + "</ul>"
         "<table class='extrapolation'><thead><tr><th>strategy</th><th>GPU-h a day</th>"
         "<th>formula</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
 
 
 def recovery_cost_section(
+    sweep_dir: Path,
     tables: Tables,
     section: Callable[[str, str, str], str],
     blocks: Callable[[list[Figure] | None], str],
     figures: list[Figure] | None,
 ) -> list[str]:
     """The section (none without a run with a strategy): the answer, the timelines, then the
-    extrapolation."""
+    extrapolation at the scale of the sweep's at-scale.yaml."""
     if not has_recovery_cost(tables):
         return []
+    scale, origin = read_scale(sweep_dir)
     intro = (
         "<p class='cell small'>Each metric's median over the runs of a strategy, library and "
         'fault (docs/recovery.md, "Recovery strategies"); hover a value for its basis.</p>'
     )
-    body = intro + answer_html(tables) + blocks(figures) + extrapolation_html(tables)
+    extrapolated = extrapolation_html(tables, scale, origin)
+    body = intro + answer_html(tables) + blocks(figures) + extrapolated
     return [section(TITLE, body, ANCHOR)]

@@ -4,15 +4,17 @@ run and its baseline (`tests/unit/test_recovery_cost_table.py`'s folders)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from r2bench.analysis.extrapolate import ScaleInputs
+from r2bench.analysis.extrapolate import SCALE_FILE, ScaleInputs
 from r2bench.report.html import build_report
 from r2bench.report.recovery_cost import (
     answer_html,
     extrapolation_html,
     has_recovery_cost,
+    read_scale,
     timeline_figures,
 )
 from r2bench.tables import build as tb
@@ -58,7 +60,7 @@ def test_the_timeline_is_flat_while_the_job_restarts(sweep) -> None:  # type: ig
 
 def test_the_extrapolation_shows_its_inputs_apart(sweep) -> None:  # type: ignore[no-untyped-def]
     _, tables = sweep
-    text = extrapolation_html(tables, ScaleInputs(ranks=64))
+    text = extrapolation_html(tables, ScaleInputs(ranks=64), "the test")
     assert "Extrapolation (not measured)" in text
     assert "<code>ranks</code> = 64" in text and "<code>restart_s</code> = 4080.0" in text
     assert "64 x (2 + 4080" in text
@@ -72,3 +74,27 @@ def test_the_page_carries_the_section(sweep, tmp_path) -> None:  # type: ignore[
     page = out.read_text()
     assert "Recovery strategies: what one NIC failure cost" in page
     assert page.index("what one NIC failure cost") < page.index("Training: step time")
+
+
+def test_the_users_scale_comes_from_the_sweeps_at_scale_file(  # type: ignore[no-untyped-def]
+    sweep, tmp_path
+) -> None:
+    root, tables = sweep
+    (root / SCALE_FILE).write_text("ranks: 4096\nrestart_s: 600\ncheckpoint_load_s: 30.5\n")
+    page_path = tmp_path / "report.html"
+    build_report(root, tables, page_path)
+    page = page_path.read_text()
+    assert "Inputs, from at-scale.yaml" in page
+    assert "<code>ranks</code> = 4096" in page and "<code>restart_s</code> = 600.0" in page
+    assert "4096 x (2 + 600" in page  # the formula used the user's numbers
+    for wrong, said in (
+        ("gpus: 8\n", "'gpus' is not an input; use one of ranks"),
+        ("ranks: 1.5\n", "ranks: 1.5 is not a whole number >= 0"),
+        ("restart_s: -1\n", "restart_s: -1 is not a number >= 0"),
+        ("[1, 2]\n", "give a mapping of ranks"),
+    ):
+        (root / SCALE_FILE).write_text(wrong)
+        with pytest.raises(ValueError, match=re.escape(said)):
+            read_scale(root)
+    (root / SCALE_FILE).unlink()
+    assert read_scale(root)[0] == ScaleInputs()
