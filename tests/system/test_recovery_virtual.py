@@ -21,7 +21,16 @@ import pytest
 from r2bench.runfolder import runformat
 from r2bench.runfolder.runmodel import RunEnd
 from r2bench.sweep.restarts import AttemptEvent, read_attempts
+from r2bench.tables.build import build_tables
 from r2bench.testbeds.virtual.lifecycle import UpResult
+from r2bench.workloads.train_format import (
+    TrainAbort,
+    TrainRecord,
+    TrainResume,
+    TrainShrink,
+    UpdateLine,
+    read_line,
+)
 
 pytestmark = [
     pytest.mark.root,
@@ -74,6 +83,57 @@ def _ends(events: list[AttemptEvent]) -> list[int | None]:
     return [e.exit_code for e in events if e.event == "end"]
 
 
+class Timeline:
+    """A run's own account of the fault, read straight from its files: the fault's applied
+    time (faults.jsonl) and rank 0's records (stdout), on the host's one clock."""
+
+    def __init__(self, folder: Path) -> None:
+        injects = [
+            json.loads(line) for line in (folder / runformat.FAULTS).read_text().splitlines()
+        ]
+        self.fault = next(e["time"] for e in injects if e["action"] == "inject" and e["ok"])
+        lines = (folder / runformat.STDOUT).read_text().splitlines()
+        self.records: list[TrainRecord] = [r for r in map(read_line, lines) if r is not None]
+        updates = [r for r in self.records if isinstance(r, UpdateLine)]
+        self.frontier = max(u.update for u in updates if u.end <= self.fault)
+        beyond = [u.end for u in updates if u.update > self.frontier and u.end > self.fault]
+        self.back_s = min(beyond) - self.fault
+        numbers = [u.update for u in updates]
+        self.recomputed = len(numbers) - len(set(numbers))
+
+    def first(self, kind: type[TrainRecord]) -> TrainRecord:
+        return next(r for r in self.records if isinstance(r, kind))
+
+
+def _check_costs(runs: dict[tuple[str, str], Path], sweep: Path) -> None:
+    """Each strategy's cost metrics against what its run's own files show."""
+    cost = build_tables(sweep).recovery_cost.set_index("run_id")
+    for key, folder in runs.items():
+        if key == ("stock", "none"):
+            continue  # it died: no update beyond the frontier to measure against
+        row, seen = cost.loc[folder.name], Timeline(folder)
+        assert row["fault_at"] == pytest.approx(seen.fault, abs=0.01), key
+        assert row["frontier"] == seen.frontier, key
+        assert row["back_s"] == pytest.approx(seen.back_s, abs=0.05), key
+        assert row["recomputed"] == seen.recomputed, key
+    restart, seen = cost.loc[runs[("stock", "restart")].name], Timeline(runs[("stock", "restart")])
+    abort, resume = seen.first(TrainAbort), seen.first(TrainResume)
+    assert isinstance(abort, TrainAbort) and isinstance(resume, TrainResume)
+    assert restart["detect_s"] == pytest.approx(abort.at - seen.fault, abs=0.05)
+    assert restart["updates_lost"] == seen.frontier - resume.update
+    assert seen.recomputed == seen.frontier - resume.update  # the lost ones, redone once
+    assert restart["goodput"] < 0.8 * restart["goodput_fault_free"]  # seconds without progress
+    shrink, seen = cost.loc[runs[("stock", "shrink")].name], Timeline(runs[("stock", "shrink")])
+    shrunk = seen.first(TrainShrink)
+    assert isinstance(shrunk, TrainShrink)
+    assert shrink["updates_lost"] == 1
+    assert shrink["detect_s"] <= shrunk.at - seen.fault + 0.05
+    for strategy in ("none", "in_library"):
+        row = cost.loc[runs[("r2ccl", strategy)].name]
+        assert row["updates_lost"] == 0 and row["recomputed"] == 0
+        assert row["back_s"] < restart["back_s"]  # the failover beats the restart
+
+
 def test_each_strategy_through_a_dead_nic(three_nodes: UpResult, tmp_path: Path) -> None:
     experiment = tmp_path / "recover.yaml"
     experiment.write_text(EXPERIMENT)
@@ -112,3 +172,5 @@ def test_each_strategy_through_a_dead_nic(three_nodes: UpResult, tmp_path: Path)
         assert _ends(read_attempts(folder / runformat.ATTEMPTS)) == [0], said
         assert "#train-abort" not in (folder / runformat.STDOUT).read_text()
         assert ends[("r2ccl", strategy)].outcome.status.value == "ok", said
+
+    _check_costs(runs, results / "recover")
