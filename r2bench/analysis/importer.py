@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,9 @@ from r2bench.analysis.parseview import (
     json_doc,
     json_env,
     json_named_in,
+    log_stem,
+    log_suffix,
+    read_head,
     read_log_set,
     run_lines,
     settings_env,
@@ -56,6 +60,7 @@ from r2bench.runfolder import runformat, runmodel
 from r2bench.runfolder import store as st
 from r2bench.runfolder.provenance import Provenance, redact_env
 from r2bench.safeio import JSON_RECORD_LIMIT, utf8_text
+from r2bench.textinput import open_text
 
 IMPORTED_TESTBED = "imported"
 _HEADER_RE = re.compile(r"minBytes (\d+) maxBytes (\d+) step: (\d+)\((factor|bytes)\)")
@@ -96,26 +101,44 @@ def find_logs(directory: Path) -> list[LogSet]:
     for path in _input_files(directory):
         if not path.is_file():
             continue
-        suffix = path.suffix.lower()
+        suffix = log_suffix(path)
         if suffix in JSON_SUFFIXES:
             jsons[str(path.relative_to(directory))] = path
         elif suffix in TEXT_SUFFIXES:
             texts.append(path)
     by_name: dict[str, list[str]] = {}
+    by_stem: dict[str, str] = {}
     for rel in jsons:
         by_name.setdefault(Path(rel).name, []).append(rel)
+        by_stem.setdefault(str(log_stem(Path(rel))), rel)
     sets = []
     for text in texts:
         text_rel = text.relative_to(directory)
         named = json_named_in(text)
         twin = _pick_named(named, text_rel, by_name) if named else None
         if twin is None and not named:
-            stem_twin = str(text_rel.with_suffix(".json"))
+            stem_twin = by_stem.get(str(log_stem(text_rel)))
             twin = stem_twin if stem_twin in jsons else None
-        stem = str(text_rel.with_suffix(""))
+        stem = str(log_stem(text_rel))
         sets.append(LogSet(stem, text, jsons.pop(twin) if twin else None))
-    sets += [LogSet(str(Path(rel).with_suffix("")), None, path) for rel, path in jsons.items()]
+    sets += [LogSet(str(log_stem(Path(rel))), None, path) for rel, path in jsons.items()]
     return sorted(sets, key=lambda s: s.stem)
+
+
+ARCHIVE_SUFFIXES = {".zst": "zstd", ".zip": "zip", ".7z": "7z", ".lz4": "lz4", ".tar": "tar",
+                    ".tgz": "tar"}  # fmt: skip
+"""Packed files that may hold logs but that import does not open: named, never skipped
+silently."""
+
+
+def packed_files(directory: Path) -> list[tuple[Path, str]]:
+    """(file, why) for each archive under `directory` that import does not open itself."""
+    out = []
+    for path in _input_files(directory):
+        form = ARCHIVE_SUFFIXES.get(path.suffix.lower())
+        if form is not None and path.is_file():
+            out.append((path, f"a {form} archive: not read (unpack it, then import the folder)"))
+    return out
 
 
 def _pick_named(named: str, text_rel: Path, by_name: dict[str, list[str]]) -> str | None:
@@ -143,9 +166,7 @@ def _size_args(text: Path | None, doc: dict[str, Any], parsed: ParsedNcclTests) 
     if cfg and all(isinstance(cfg.get(k), int) for k in ("minimum_bytes", "maximum_bytes")):
         return cfg["minimum_bytes"], cfg["maximum_bytes"], int(cfg.get("step_factor") or 1)
     if text is not None:
-        with text.open("rb") as handle:
-            head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
-        m = _HEADER_RE.search(head)
+        m = _HEADER_RE.search(read_head(text, _HEADER_BYTES))
         if m:
             return int(m[1]), int(m[2]), int(m[3]) if m[4] == "factor" else 1
     sizes = [r.size_bytes for r in parsed.rows] or [0]
@@ -348,17 +369,25 @@ def _fill_run(
 ) -> None:
     folder.write_spec(spec)
     folder.write_provenance(provenance)
-    if lines is not None and logs.text is not None:
-        folder.write_stdout(b"".join(run_lines(logs.text, *lines)))
-    elif logs.text is not None:
-        folder.copy_in(logs.text, runformat.STDOUT)
+    if logs.text is not None:
+        _copy_text(folder, runformat.STDOUT, run_lines(logs.text, *(lines or (1, 1 << 62))))
     if logs.json is not None:
-        folder.copy_in(logs.json, runformat.RESULT_JSON)
+        with open_text(logs.json, "nccl-tests -J JSON", line_limit=None) as handle:
+            _copy_text(folder, runformat.RESULT_JSON, iter(lambda: handle.read(1 << 20), b""))
     folder.write_events(events)
     folder.write_outcome(
         runmodel.RunEnd(outcome=outcome, started_at=_start_time(json_doc(logs.json)))
     )
     folder.mark_complete()
+
+
+def _copy_text(folder: st.RunFolder, name: str, blocks: Iterable[bytes]) -> None:
+    """Write `name` of the run folder from `blocks` (a log as `open_text` reads it: UTF-8, LF
+    line ends, unpacked), streamed, renamed into place once whole."""
+    with folder.stream_path(name).open("wb") as out:
+        for block in blocks:
+            out.write(block)
+    folder.commit_stream(name)
 
 
 # --------------------------------------------------------------------------- R-2CCL's artifact
@@ -471,6 +500,7 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
     """Import every log of `directory` into `results/<sweep>` (sweep: the folder's name)."""
     store = st.RunStore(results, sweep or directory.resolve().name)
     report = ImportReport(store.sweep_dir)
+    report.skipped += [(str(path), why) for path, why in packed_files(directory)]
     for logs in find_logs(directory):
         source = str(logs.sources[0])
         try:

@@ -13,7 +13,6 @@ both share, so they give one answer (library, R2CC_MODE, outcome, iterations) pe
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -43,7 +42,8 @@ from r2bench.parse.r2ccl_artifact import (
 )
 from r2bench.parse.verify import Verification, verifications
 from r2bench.runfolder import runformat, runmodel
-from r2bench.safeio import JSON_RECORD_LIMIT, check_regular, read_text_bounded
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, check_regular, json_loads
+from r2bench.textinput import TextStats, open_text, read_text_capped
 
 RUN_FILES = (
     runformat.SPEC,
@@ -156,6 +156,7 @@ def _with_spec_collective(run: ParsedRun, collective: str | None) -> ParsedNcclT
 
 TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
 JSON_SUFFIXES = (".json",)
+_JSON_NAMES = (".json", ".json.gz", ".json.bz2", ".json.xz")
 _HEADER_BYTES = 65536
 _SNIFF_BYTES = 4096
 _WRITING_JSON_RE = re.compile(r"^# Writing JSON output to (.+)$", re.MULTILINE)
@@ -180,26 +181,62 @@ class LogSet:
 def json_named_in(text: Path) -> str | None:
     """The `-J` file a text output says it wrote (`# Writing JSON output to <file>`), as
     printed (a path on the machine that ran it)."""
-    with text.open("rb") as handle:
-        head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
-    m = _WRITING_JSON_RE.search(head)
+    try:
+        m = _WRITING_JSON_RE.search(read_head(text))
+    except InputRefused:  # a form not read (UTF-32, a zip): refused when the file is read
+        return None
     return m.group(1).strip() if m else None
+
+
+def read_head(path: Path, size: int = _HEADER_BYTES) -> str:
+    """The first `size` bytes of a text file as `open_text` reads it (unpacked, decoded)."""
+    with open_text(path) as handle:
+        return handle.read(size).decode("utf-8", errors="replace")
+
+
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+
+
+def log_suffix(path: Path) -> str:
+    """A log's own suffix, that of a compressed one's inner name (`a.txt.gz` -> `.txt`),
+    lower case."""
+    name = Path(path.name)
+    if name.suffix.lower() in COMPRESSED_SUFFIXES:
+        name = Path(name.stem)
+    return name.suffix.lower()
+
+
+def log_stem(path: Path) -> Path:
+    """`path` without its log suffix and compressed suffix (`d/a.socket.txt.gz` ->
+    `d/a.socket`)."""
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        path = path.with_suffix("")
+    return path.with_suffix("") if path.suffix.lower() in (*TEXT_SUFFIXES, *JSON_SUFFIXES) else path
 
 
 def json_twin(text: Path) -> Path | None:
     """The `-J` JSON beside a text output that is the same run: the file it names (by name, in
     its own folder), else the JSON of its stem when it names none."""
     named = json_named_in(text)
-    twin = text.parent / Path(named).name if named else text.with_suffix(JSON_SUFFIXES[0])
-    return twin if twin != text and twin.is_file() else None
+    if named:
+        twin = text.parent / Path(named).name
+        return twin if twin != text and twin.is_file() else None
+    stem = log_stem(text)
+    for suffix in _JSON_NAMES:
+        twin = stem.with_name(stem.name + suffix)
+        if twin != text and twin.is_file():
+            return twin
+    return None
 
 
 def text_twin(json_path: Path) -> Path | None:
     """The text output beside a `-J` JSON whose twin it is (`json_twin`), or None."""
+    stem = log_stem(json_path)
     for suffix in TEXT_SUFFIXES:
-        text = json_path.with_suffix(suffix)
-        if text.is_file() and json_twin(text) == json_path:
-            return text
+        for packed in ("", *COMPRESSED_SUFFIXES):
+            text = stem.with_name(stem.name + suffix + packed)
+            if text.is_file() and json_twin(text) == json_path:
+                return text
     return None
 
 
@@ -218,8 +255,8 @@ def json_doc(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        doc = json_loads(read_text_capped(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
+    except (OSError, ValueError, RecursionError):  # InputRefused and TooDeep are ValueErrors
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -276,7 +313,7 @@ def _is_json(name: str, data: bytes) -> bool:
 
 def _read_json_file(path: Path) -> ParsedNcclTests:
     """A -J file, size-capped (`InputRefused` over it)."""
-    return parse_json(read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
+    return parse_json(read_text_capped(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
 
 
 def read_log_set(logs: LogSet, source: str | None = None) -> LogSetRead:
@@ -289,7 +326,7 @@ def read_log_set(logs: LogSet, source: str | None = None) -> LogSetRead:
         return LogSetRead([_json_run(logs.json, source or logs.json.name)])
     check_regular(logs.text, "log")
     name = source or logs.text.name
-    with logs.text.open("rb") as handle:
+    with open_text(logs.text) as handle:
         head = handle.read(_SNIFF_BYTES)
     if _is_json(logs.text.name, head):
         return LogSetRead([_json_run(logs.text, name)])
@@ -308,11 +345,12 @@ def _json_run(path: Path, name: str) -> LogRun:
 
 def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
     assert logs.text is not None
-    with logs.text.open("rb") as handle:
+    with open_text(logs.text) as handle:
         runs, all_events = read_log(handle, file_name=logs.text.name)
+        runs = _with_form_warnings(runs, handle.stats)
     several = len(runs) > 1
     ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
-    with logs.text.open("rb") as handle:
+    with open_text(logs.text) as handle:
         checks = verifications(handle, ranges)
     out = []
     for parsed, (first, last), check in zip(runs, ranges, checks, strict=True):
@@ -322,7 +360,7 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
         twin = logs.json if not several or _names_json(logs.text, first, last) else None
         doc = json_doc(twin)
         if twin is not None:
-            parsed = combine(parsed, parse_json(twin.read_bytes()))
+            parsed = combine(parsed, _read_json_file(twin))
         env = settings_env(json_env(doc))
         outcome = decide(
             parsed, [(name, e) for e in events], env=env, verification=check, source=name
@@ -345,6 +383,22 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
     return out
 
 
+def _with_form_warnings(runs: list[ParsedNcclTests], stats: TextStats) -> list[ParsedNcclTests]:
+    """The runs, the one holding the first cut line warned of the lines cut (`open_text`)."""
+    warnings = stats.warnings()
+    if not warnings:
+        return runs
+    out = list(runs)
+    index = len(out) - 1 if stats.broken else 0  # broken off: at the end of the last run
+    for at, run in enumerate(out):
+        if stats.first_cut is not None and (run.first_line or 1) <= stats.first_cut <= (
+            run.last_line or stats.first_cut
+        ):
+            index = at
+    out[index] = out[index].model_copy(update={"warnings": [*out[index].warnings, *warnings]})
+    return out
+
+
 def timed_iterations(parsed: ParsedNcclTests) -> int:
     """The timed iterations per size and placement a log's run ran, as an imported run's spec
     states them (`NcclTestsOptions.iterations`): the `#iter` lines are split by it here as the
@@ -357,8 +411,8 @@ def _blocks_of(parsed: ParsedNcclTests) -> list[tuple[int, str, int]]:
 
 
 def run_lines(path: Path, first: int, last: int) -> Iterator[bytes]:
-    """Lines `first`..`last` (1-based) of a file, streamed."""
-    with path.open("rb") as handle:
+    """Lines `first`..`last` (1-based) of a file, streamed (as `open_text` reads it)."""
+    with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             if number > last:
                 return
@@ -376,7 +430,7 @@ def _names_json(path: Path, first: int, last: int) -> bool:
 def _artifact_runs(path: Path, name: str) -> LogSetRead:
     """An R-2CCL artifact log's runs: R-2CCL by its harness, with the settings it states."""
     log = read_artifact(path, str(path))
-    with path.open("rb") as handle:
+    with open_text(path) as handle:
         all_events = read_events(handle)
     out = []
     for run in log.runs:

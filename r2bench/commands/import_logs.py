@@ -40,7 +40,10 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     except OSError as exc:
         errors.print(
             Text(
-                f"r2bench import: cannot write the results folder {target}: {exc.strerror or exc}"
+                printable(
+                    f"r2bench import: cannot write the results folder {target}:"
+                    f" {exc.strerror or exc}"
+                )
             ),
             style="red",
         )
