@@ -21,10 +21,12 @@ import os
 import re
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from r2bench.analysis.parseview import (
     JSON_SUFFIXES,
@@ -47,6 +49,7 @@ from r2bench.errors import WriteFailed
 from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text
 from r2bench.parse.models import Event, Outcome, ParsedNcclTests
 from r2bench.parse.nccltests.collective import collective_from_file_name
+from r2bench.parse.numbers import shown
 from r2bench.parse.r2ccl_artifact import (
     ArtifactLog,
     HarnessRun,
@@ -253,6 +256,12 @@ def _utf8_env(doc: dict[str, Any]) -> dict[str, str]:
     return {utf8_text(name): utf8_text(value) for name, value in json_env(doc).items()}
 
 
+def utf8_name(name: str | Path) -> str:
+    """A file name as UTF-8 text: bytes that are not UTF-8 (kept by Python as lone
+    surrogates, which no record can hold) written as their escapes (`\\xff`)."""
+    return os.fsencode(str(name)).decode("utf-8", "backslashreplace")
+
+
 def _provenance(
     logs: LogSet, parsed: ParsedNcclTests, events: list[Event], run_note: str = ""
 ) -> Provenance:
@@ -260,7 +269,7 @@ def _provenance(
     env, dropped = redact_env(_utf8_env(doc))
     spec_env = settings_env(env)
     return Provenance(
-        imported_from=", ".join(str(p.resolve()) for p in logs.sources) + run_note,
+        imported_from=", ".join(utf8_name(p.resolve()) for p in logs.sources) + run_note,
         library_basis=library_of(parsed, spec_env, events)[2],
         nccl_version=parsed.library_version
         or nccl_version_text(parsed.nccl_library or parsed.nccl_headers),
@@ -270,7 +279,7 @@ def _provenance(
         env=env,
         env_dropped=dropped,
         launch_command=" ".join(str(a) for a in doc.get("args") or []) or None,
-        notes=[f"imported from {', '.join(str(p) for p in logs.sources)}"],
+        notes=[f"imported from {', '.join(utf8_name(p) for p in logs.sources)}"],
     )
 
 
@@ -301,6 +310,7 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
         if logs.text is None:
             return [("", why)]
         logs = LogSet(logs.stem, logs.text, None)  # the text alone: its rows are the run
+    logs = replace(logs, stem=utf8_name(logs.stem))
     source = f"{logs.stem}@{_content_hash(logs.sources)}"
     read = read_log_set(logs, runformat.STDOUT)  # the reading `parse` shows
     several = len(read.runs) > 1
@@ -318,20 +328,40 @@ def _import_run(
     logs: LogSet, store: st.RunStore, repeat: int, run: LogRun, source: str, note: str
 ) -> tuple[str, str]:
     """One run's folder: its spec and provenance as the output tells them."""
-    part = LogSet(logs.stem, logs.text, run.json)
-    if isinstance(run.artifact, HotRepairRun):
-        spec = _hot_repair_spec(run.artifact, store.sweep, repeat, source)
-    elif isinstance(run.artifact, HarnessRun):
-        spec = _harness_spec(part, run, store.sweep, repeat, source)
-    elif not run.parsed.is_nccl_tests and not run.events:
+    part = LogSet(logs.stem, None if run.alone else logs.text, run.json)
+    if not run.artifact and not run.parsed.is_nccl_tests and not run.events:
         return "", "no nccl-tests output and no NCCL/MPI event in it"
-    else:
-        spec = reconstruct_spec(part, run.parsed, store.sweep, repeat, run.events, source)
+    try:
+        spec = _spec_of(part, run, store.sweep, repeat, source)
+    except ValidationError as refused:
+        return "", _beyond_limits(refused, run.lines)
     if run.artifact is not None:
         provenance = _artifact_provenance(part, run, note)
     else:
         provenance = _provenance(part, run.parsed, run.events, note)
     return _write_run(store, spec, provenance, part, run.lines, run.events, run.outcome)
+
+
+def _spec_of(logs: LogSet, run: LogRun, sweep: str, repeat: int, source: str) -> RunSpec:
+    """The run's spec as its output tells it (ValidationError: a value no run may hold)."""
+    if isinstance(run.artifact, HotRepairRun):
+        return _hot_repair_spec(run.artifact, sweep, repeat, source)
+    if isinstance(run.artifact, HarnessRun):
+        return _harness_spec(logs, run, sweep, repeat, source)
+    return reconstruct_spec(logs, run.parsed, sweep, repeat, run.events, source)
+
+
+def _beyond_limits(refused: ValidationError, lines: tuple[int, int] | None) -> str:
+    """One line for a run whose output states a value beyond what a run spec holds (an
+    iteration count over the planning limit, a size beyond int64): the field, the value and
+    the limit, not the validator's dump."""
+    where = f"lines {lines[0]}-{lines[1]}: " if lines else ""
+    said = []
+    for error in refused.errors()[:3]:
+        field = ".".join(str(part) for part in error["loc"]) or "a value"
+        value = shown(error.get("input"))
+        said.append(f"{field} {value}: {error['msg'].lower()}")
+    return f"{where}{'; '.join(said)} (a limit of r2bench's run specs); not imported"
 
 
 def _write_run(
@@ -514,8 +544,9 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
                 raise  # the results folder cannot be written: not the input's fault
             report.skipped.append((source, f"unreadable: {exc}"))
             continue
-        if variant(logs.stem) != BASELINE_VARIANT and not is_artifact(logs):
-            report.scenarios[source] = variant(logs.stem)
+        scenario = variant(utf8_name(logs.stem))
+        if scenario != BASELINE_VARIANT and not is_artifact(logs):
+            report.scenarios[source] = scenario
         for run_id, status in results_of:
             if status == "imported":
                 report.imported.append((run_id, source))

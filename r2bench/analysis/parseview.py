@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from r2bench.parse.iterlines import logged_blocks
 from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text, r2cc_mode
 from r2bench.parse.models import Event, Outcome, ParsedNcclTests, PerIteration
 from r2bench.parse.nccltests.jsonfile import parse_json
-from r2bench.parse.nccltests.runs import combine
+from r2bench.parse.nccltests.runs import combine, twins_differ
 from r2bench.parse.r2ccl_artifact import (
     ArtifactError,
     ArtifactLog,
@@ -42,7 +42,7 @@ from r2bench.parse.r2ccl_artifact import (
 )
 from r2bench.parse.verify import Verification, verifications
 from r2bench.runfolder import runformat, runmodel
-from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, check_regular, json_loads
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, TooDeep, check_regular, json_loads
 from r2bench.textinput import TextStats, open_text, read_text_capped
 
 RUN_FILES = (
@@ -286,6 +286,8 @@ class LogRun:
     """Iterations only the workload's `#iter` lines hold (`parse.iterlines`)."""
     artifact: HarnessRun | HotRepairRun | None = None
     """The artifact run it is, for an R-2CCL artifact log."""
+    alone: bool = False
+    """A -J file of the text's stem that is another run (`twins_differ`), read alone."""
 
     @property
     def mode(self) -> str | None:
@@ -353,14 +355,15 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
     with open_text(logs.text) as handle:
         checks = verifications(handle, ranges)
     out = []
+    apart: list[Path] = []
     for parsed, (first, last), check in zip(runs, ranges, checks, strict=True):
         events = [e for e in all_events if first <= e.line <= last] if several else all_events
         if several and not parsed.is_nccl_tests and not events and check is None:
             continue  # a banner or stray lines between runs: no run
         twin = logs.json if not several or _names_json(logs.text, first, last) else None
+        parsed, twin, other = _paired(parsed, twin)
+        apart += [other] if other is not None else []
         doc = json_doc(twin)
-        if twin is not None:
-            parsed = combine(parsed, _read_json_file(twin))
         env = settings_env(json_env(doc))
         outcome = decide(
             parsed, [(name, e) for e in events], env=env, verification=check, source=name
@@ -380,7 +383,32 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
                 logged=tuple(block.times for block in logged),
             )
         )
+    out += [replace(_json_run(path, path.name), alone=True) for path in apart]
     return out
+
+
+def _paired(
+    parsed: ParsedNcclTests, twin: Path | None
+) -> tuple[ParsedNcclTests, Path | None, Path | None]:
+    """(the text's results combined with its -J twin's, the twin combined, a twin that is
+    another run): a twin is checked before it is combined (`twins_differ`); one that cannot
+    be read (nested too deeply) or is another run is named in a warning and kept apart."""
+    if twin is None:
+        return parsed, None, None
+    try:
+        results = _read_json_file(twin)
+    except TooDeep as deep:
+        why = f"{twin.name}: the -J file of this output is {deep}; its results not combined"
+        return _warned(parsed, why), None, None
+    differ = twins_differ(parsed, results)
+    if differ is None:
+        return combine(parsed, results), twin, None
+    why = f"{twin.name}: the -J file of the same stem is another run ({differ}): read apart"
+    return _warned(parsed, why), None, twin
+
+
+def _warned(parsed: ParsedNcclTests, warning: str) -> ParsedNcclTests:
+    return parsed.model_copy(update={"warnings": [*parsed.warnings, warning]})
 
 
 def _with_form_warnings(runs: list[ParsedNcclTests], stats: TextStats) -> list[ParsedNcclTests]:

@@ -64,8 +64,11 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
         more = f" and {len(report.scenarios) - 5} more" if len(report.scenarios) > 5 else ""
         console.print(
             Text(
-                f"note: {len(report.scenarios)} file name(s) with a dot became scenarios (what "
-                f"follows the first dot): {named}{more}; rename the files to change that"
+                printable(
+                    f"note: {len(report.scenarios)} file name(s) with a dot became scenarios"
+                    f" (what follows the first dot): {named}{more}; rename the files to change"
+                    " that"
+                )
             )
         )
     console.print(
