@@ -33,7 +33,18 @@ _VERSION_LINE_RE = re.compile(
 # A fork's suffix on NCCL's own version: `2.12.12.MSCCL.0.7.3+cuda11.6`.
 _FORK_SUFFIX_RE = re.compile(r"^\d+\.\d+\.\d+\.(?P<fork>[A-Za-z][A-Za-z0-9]*)")
 # rccl-tests' own lines: `rccl-tests: Version develop:448c4c7`, `# rccl-tests version 2.17.9 ...`.
-_RCCL_TESTS_RE = re.compile(r"rccl-tests(?::)? [Vv]ersion")
+# (`rcccl-tests`: how some RCCL builds spell it.)
+_RCCL_TESTS_RE = re.compile(r"rc{2,3}l-tests:? [Vv]ersion")
+# AMD GPUs (`AMD Instinct MI350X`, `AMD Radeon Graphics`): only RCCL (or a fork of it) drives
+# them, whatever NCCL-style lines the output prints.
+_AMD_DEVICE_RE = re.compile(r"\bAMD\b|\bInstinct\b|\bMI[1-4]\d{2}[A-Z]{0,2}\b")
+
+
+def amd_device(names: Iterable[str | None]) -> str | None:
+    """The first device name of `names` that is an AMD GPU, or None."""
+    return next((n for n in names if n and _AMD_DEVICE_RE.search(n)), None)
+
+
 # R-2CCL's own log lines: `NCCL INFO R2CC: ...`, `NCCL INFO R2CC_MODE=1 (RECV-CONNECT) ...`, a
 # WARN from its `r2cc/` sources (`r2cc/oob/oob_udp.cc:93 NCCL WARN ...`). Stock NCCL prints none
 # of them; a command line that sets R2CC_* variables is no proof (it may run stock NCCL).
@@ -136,7 +147,12 @@ def identify_library(
     if any(e.kind.value.startswith(_R2CC_EVENT_PREFIX) for e in events):
         return LibraryIdentity("r2ccl", version, "R2CC log lines")
     if parsed.library_family == "rccl":
-        said = f"RCCL version {version} printed" if version else "rccl-tests lines, no version"
+        amd = amd_device(d.name for d in parsed.devices)
+        said = (
+            f"RCCL version {version} printed"
+            if version
+            else (f"AMD devices ({amd}), no version" if amd else "rccl-tests lines, no version")
+        )
         return LibraryIdentity("rccl", version, f"{said}, no R2CC log line")
     if any(name.startswith("R2CC_") for name in env):
         return LibraryIdentity("r2ccl", version, _GUESS + "R2CC_* variables set, no R2CC log line")

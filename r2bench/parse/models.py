@@ -113,6 +113,12 @@ class ParsedNcclTests(_Frozen):
     unreadable_rows: int = Field(
         default=0, description="table rows that did not fit the header's columns (not read)"
     )
+    comms_destroyed: int = Field(
+        default=0, description="communicator ranks torn down (NCCL's `Destroy COMPLETE` lines)"
+    )
+    comms_open: int = Field(
+        default=0, description="communicator ranks set up (`Init COMPLETE`) and never torn down"
+    )
     first_line: int | None = Field(default=None, description="first line of this run in its file")
     last_line: int | None = Field(default=None, description="last line of this run in its file")
     warnings: list[str] = Field(default_factory=list)
