@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from r2bench.analysis.parseview import (
     JSON_SUFFIXES,
     TEXT_SUFFIXES,
+    LineCursor,
     LogRun,
     LogSet,
     json_doc,
@@ -40,7 +41,6 @@ from r2bench.analysis.parseview import (
     log_suffix,
     read_head,
     read_log_set,
-    run_lines,
     settings_env,
     timed_iterations,
 )
@@ -315,19 +315,31 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
     read = read_log_set(logs, runformat.STDOUT)  # the reading `parse` shows
     several = len(read.runs) > 1
     out = []
-    for index, run in enumerate(read.runs):
-        run_source = f"{source}#run{index + 1}" if several else source
-        note = f" (run{index + 1})" if several else ""
-        out.append(_import_run(logs, store, repeat, run, run_source, note))
+    cursor = LineCursor(logs.text) if logs.text is not None else None
+    try:
+        for index, run in enumerate(read.runs):
+            run_source = f"{source}#run{index + 1}" if several else source
+            note = f" (run{index + 1})" if several else ""
+            out.append(_import_run(logs, store, repeat, run, run_source, note, cursor))
+    finally:
+        if cursor is not None:
+            cursor.close()
     if read.artifact is not None:
         out += _artifact_leftovers(read.artifact)
     return out
 
 
 def _import_run(
-    logs: LogSet, store: st.RunStore, repeat: int, run: LogRun, source: str, note: str
+    logs: LogSet,
+    store: st.RunStore,
+    repeat: int,
+    run: LogRun,
+    source: str,
+    note: str,
+    cursor: LineCursor | None = None,
 ) -> tuple[str, str]:
-    """One run's folder: its spec and provenance as the output tells them."""
+    """One run's folder: its spec and provenance as the output tells them (its lines of the
+    text read through `cursor`, which reads the runs of one file in one pass)."""
     part = LogSet(logs.stem, None if run.alone else logs.text, run.json)
     if not run.artifact and not run.parsed.is_nccl_tests and not run.events:
         return "", "no nccl-tests output and no NCCL/MPI event in it"
@@ -339,7 +351,11 @@ def _import_run(
         provenance = _artifact_provenance(part, run, note)
     else:
         provenance = _provenance(part, run.parsed, run.events, note)
-    return _write_run(store, spec, provenance, part, run.lines, run.events, run.outcome)
+    text = None
+    if part.text is not None:
+        first, last = run.lines or (1, 1 << 62)
+        text = (cursor or LineCursor(part.text)).lines(first, last)
+    return _write_run(store, spec, provenance, part, text, run.events, run.outcome)
 
 
 def _spec_of(logs: LogSet, run: LogRun, sweep: str, repeat: int, source: str) -> RunSpec:
@@ -369,17 +385,17 @@ def _write_run(
     spec: RunSpec,
     provenance: Provenance,
     logs: LogSet,
-    lines: tuple[int, int] | None,
+    text: Iterator[bytes] | None,
     events: list[Event],
     outcome: Outcome,
 ) -> tuple[str, str]:
-    """One run folder: the run's lines of the text (all of it without `lines`), the JSON,
+    """One run folder: its lines of the text (`text`, None: no text), the JSON,
     the events and the outcome; nothing written for a run already complete."""
     if store.is_complete(spec.run_id):
         return spec.run_id, "already imported"
     folder = store.create(spec.run_id)
     try:
-        _fill_run(folder, spec, provenance, logs, lines, events, outcome)
+        _fill_run(folder, spec, provenance, logs, text, events, outcome)
     except BaseException:
         # half a run imported would count as an incomplete run in every later report; the
         # logs are still where they were, so a later import writes it whole
@@ -393,14 +409,14 @@ def _fill_run(
     spec: RunSpec,
     provenance: Provenance,
     logs: LogSet,
-    lines: tuple[int, int] | None,
+    text: Iterator[bytes] | None,
     events: list[Event],
     outcome: Outcome,
 ) -> None:
     folder.write_spec(spec)
     folder.write_provenance(provenance)
-    if logs.text is not None:
-        _copy_text(folder, runformat.STDOUT, run_lines(logs.text, *(lines or (1, 1 << 62))))
+    if text is not None:
+        _copy_text(folder, runformat.STDOUT, text)
     if logs.json is not None:
         with open_text(logs.json, "nccl-tests -J JSON", line_limit=None) as handle:
             _copy_text(folder, runformat.RESULT_JSON, iter(lambda: handle.read(1 << 20), b""))

@@ -13,6 +13,7 @@ both share, so they give one answer (library, R2CC_MODE, outcome, iterations) pe
 
 from __future__ import annotations
 
+import bisect
 import re
 import shutil
 import sys
@@ -43,7 +44,7 @@ from r2bench.parse.r2ccl_artifact import (
 from r2bench.parse.verify import Verification, verifications
 from r2bench.runfolder import runformat, runmodel
 from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, TooDeep, check_regular, json_loads
-from r2bench.textinput import TextStats, open_text, read_text_capped
+from r2bench.textinput import TextFile, TextStats, open_text, read_text_capped
 
 RUN_FILES = (
     runformat.SPEC,
@@ -352,15 +353,18 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
         runs = _with_form_warnings(runs, handle.stats)
     several = len(runs) > 1
     ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
+    json_lines = _writing_json_lines(logs.text) if several and logs.json else []
+    # (an event held for its next lines is passed on after them: sorted once for bisection)
+    by_line = sorted(all_events, key=lambda e: e.line) if several else all_events
     with open_text(logs.text) as handle:
         checks = verifications(handle, ranges)
     out = []
     apart: list[Path] = []
     for parsed, (first, last), check in zip(runs, ranges, checks, strict=True):
-        events = [e for e in all_events if first <= e.line <= last] if several else all_events
+        events = _events_within(by_line, first, last) if several else all_events
         if several and not parsed.is_nccl_tests and not events and check is None:
             continue  # a banner or stray lines between runs: no run
-        twin = logs.json if not several or _names_json(logs.text, first, last) else None
+        twin = logs.json if not several or _names_json(json_lines, first, last) else None
         parsed, twin, other = _paired(parsed, twin)
         apart += [other] if other is not None else []
         doc = json_doc(twin)
@@ -385,6 +389,14 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
         )
     out += [replace(_json_run(path, path.name), alone=True) for path in apart]
     return out
+
+
+def _events_within(events: list[Event], first: int, last: int) -> list[Event]:
+    """The events of lines `first`..`last` (`events` in line order): found by bisection, so
+    the runs of a file of thousands cost linear time, not runs x events."""
+    low = bisect.bisect_left(events, first, key=lambda e: e.line)
+    high = bisect.bisect_right(events, last, lo=low, key=lambda e: e.line)
+    return events[low:high]
 
 
 def _paired(
@@ -439,20 +451,64 @@ def _blocks_of(parsed: ParsedNcclTests) -> list[tuple[int, str, int]]:
 
 
 def run_lines(path: Path, first: int, last: int) -> Iterator[bytes]:
-    """Lines `first`..`last` (1-based) of a file, streamed (as `open_text` reads it)."""
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
+    """Lines `first`..`last` (1-based) of a file, streamed (as `open_text` reads it). For the
+    runs of one file in order, `LineCursor` reads the file once."""
+    return LineCursor(path).lines(first, last)
+
+
+class LineCursor:
+    """The lines of a file by range, in one forward pass while the ranges come in order (a
+    file of 6,000 runs is read once, not once per run); an earlier range reads it again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: TextFile | None = None
+        self._next = 1  # the number of the next line the handle gives
+        self._held: bytes | None = None  # a line read past the end of the last range
+
+    def lines(self, first: int, last: int) -> Iterator[bytes]:
+        """Lines `first`..`last` (1-based, inclusive)."""
+        if self._handle is None or first < self._next - (self._held is not None):
+            self.close()
+            self._handle, self._next, self._held = open_text(self.path), 1, None
+        handle = self._handle
+        while True:
+            if self._held is not None:
+                line, self._held = self._held, None
+            else:
+                line = handle.readline()
+                if not line:
+                    return
+                self._next += 1
+            number = self._next - 1
             if number > last:
+                self._held = line
                 return
             if number >= first:
                 yield line
 
+    def close(self) -> None:
+        """Close the file (a later range opens it again)."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
-def _names_json(path: Path, first: int, last: int) -> bool:
-    return any(
-        _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
-        for line in run_lines(path, first, last)
-    )
+
+def _writing_json_lines(path: Path) -> list[int]:
+    """The numbers of a text's `# Writing JSON output to` lines, in one pass."""
+    with open_text(path) as handle:
+        return [
+            number
+            for number, line in enumerate(handle, start=1)
+            if b"# Writing JSON" in line
+            and _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
+        ]
+
+
+def _names_json(json_lines: list[int], first: int, last: int) -> bool:
+    """Whether lines `first`..`last` hold a `# Writing JSON output to` line."""
+    at = bisect.bisect_left(json_lines, first)
+    return at < len(json_lines) and json_lines[at] <= last
 
 
 def _artifact_runs(path: Path, name: str) -> LogSetRead:

@@ -299,13 +299,18 @@ def read_events(
 
 
 def _counted(scanner: _Scanner, kept: list[Event]) -> list[Event]:
-    """`kept` with the count of the events left out on the last kept one of each kind."""
+    """`kept` with the count of the events left out on the last kept one of each kind, and
+    the line of the last one left out (`more`, `last_line`): a kind repeated a million times
+    is its first events, a count and where it last was, never a million objects."""
     if not scanner.left_out:
         return kept
     last = {e.kind: i for i, e in enumerate(kept)}
     for kind, more in scanner.left_out.items():
-        i = last[kind]
-        kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, "more": str(more)}})
+        i = last.get(kind)
+        if i is None:  # every one left out (a kind whose first event was held back)
+            continue
+        said = {"more": str(more), "last_line": str(scanner.last_line.get(kind, ""))}
+        kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, **said}})
     return kept
 
 
@@ -334,7 +339,7 @@ def read_log(
                     rule = _r2cc_rule(text)
                     if rule is None and "Got completion" not in text:
                         continue
-                    if rule is not None and scanner.capped(_R2CC_RULES[rule][0]):
+                    if rule is not None and scanner.capped(_R2CC_RULES[rule][0], lineno):
                         continue
             else:
                 feed_parser(lineno, text, origin)
@@ -423,10 +428,14 @@ class _Scanner:
     left_out: dict[EventKind, int] = field(default_factory=dict)
     pending: _Pending | None = None
     ib_pending: _HeldIb | None = None
+    line: int = 0
+    """The line being read (the last line of a kind left out is said with its count)."""
+    last_line: dict[EventKind, int] = field(default_factory=dict)
 
     def feed(self, lineno: int, raw: str, line: str, stamp: str | None, out: list[Event]) -> None:
         """The events of one line (`raw` as written, `line` cleaned, `stamp` the time stamp
         the cleaning took off), appended to `out`."""
+        self.line = lineno
         if self.pending is not None:
             self._continue_pending(line, out)
         if self.ib_pending is not None and self._continue_ib(line, out):
@@ -456,9 +465,10 @@ class _Scanner:
         if event is not None:
             out.append(event)
 
-    def capped(self, kind: EventKind) -> bool:
-        """Whether an event of `kind` is beyond the first `per_kind` ones: then counted (not
-        built), and True."""
+    def capped(self, kind: EventKind, lineno: int) -> bool:
+        """Whether an event of `kind` (on line `lineno`) is beyond the first `per_kind` ones:
+        then counted (not built), and True."""
+        self.line = lineno
         if self.per_kind is None or self.seen.get(kind, 0) < self.per_kind:
             return False
         self._count(kind)
@@ -577,6 +587,7 @@ class _Scanner:
         self.seen[kind] = n + 1
         if self.per_kind is not None and n >= self.per_kind:
             self.left_out[kind] = self.left_out.get(kind, 0) + 1
+            self.last_line[kind] = self.line
             return False
         return True
 
