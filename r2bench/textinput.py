@@ -332,3 +332,11 @@ def read_text_capped(path: Path, limit: int, what: str) -> str:
             " refuses to read it whole (is it the right file?)"
         )
     return data.decode("utf-8", errors="replace")
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """A small file read whole (a config) as text, in any form `open_text` reads: unpacked,
+    UTF-16 or a BOM decoded, line ends made LF. NotText for a form not read; bytes that are not
+    UTF-8 raise UnicodeDecodeError (the caller names the byte)."""
+    with TextFile(io.BytesIO(data), name, line_limit=None) as handle:
+        return handle.read().decode("utf-8")

@@ -75,6 +75,7 @@ def _summary(
         "nccl_headers": nccl_version_text(parsed.nccl_headers),
         "library_family": parsed.library_family,
         "library_version": parsed.library_version,
+        "library_path": parsed.library_path,
         "outcome": outcome.status.value,
         "reason": outcome.reason,
         "failed_rank": outcome.failed_rank,
@@ -176,6 +177,8 @@ def _facts(doc: dict[str, Any]) -> list[str]:
         if library
         else f"library: {family + ', ' if family else ''}version not printed in {where}",
     ]
+    if doc.get("library_path"):
+        lines.append(f"library file: {doc['library_path']} (the log says it was loaded)")
     if doc.get("mode") is not None:
         lines.append(f"R2CC_MODE: {doc['mode']} (the run's settings)")
     if doc.get("run_folder"):

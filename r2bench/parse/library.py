@@ -1,5 +1,6 @@
 """The library a log says ran: its family (NCCL, RCCL, R-2CCL, MSCCL, another fork) and
-version, line by line (`library_of_line`, `LibraryEvidence`); a run's library from all its
+version, line by line (`library_of_line`, `LibraryEvidence`), and the library file a log says
+was loaded (`loaded_path`); a run's library from all its
 output (`identify_library`) and its R2CC_MODE (`r2cc_mode`), the one reading `parse`, `import`
 and the tables share; NCCL_VERSION_CODE as a dotted version."""
 
@@ -74,6 +75,21 @@ def library_of_line(text: str) -> tuple[str, str | None] | None:
     return None
 
 
+# A line that names the libnccl file a process loaded (the training workloads' start line, a
+# dynamic loader's trace, a program's own report): `loaded /opt/r2ccl/build/lib/libnccl.so.2`.
+_LOADED_PATH_RE = re.compile(
+    r"(?i:load|using|served|mapped|library)[^/\n]{0,40}?(?P<path>/[^\s'\",;()]*libnccl[^\s'\",;()/]*\.so[.\d]*)"
+)
+
+
+def loaded_path(text: str) -> str | None:
+    """The libnccl file `text` says was loaded (served the run), or None."""
+    if "libnccl" not in text:
+        return None
+    m = _LOADED_PATH_RE.search(text)
+    return m.group("path") if m else None
+
+
 class LibraryEvidence:
     """The library family and version a log states, line by line (see `library_of_line`).
 
@@ -81,14 +97,19 @@ class LibraryEvidence:
     their version lines; NCCL by its version line when nothing else names another family. The
     version is the first one printed."""
 
-    __slots__ = ("family", "version")
+    __slots__ = ("family", "path", "version")
 
     def __init__(self) -> None:
         self.family: str | None = None
         self.version: str | None = None
+        self.path: str | None = None
+        """The libnccl file the log says was loaded (the first one named)."""
 
     def feed(self, text: str) -> bool:
         """Take what `text` states about the library; whether it stated anything."""
+        if self.path is None and (path := loaded_path(text)) is not None:
+            self.path = path
+            return True
         found = library_of_line(text)
         if found is None:
             return False

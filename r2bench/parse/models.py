@@ -106,6 +106,9 @@ class ParsedNcclTests(_Frozen):
         default=None,
         description="as printed: `RCCL version : 2.28.3-...`, `NCCL version 2.19.3+cuda12.2`",
     )
+    library_path: str | None = Field(
+        default=None, description="the libnccl file the log says was loaded (served the run)"
+    )
     error_column: bool = Field(
         default=False,
         description="the table's last column is old releases' `error` (a maximum error, not #wrong)",

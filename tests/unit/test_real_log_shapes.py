@@ -154,3 +154,20 @@ def test_a_reason_without_a_workload_name_says_so_in_words() -> None:
     check = parse_verification([ITER.format(i=0, w=5)])
     outcome = with_verification(Outcome(status=OutcomeStatus.TIMEOUT, reason="deadline"), check)
     assert outcome is not None and "(the verifying workload checks" in outcome.reason
+
+
+def test_the_library_file_a_log_says_was_loaded_is_kept(tmp_path: Path) -> None:
+    said = (
+        "rank 0: loaded /opt/r2ccl/build/lib/libnccl.so.2 (NCCL 2.23.4)\n"
+        "vm:1:1 [0] NCCL INFO NCCL version 2.23.4+cuda13.0\n"
+        "vm:1:1 [0] NCCL WARN libnccl-net.so: cannot open shared object file\n"
+    )
+    run = _one_run(tmp_path, said + log())
+    parsed = run.parsed  # type: ignore[attr-defined]
+    assert parsed.library_path == "/opt/r2ccl/build/lib/libnccl.so.2"
+    assert parsed.library_version == "2.23.4+cuda13.0"
+
+
+def test_no_library_file_from_a_line_that_only_names_one() -> None:
+    parsed = parse_text("error: /usr/lib/libnccl.so.2: cannot open shared object file\n" + log())
+    assert parsed.library_path is None

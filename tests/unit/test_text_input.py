@@ -15,6 +15,8 @@ import pytest
 
 from r2bench.analysis.importer import import_dir
 from r2bench.analysis.parseview import read_path
+from r2bench.config.errors import ConfigError
+from r2bench.config.source import load_data
 from r2bench.safeio import InputRefused
 from r2bench.textinput import NotText, TextFile, open_text
 
@@ -178,3 +180,21 @@ def test_import_reads_compressed_and_utf16_logs_and_names_archives(tmp_path: Pat
     for run_id, _ in report.imported:
         stdout = report.sweep_dir / run_id / "stdout.txt"
         assert stdout.read_text().startswith("# nccl-tests version 2.19.6")
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [lambda t: t.encode("utf-16"), lambda t: t.replace("\n", "\r").encode()],
+    ids=["utf-16", "CR"],
+)
+def test_a_config_in_utf16_or_with_cr_line_ends_is_read(tmp_path: Path, encoded: object) -> None:
+    path = tmp_path / "data.yaml"
+    path.write_bytes(encoded("name: quick\nsizes: [1, 2]\n"))  # type: ignore[operator]
+    assert load_data(path) == {"name": "quick", "sizes": [1, 2]}
+
+
+def test_a_config_in_utf32_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "data.yaml"
+    path.write_bytes("name: quick\n".encode("utf-32"))
+    with pytest.raises(ConfigError, match="UTF-32"):
+        load_data(path)

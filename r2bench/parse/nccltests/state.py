@@ -84,6 +84,8 @@ def finish_run(st: RunState) -> ParsedNcclTests:
         fields["comms_open"] = len(st.comms.open)
     if st.library.version is not None:
         fields["library_version"] = st.library.version
+    if st.library.path is not None:
+        fields["library_path"] = st.library.path
     return ParsedNcclTests(
         devices=st.devices,
         rows=st.rows,

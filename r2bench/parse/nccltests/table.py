@@ -136,7 +136,9 @@ def parse_other(st: RunState, lineno: int, line: str, carry: list[tuple[str, str
     if st.pending is not None and _looks_like_continuation(tokens):
         _continue_row(st, lineno, tokens)
         return
-    if ("ersion" in line or "R2CC" in line or "r2cc/" in line) and st.library.feed(line):
+    if (
+        "ersion" in line or "R2CC" in line or "r2cc/" in line or "libnccl" in line
+    ) and st.library.feed(line):
         m = _RCCL_TESTS_RE.match(line)
         if m is not None and m.group(1) and m.group(1) != ":+":
             st.fields.setdefault("nccl_tests_version", m.group(1))

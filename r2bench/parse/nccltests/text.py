@@ -156,7 +156,11 @@ class RunParser:
             self._touch(lineno)
         st.last_line = lineno
         lib = st.library
-        if "ersion" in line or (lib.family != "r2ccl" and ("R2CC" in line or "r2cc/" in line)):
+        if (
+            "ersion" in line
+            or (lib.family != "r2ccl" and ("R2CC" in line or "r2cc/" in line))
+            or "libnccl" in line
+        ):
             lib.feed(line)
         elif "COMPLETE" in line:
             st.comms.feed(line)
