@@ -110,8 +110,9 @@ def command(
     `r2bench parse` shows of it with the same library and R2CC_MODE, so `r2bench report` works
     on them.
 
-    A value no run can hold (a size beyond int64, a #wrong of 10^23) costs its row, warned
-    with its line; a log r2bench cannot read is skipped, named, and the rest imported.
+    Compressed logs (.gz, .bz2, .xz) and UTF-16 ones are read; other archives are listed as
+    skipped. A value no run can hold (a size beyond int64, a #wrong of 10^23) costs its row,
+    warned with its line; a log r2bench cannot read is skipped, named, and the rest imported.
 
     Exit codes: 0 imported, 2 DIR is not a folder or the results could not be written (a full
     disk, a file size limit: the file and the system's words are named; no half run is left).

@@ -363,7 +363,8 @@ def command(
     outcome the sweep recorded. A text output and its -J twin (the JSON it says it wrote, else
     the one of its stem), given together or either alone, are one run, as `r2bench import`
     reads them. What the input does not say (no collective named, no library version printed)
-    is said in words, not guessed.
+    is said in words, not guessed. Compressed (.gz, .bz2, .xz) and UTF-16 files are read;
+    other archives and UTF-32 are refused by name.
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
     nccl-tests output, 2 a file could not be read.
