@@ -321,6 +321,8 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
             run_source = f"{source}#run{index + 1}" if several else source
             note = f" (run{index + 1})" if several else ""
             out.append(_import_run(logs, store, repeat, run, run_source, note, cursor))
+            if run.twin_refused:  # the text imported alone: its twin named among the skipped
+                out.append(("", f"{run.twin_refused}; the text imported alone"))
     finally:
         if cursor is not None:
             cursor.close()

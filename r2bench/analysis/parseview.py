@@ -289,6 +289,8 @@ class LogRun:
     """The artifact run it is, for an R-2CCL artifact log."""
     alone: bool = False
     """A -J file of the text's stem that is another run (`twins_differ`), read alone."""
+    twin_refused: str | None = None
+    """Why the text's -J twin was not read (nested too deeply): the text is the run."""
 
     @property
     def mode(self) -> str | None:
@@ -365,8 +367,9 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
         if several and not parsed.is_nccl_tests and not events and check is None:
             continue  # a banner or stray lines between runs: no run
         twin = logs.json if not several or _names_json(json_lines, first, last) else None
-        parsed, twin, other = _paired(parsed, twin)
-        apart += [other] if other is not None else []
+        pairing = _paired(parsed, twin)
+        parsed, twin = pairing.parsed, pairing.twin
+        apart += [pairing.apart] if pairing.apart is not None else []
         doc = json_doc(twin)
         env = settings_env(json_env(doc))
         outcome = decide(
@@ -385,6 +388,7 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
                 json=twin,
                 verification=check,
                 logged=tuple(block.times for block in logged),
+                twin_refused=pairing.refused,
             )
         )
     out += [replace(_json_run(path, path.name), alone=True) for path in apart]
@@ -399,24 +403,35 @@ def _events_within(events: list[Event], first: int, last: int) -> list[Event]:
     return events[low:high]
 
 
-def _paired(
-    parsed: ParsedNcclTests, twin: Path | None
-) -> tuple[ParsedNcclTests, Path | None, Path | None]:
-    """(the text's results combined with its -J twin's, the twin combined, a twin that is
-    another run): a twin is checked before it is combined (`twins_differ`); one that cannot
-    be read (nested too deeply) or is another run is named in a warning and kept apart."""
+@dataclass(frozen=True)
+class _Pairing:
+    """A text run and its -J twin, once the twin was checked (`_paired`)."""
+
+    parsed: ParsedNcclTests
+    """The text's results, combined with the twin's when they are one run."""
+    twin: Path | None = None
+    """The twin combined with the text."""
+    apart: Path | None = None
+    """A twin that is another run: read apart."""
+    refused: str | None = None
+    """Why the twin could not be read (nested too deeply): the text is the run."""
+
+
+def _paired(parsed: ParsedNcclTests, twin: Path | None) -> _Pairing:
+    """A text's results and its -J twin, checked before they are combined (`twins_differ`):
+    a twin that cannot be read or is another run is named in a warning and kept apart."""
     if twin is None:
-        return parsed, None, None
+        return _Pairing(parsed)
     try:
         results = _read_json_file(twin)
     except TooDeep as deep:
         why = f"{twin.name}: the -J file of this output is {deep}; its results not combined"
-        return _warned(parsed, why), None, None
+        return _Pairing(_warned(parsed, why), refused=why)
     differ = twins_differ(parsed, results)
     if differ is None:
-        return combine(parsed, results), twin, None
+        return _Pairing(combine(parsed, results), twin=twin)
     why = f"{twin.name}: the -J file of the same stem is another run ({differ}): read apart"
-    return _warned(parsed, why), None, twin
+    return _Pairing(_warned(parsed, why), apart=twin)
 
 
 def _warned(parsed: ParsedNcclTests, warning: str) -> ParsedNcclTests:

@@ -37,7 +37,7 @@ from r2bench.errors import ExitCode
 from r2bench.parse.library import nccl_version_text
 from r2bench.parse.models import Outcome, OutcomeStatus, ParsedNcclTests, PerIteration
 from r2bench.runfolder.runmodel import RecordError
-from r2bench.safeio import InputRefused
+from r2bench.safeio import InputRefused, TooDeep
 from r2bench.textsafe import printable
 
 __all__ = ["command", "file_summary", "folder_summary", "parse_command", "parse_file"]
@@ -324,6 +324,10 @@ def parse_command(files: list[Path], as_json: bool) -> int:
 def _file_docs(given: _Input) -> list[dict[str, Any]]:
     """The JSON object of each run a file (with its -J twin) holds."""
     runs = read_path(given.text or given.path, given.twin).runs
+    if given.path == given.twin and any(run.twin_refused for run in runs):
+        # the file given is the -J twin, and it cannot be read: refused, named (its text
+        # alone is what `parse` of the text shows)
+        raise TooDeep("nested too deeply to read")
     docs = []
     for index, run in enumerate(runs):
         doc = file_summary(given.path, run)

@@ -186,7 +186,12 @@ def _time_text(time_us: float | None) -> str:
 
 
 def _measured(row: ResultRow) -> dict[str, Any]:
-    return {"time_us": row.time_us, "algbw_gbps": row.algbw_gbps, "busbw_gbps": row.busbw_gbps}
+    """The row's numbers the fit check reads: a NaN, infinite or negative one is left out
+    (the tables empty and name it per run, `analysis.parsedrun`), the others checked."""
+    values = {"time_us": row.time_us, "algbw_gbps": row.algbw_gbps, "busbw_gbps": row.busbw_gbps}
+    return {
+        k: v if v is not None and math.isfinite(v) and v >= 0 else None for k, v in values.items()
+    }
 
 
 def _json_row(
