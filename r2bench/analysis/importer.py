@@ -20,21 +20,27 @@ import hashlib
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from r2bench.analysis.parseview import (
     JSON_SUFFIXES,
     TEXT_SUFFIXES,
+    LineCursor,
     LogRun,
     LogSet,
     json_doc,
     json_env,
     json_named_in,
+    log_stem,
+    log_suffix,
+    read_head,
     read_log_set,
-    run_lines,
     settings_env,
     timed_iterations,
 )
@@ -43,6 +49,7 @@ from r2bench.errors import WriteFailed
 from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text
 from r2bench.parse.models import Event, Outcome, ParsedNcclTests
 from r2bench.parse.nccltests.collective import collective_from_file_name
+from r2bench.parse.numbers import shown
 from r2bench.parse.r2ccl_artifact import (
     ArtifactLog,
     HarnessRun,
@@ -56,6 +63,7 @@ from r2bench.runfolder import runformat, runmodel
 from r2bench.runfolder import store as st
 from r2bench.runfolder.provenance import Provenance, redact_env
 from r2bench.safeio import JSON_RECORD_LIMIT, utf8_text
+from r2bench.textinput import open_text
 
 IMPORTED_TESTBED = "imported"
 _HEADER_RE = re.compile(r"minBytes (\d+) maxBytes (\d+) step: (\d+)\((factor|bytes)\)")
@@ -96,26 +104,44 @@ def find_logs(directory: Path) -> list[LogSet]:
     for path in _input_files(directory):
         if not path.is_file():
             continue
-        suffix = path.suffix.lower()
+        suffix = log_suffix(path)
         if suffix in JSON_SUFFIXES:
             jsons[str(path.relative_to(directory))] = path
         elif suffix in TEXT_SUFFIXES:
             texts.append(path)
     by_name: dict[str, list[str]] = {}
+    by_stem: dict[str, str] = {}
     for rel in jsons:
         by_name.setdefault(Path(rel).name, []).append(rel)
+        by_stem.setdefault(str(log_stem(Path(rel))), rel)
     sets = []
     for text in texts:
         text_rel = text.relative_to(directory)
         named = json_named_in(text)
         twin = _pick_named(named, text_rel, by_name) if named else None
         if twin is None and not named:
-            stem_twin = str(text_rel.with_suffix(".json"))
+            stem_twin = by_stem.get(str(log_stem(text_rel)))
             twin = stem_twin if stem_twin in jsons else None
-        stem = str(text_rel.with_suffix(""))
+        stem = str(log_stem(text_rel))
         sets.append(LogSet(stem, text, jsons.pop(twin) if twin else None))
-    sets += [LogSet(str(Path(rel).with_suffix("")), None, path) for rel, path in jsons.items()]
+    sets += [LogSet(str(log_stem(Path(rel))), None, path) for rel, path in jsons.items()]
     return sorted(sets, key=lambda s: s.stem)
+
+
+ARCHIVE_SUFFIXES = {".zst": "zstd", ".zip": "zip", ".7z": "7z", ".lz4": "lz4", ".tar": "tar",
+                    ".tgz": "tar"}  # fmt: skip
+"""Packed files that may hold logs but that import does not open: named, never skipped
+silently."""
+
+
+def packed_files(directory: Path) -> list[tuple[Path, str]]:
+    """(file, why) for each archive under `directory` that import does not open itself."""
+    out = []
+    for path in _input_files(directory):
+        form = ARCHIVE_SUFFIXES.get(path.suffix.lower())
+        if form is not None and path.is_file():
+            out.append((path, f"a {form} archive: not read (unpack it, then import the folder)"))
+    return out
 
 
 def _pick_named(named: str, text_rel: Path, by_name: dict[str, list[str]]) -> str | None:
@@ -143,9 +169,7 @@ def _size_args(text: Path | None, doc: dict[str, Any], parsed: ParsedNcclTests) 
     if cfg and all(isinstance(cfg.get(k), int) for k in ("minimum_bytes", "maximum_bytes")):
         return cfg["minimum_bytes"], cfg["maximum_bytes"], int(cfg.get("step_factor") or 1)
     if text is not None:
-        with text.open("rb") as handle:
-            head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
-        m = _HEADER_RE.search(head)
+        m = _HEADER_RE.search(read_head(text, _HEADER_BYTES))
         if m:
             return int(m[1]), int(m[2]), int(m[3]) if m[4] == "factor" else 1
     sizes = [r.size_bytes for r in parsed.rows] or [0]
@@ -232,6 +256,12 @@ def _utf8_env(doc: dict[str, Any]) -> dict[str, str]:
     return {utf8_text(name): utf8_text(value) for name, value in json_env(doc).items()}
 
 
+def utf8_name(name: str | Path) -> str:
+    """A file name as UTF-8 text: bytes that are not UTF-8 (kept by Python as lone
+    surrogates, which no record can hold) written as their escapes (`\\xff`)."""
+    return os.fsencode(str(name)).decode("utf-8", "backslashreplace")
+
+
 def _provenance(
     logs: LogSet, parsed: ParsedNcclTests, events: list[Event], run_note: str = ""
 ) -> Provenance:
@@ -239,7 +269,7 @@ def _provenance(
     env, dropped = redact_env(_utf8_env(doc))
     spec_env = settings_env(env)
     return Provenance(
-        imported_from=", ".join(str(p.resolve()) for p in logs.sources) + run_note,
+        imported_from=", ".join(utf8_name(p.resolve()) for p in logs.sources) + run_note,
         library_basis=library_of(parsed, spec_env, events)[2],
         nccl_version=parsed.library_version
         or nccl_version_text(parsed.nccl_library or parsed.nccl_headers),
@@ -249,7 +279,7 @@ def _provenance(
         env=env,
         env_dropped=dropped,
         launch_command=" ".join(str(a) for a in doc.get("args") or []) or None,
-        notes=[f"imported from {', '.join(str(p) for p in logs.sources)}"],
+        notes=[f"imported from {', '.join(utf8_name(p) for p in logs.sources)}"],
     )
 
 
@@ -280,37 +310,76 @@ def import_logs(logs: LogSet, store: st.RunStore, repeat: int = 0) -> list[tuple
         if logs.text is None:
             return [("", why)]
         logs = LogSet(logs.stem, logs.text, None)  # the text alone: its rows are the run
+    logs = replace(logs, stem=utf8_name(logs.stem))
     source = f"{logs.stem}@{_content_hash(logs.sources)}"
     read = read_log_set(logs, runformat.STDOUT)  # the reading `parse` shows
     several = len(read.runs) > 1
     out = []
-    for index, run in enumerate(read.runs):
-        run_source = f"{source}#run{index + 1}" if several else source
-        note = f" (run{index + 1})" if several else ""
-        out.append(_import_run(logs, store, repeat, run, run_source, note))
+    cursor = LineCursor(logs.text) if logs.text is not None else None
+    try:
+        for index, run in enumerate(read.runs):
+            run_source = f"{source}#run{index + 1}" if several else source
+            note = f" (run{index + 1})" if several else ""
+            out.append(_import_run(logs, store, repeat, run, run_source, note, cursor))
+            if run.twin_refused:  # the text imported alone: its twin named among the skipped
+                out.append(("", f"{run.twin_refused}; the text imported alone"))
+    finally:
+        if cursor is not None:
+            cursor.close()
     if read.artifact is not None:
         out += _artifact_leftovers(read.artifact)
     return out
 
 
 def _import_run(
-    logs: LogSet, store: st.RunStore, repeat: int, run: LogRun, source: str, note: str
+    logs: LogSet,
+    store: st.RunStore,
+    repeat: int,
+    run: LogRun,
+    source: str,
+    note: str,
+    cursor: LineCursor | None = None,
 ) -> tuple[str, str]:
-    """One run's folder: its spec and provenance as the output tells them."""
-    part = LogSet(logs.stem, logs.text, run.json)
-    if isinstance(run.artifact, HotRepairRun):
-        spec = _hot_repair_spec(run.artifact, store.sweep, repeat, source)
-    elif isinstance(run.artifact, HarnessRun):
-        spec = _harness_spec(part, run, store.sweep, repeat, source)
-    elif not run.parsed.is_nccl_tests and not run.events:
+    """One run's folder: its spec and provenance as the output tells them (its lines of the
+    text read through `cursor`, which reads the runs of one file in one pass)."""
+    part = LogSet(logs.stem, None if run.alone else logs.text, run.json)
+    if not run.artifact and not run.parsed.is_nccl_tests and not run.events:
         return "", "no nccl-tests output and no NCCL/MPI event in it"
-    else:
-        spec = reconstruct_spec(part, run.parsed, store.sweep, repeat, run.events, source)
+    try:
+        spec = _spec_of(part, run, store.sweep, repeat, source)
+    except ValidationError as refused:
+        return "", _beyond_limits(refused, run.lines)
     if run.artifact is not None:
         provenance = _artifact_provenance(part, run, note)
     else:
         provenance = _provenance(part, run.parsed, run.events, note)
-    return _write_run(store, spec, provenance, part, run.lines, run.events, run.outcome)
+    text = None
+    if part.text is not None:
+        first, last = run.lines or (1, 1 << 62)
+        text = (cursor or LineCursor(part.text)).lines(first, last)
+    return _write_run(store, spec, provenance, part, text, run.events, run.outcome)
+
+
+def _spec_of(logs: LogSet, run: LogRun, sweep: str, repeat: int, source: str) -> RunSpec:
+    """The run's spec as its output tells it (ValidationError: a value no run may hold)."""
+    if isinstance(run.artifact, HotRepairRun):
+        return _hot_repair_spec(run.artifact, sweep, repeat, source)
+    if isinstance(run.artifact, HarnessRun):
+        return _harness_spec(logs, run, sweep, repeat, source)
+    return reconstruct_spec(logs, run.parsed, sweep, repeat, run.events, source)
+
+
+def _beyond_limits(refused: ValidationError, lines: tuple[int, int] | None) -> str:
+    """One line for a run whose output states a value beyond what a run spec holds (an
+    iteration count over the planning limit, a size beyond int64): the field, the value and
+    the limit, not the validator's dump."""
+    where = f"lines {lines[0]}-{lines[1]}: " if lines else ""
+    said = []
+    for error in refused.errors()[:3]:
+        field = ".".join(str(part) for part in error["loc"]) or "a value"
+        value = shown(error.get("input"))
+        said.append(f"{field} {value}: {error['msg'].lower()}")
+    return f"{where}{'; '.join(said)} (a limit of r2bench's run specs); not imported"
 
 
 def _write_run(
@@ -318,17 +387,17 @@ def _write_run(
     spec: RunSpec,
     provenance: Provenance,
     logs: LogSet,
-    lines: tuple[int, int] | None,
+    text: Iterator[bytes] | None,
     events: list[Event],
     outcome: Outcome,
 ) -> tuple[str, str]:
-    """One run folder: the run's lines of the text (all of it without `lines`), the JSON,
+    """One run folder: its lines of the text (`text`, None: no text), the JSON,
     the events and the outcome; nothing written for a run already complete."""
     if store.is_complete(spec.run_id):
         return spec.run_id, "already imported"
     folder = store.create(spec.run_id)
     try:
-        _fill_run(folder, spec, provenance, logs, lines, events, outcome)
+        _fill_run(folder, spec, provenance, logs, text, events, outcome)
     except BaseException:
         # half a run imported would count as an incomplete run in every later report; the
         # logs are still where they were, so a later import writes it whole
@@ -342,23 +411,31 @@ def _fill_run(
     spec: RunSpec,
     provenance: Provenance,
     logs: LogSet,
-    lines: tuple[int, int] | None,
+    text: Iterator[bytes] | None,
     events: list[Event],
     outcome: Outcome,
 ) -> None:
     folder.write_spec(spec)
     folder.write_provenance(provenance)
-    if lines is not None and logs.text is not None:
-        folder.write_stdout(b"".join(run_lines(logs.text, *lines)))
-    elif logs.text is not None:
-        folder.copy_in(logs.text, runformat.STDOUT)
+    if text is not None:
+        _copy_text(folder, runformat.STDOUT, text)
     if logs.json is not None:
-        folder.copy_in(logs.json, runformat.RESULT_JSON)
+        with open_text(logs.json, "nccl-tests -J JSON", line_limit=None) as handle:
+            _copy_text(folder, runformat.RESULT_JSON, iter(lambda: handle.read(1 << 20), b""))
     folder.write_events(events)
     folder.write_outcome(
         runmodel.RunEnd(outcome=outcome, started_at=_start_time(json_doc(logs.json)))
     )
     folder.mark_complete()
+
+
+def _copy_text(folder: st.RunFolder, name: str, blocks: Iterable[bytes]) -> None:
+    """Write `name` of the run folder from `blocks` (a log as `open_text` reads it: UTF-8, LF
+    line ends, unpacked), streamed, renamed into place once whole."""
+    with folder.stream_path(name).open("wb") as out:
+        for block in blocks:
+            out.write(block)
+    folder.commit_stream(name)
 
 
 # --------------------------------------------------------------------------- R-2CCL's artifact
@@ -471,6 +548,7 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
     """Import every log of `directory` into `results/<sweep>` (sweep: the folder's name)."""
     store = st.RunStore(results, sweep or directory.resolve().name)
     report = ImportReport(store.sweep_dir)
+    report.skipped += [(str(path), why) for path, why in packed_files(directory)]
     for logs in find_logs(directory):
         source = str(logs.sources[0])
         try:
@@ -484,8 +562,9 @@ def import_dir(directory: Path, results: Path, sweep: str | None = None) -> Impo
                 raise  # the results folder cannot be written: not the input's fault
             report.skipped.append((source, f"unreadable: {exc}"))
             continue
-        if variant(logs.stem) != BASELINE_VARIANT and not is_artifact(logs):
-            report.scenarios[source] = variant(logs.stem)
+        scenario = variant(utf8_name(logs.stem))
+        if scenario != BASELINE_VARIANT and not is_artifact(logs):
+            report.scenarios[source] = scenario
         for run_id, status in results_of:
             if status == "imported":
                 report.imported.append((run_id, source))

@@ -43,7 +43,7 @@ from r2bench.parse.models import (
     OutcomeStatus,
     ParsedNcclTests,
 )
-from r2bench.parse.nccltests.text import ends_complete, expects_concluding_line
+from r2bench.parse.nccltests.text import ended_program, ends_complete, expects_concluding_line
 
 MAX_EVIDENCE = 8
 _NETWORK_KINDS = (
@@ -359,6 +359,11 @@ def _fallback(
         if ctx.parsed
         else (f"exit code {exit_code}")
     )
+    if ctx.parsed is not None and not ctx.parsed.footer and ended_program(ctx.parsed):
+        reason = (
+            f"the program ended as it meant to: every communicator rank it set up was torn down"
+            f" ({ctx.parsed.comms_destroyed} `Destroy COMPLETE` lines)"
+        )
     if survived:
         reason += f"; survived {len(survived)} network error event(s), first: {survived[0].message}"
     return Outcome(status=OutcomeStatus.OK, reason=reason, evidence=ctx.evidence(survived[:3]))

@@ -386,10 +386,16 @@ def read_outputs(record: runmodel.RunRecord) -> RunOutputs:
     elif stderr:
         transports.read(stderr)
     return RunOutputs(
-        parsed, events, read_verification(stdout), transports.transport,
+        parsed, events, read_verification(stdout, _workload(record)), transports.transport,
         read_training(stdout, stderr), training_read=True,
         failover_lines=tuple(transports.failover_lines),
     )  # fmt: skip
+
+
+def _workload(record: runmodel.RunRecord) -> str | None:
+    """The workload the run's spec names (its recipe), None when it names none."""
+    benchmark = record.spec.benchmark
+    return benchmark.recipe if benchmark is not None else None
 
 
 def parse_run(

@@ -13,13 +13,13 @@ both share, so they give one answer (library, R2CC_MODE, outcome, iterations) pe
 
 from __future__ import annotations
 
-import json
+import bisect
 import re
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from r2bench.parse.iterlines import logged_blocks
 from r2bench.parse.library import LibraryIdentity, identify_library, nccl_version_text, r2cc_mode
 from r2bench.parse.models import Event, Outcome, ParsedNcclTests, PerIteration
 from r2bench.parse.nccltests.jsonfile import parse_json
-from r2bench.parse.nccltests.runs import combine
+from r2bench.parse.nccltests.runs import combine, twins_differ
 from r2bench.parse.r2ccl_artifact import (
     ArtifactError,
     ArtifactLog,
@@ -43,7 +43,8 @@ from r2bench.parse.r2ccl_artifact import (
 )
 from r2bench.parse.verify import Verification, verifications
 from r2bench.runfolder import runformat, runmodel
-from r2bench.safeio import JSON_RECORD_LIMIT, check_regular, read_text_bounded
+from r2bench.safeio import JSON_RECORD_LIMIT, InputRefused, TooDeep, check_regular, json_loads
+from r2bench.textinput import TextFile, TextStats, open_text, read_text_capped
 
 RUN_FILES = (
     runformat.SPEC,
@@ -156,6 +157,7 @@ def _with_spec_collective(run: ParsedRun, collective: str | None) -> ParsedNcclT
 
 TEXT_SUFFIXES = (".txt", ".log", ".out", ".err")
 JSON_SUFFIXES = (".json",)
+_JSON_NAMES = (".json", ".json.gz", ".json.bz2", ".json.xz")
 _HEADER_BYTES = 65536
 _SNIFF_BYTES = 4096
 _WRITING_JSON_RE = re.compile(r"^# Writing JSON output to (.+)$", re.MULTILINE)
@@ -180,26 +182,62 @@ class LogSet:
 def json_named_in(text: Path) -> str | None:
     """The `-J` file a text output says it wrote (`# Writing JSON output to <file>`), as
     printed (a path on the machine that ran it)."""
-    with text.open("rb") as handle:
-        head = handle.read(_HEADER_BYTES).decode("utf-8", errors="replace")
-    m = _WRITING_JSON_RE.search(head)
+    try:
+        m = _WRITING_JSON_RE.search(read_head(text))
+    except InputRefused:  # a form not read (UTF-32, a zip): refused when the file is read
+        return None
     return m.group(1).strip() if m else None
+
+
+def read_head(path: Path, size: int = _HEADER_BYTES) -> str:
+    """The first `size` bytes of a text file as `open_text` reads it (unpacked, decoded)."""
+    with open_text(path) as handle:
+        return handle.read(size).decode("utf-8", errors="replace")
+
+
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+
+
+def log_suffix(path: Path) -> str:
+    """A log's own suffix, that of a compressed one's inner name (`a.txt.gz` -> `.txt`),
+    lower case."""
+    name = Path(path.name)
+    if name.suffix.lower() in COMPRESSED_SUFFIXES:
+        name = Path(name.stem)
+    return name.suffix.lower()
+
+
+def log_stem(path: Path) -> Path:
+    """`path` without its log suffix and compressed suffix (`d/a.socket.txt.gz` ->
+    `d/a.socket`)."""
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        path = path.with_suffix("")
+    return path.with_suffix("") if path.suffix.lower() in (*TEXT_SUFFIXES, *JSON_SUFFIXES) else path
 
 
 def json_twin(text: Path) -> Path | None:
     """The `-J` JSON beside a text output that is the same run: the file it names (by name, in
     its own folder), else the JSON of its stem when it names none."""
     named = json_named_in(text)
-    twin = text.parent / Path(named).name if named else text.with_suffix(JSON_SUFFIXES[0])
-    return twin if twin != text and twin.is_file() else None
+    if named:
+        twin = text.parent / Path(named).name
+        return twin if twin != text and twin.is_file() else None
+    stem = log_stem(text)
+    for suffix in _JSON_NAMES:
+        twin = stem.with_name(stem.name + suffix)
+        if twin != text and twin.is_file():
+            return twin
+    return None
 
 
 def text_twin(json_path: Path) -> Path | None:
     """The text output beside a `-J` JSON whose twin it is (`json_twin`), or None."""
+    stem = log_stem(json_path)
     for suffix in TEXT_SUFFIXES:
-        text = json_path.with_suffix(suffix)
-        if text.is_file() and json_twin(text) == json_path:
-            return text
+        for packed in ("", *COMPRESSED_SUFFIXES):
+            text = stem.with_name(stem.name + suffix + packed)
+            if text.is_file() and json_twin(text) == json_path:
+                return text
     return None
 
 
@@ -218,8 +256,8 @@ def json_doc(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        doc = json_loads(read_text_capped(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
+    except (OSError, ValueError, RecursionError):  # InputRefused and TooDeep are ValueErrors
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -249,6 +287,10 @@ class LogRun:
     """Iterations only the workload's `#iter` lines hold (`parse.iterlines`)."""
     artifact: HarnessRun | HotRepairRun | None = None
     """The artifact run it is, for an R-2CCL artifact log."""
+    alone: bool = False
+    """A -J file of the text's stem that is another run (`twins_differ`), read alone."""
+    twin_refused: str | None = None
+    """Why the text's -J twin was not read (nested too deeply): the text is the run."""
 
     @property
     def mode(self) -> str | None:
@@ -276,7 +318,7 @@ def _is_json(name: str, data: bytes) -> bool:
 
 def _read_json_file(path: Path) -> ParsedNcclTests:
     """A -J file, size-capped (`InputRefused` over it)."""
-    return parse_json(read_text_bounded(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
+    return parse_json(read_text_capped(path, JSON_RECORD_LIMIT, "nccl-tests -J JSON"))
 
 
 def read_log_set(logs: LogSet, source: str | None = None) -> LogSetRead:
@@ -289,7 +331,7 @@ def read_log_set(logs: LogSet, source: str | None = None) -> LogSetRead:
         return LogSetRead([_json_run(logs.json, source or logs.json.name)])
     check_regular(logs.text, "log")
     name = source or logs.text.name
-    with logs.text.open("rb") as handle:
+    with open_text(logs.text) as handle:
         head = handle.read(_SNIFF_BYTES)
     if _is_json(logs.text.name, head):
         return LogSetRead([_json_run(logs.text, name)])
@@ -308,21 +350,27 @@ def _json_run(path: Path, name: str) -> LogRun:
 
 def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
     assert logs.text is not None
-    with logs.text.open("rb") as handle:
+    with open_text(logs.text) as handle:
         runs, all_events = read_log(handle, file_name=logs.text.name)
+        runs = _with_form_warnings(runs, handle.stats)
     several = len(runs) > 1
     ranges = [(p.first_line or 1, p.last_line or 1 << 62) for p in runs]
-    with logs.text.open("rb") as handle:
+    json_lines = _writing_json_lines(logs.text) if several and logs.json else []
+    # (an event held for its next lines is passed on after them: sorted once for bisection)
+    by_line = sorted(all_events, key=lambda e: e.line) if several else all_events
+    with open_text(logs.text) as handle:
         checks = verifications(handle, ranges)
     out = []
+    apart: list[Path] = []
     for parsed, (first, last), check in zip(runs, ranges, checks, strict=True):
-        events = [e for e in all_events if first <= e.line <= last] if several else all_events
+        events = _events_within(by_line, first, last) if several else all_events
         if several and not parsed.is_nccl_tests and not events and check is None:
             continue  # a banner or stray lines between runs: no run
-        twin = logs.json if not several or _names_json(logs.text, first, last) else None
+        twin = logs.json if not several or _names_json(json_lines, first, last) else None
+        pairing = _paired(parsed, twin)
+        parsed, twin = pairing.parsed, pairing.twin
+        apart += [pairing.apart] if pairing.apart is not None else []
         doc = json_doc(twin)
-        if twin is not None:
-            parsed = combine(parsed, parse_json(twin.read_bytes()))
         env = settings_env(json_env(doc))
         outcome = decide(
             parsed, [(name, e) for e in events], env=env, verification=check, source=name
@@ -340,8 +388,69 @@ def _text_runs(logs: LogSet, name: str) -> list[LogRun]:
                 json=twin,
                 verification=check,
                 logged=tuple(block.times for block in logged),
+                twin_refused=pairing.refused,
             )
         )
+    out += [replace(_json_run(path, path.name), alone=True) for path in apart]
+    return out
+
+
+def _events_within(events: list[Event], first: int, last: int) -> list[Event]:
+    """The events of lines `first`..`last` (`events` in line order): found by bisection, so
+    the runs of a file of thousands cost linear time, not runs x events."""
+    low = bisect.bisect_left(events, first, key=lambda e: e.line)
+    high = bisect.bisect_right(events, last, lo=low, key=lambda e: e.line)
+    return events[low:high]
+
+
+@dataclass(frozen=True)
+class _Pairing:
+    """A text run and its -J twin, once the twin was checked (`_paired`)."""
+
+    parsed: ParsedNcclTests
+    """The text's results, combined with the twin's when they are one run."""
+    twin: Path | None = None
+    """The twin combined with the text."""
+    apart: Path | None = None
+    """A twin that is another run: read apart."""
+    refused: str | None = None
+    """Why the twin could not be read (nested too deeply): the text is the run."""
+
+
+def _paired(parsed: ParsedNcclTests, twin: Path | None) -> _Pairing:
+    """A text's results and its -J twin, checked before they are combined (`twins_differ`):
+    a twin that cannot be read or is another run is named in a warning and kept apart."""
+    if twin is None:
+        return _Pairing(parsed)
+    try:
+        results = _read_json_file(twin)
+    except TooDeep as deep:
+        why = f"{twin.name}: the -J file of this output is {deep}; its results not combined"
+        return _Pairing(_warned(parsed, why), refused=why)
+    differ = twins_differ(parsed, results)
+    if differ is None:
+        return _Pairing(combine(parsed, results), twin=twin)
+    why = f"{twin.name}: the -J file of the same stem is another run ({differ}): read apart"
+    return _Pairing(_warned(parsed, why), apart=twin)
+
+
+def _warned(parsed: ParsedNcclTests, warning: str) -> ParsedNcclTests:
+    return parsed.model_copy(update={"warnings": [*parsed.warnings, warning]})
+
+
+def _with_form_warnings(runs: list[ParsedNcclTests], stats: TextStats) -> list[ParsedNcclTests]:
+    """The runs, the one holding the first cut line warned of the lines cut (`open_text`)."""
+    warnings = stats.warnings()
+    if not warnings:
+        return runs
+    out = list(runs)
+    index = len(out) - 1 if stats.broken else 0  # broken off: at the end of the last run
+    for at, run in enumerate(out):
+        if stats.first_cut is not None and (run.first_line or 1) <= stats.first_cut <= (
+            run.last_line or stats.first_cut
+        ):
+            index = at
+    out[index] = out[index].model_copy(update={"warnings": [*out[index].warnings, *warnings]})
     return out
 
 
@@ -357,26 +466,70 @@ def _blocks_of(parsed: ParsedNcclTests) -> list[tuple[int, str, int]]:
 
 
 def run_lines(path: Path, first: int, last: int) -> Iterator[bytes]:
-    """Lines `first`..`last` (1-based) of a file, streamed."""
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
+    """Lines `first`..`last` (1-based) of a file, streamed (as `open_text` reads it). For the
+    runs of one file in order, `LineCursor` reads the file once."""
+    return LineCursor(path).lines(first, last)
+
+
+class LineCursor:
+    """The lines of a file by range, in one forward pass while the ranges come in order (a
+    file of 6,000 runs is read once, not once per run); an earlier range reads it again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: TextFile | None = None
+        self._next = 1  # the number of the next line the handle gives
+        self._held: bytes | None = None  # a line read past the end of the last range
+
+    def lines(self, first: int, last: int) -> Iterator[bytes]:
+        """Lines `first`..`last` (1-based, inclusive)."""
+        if self._handle is None or first < self._next - (self._held is not None):
+            self.close()
+            self._handle, self._next, self._held = open_text(self.path), 1, None
+        handle = self._handle
+        while True:
+            if self._held is not None:
+                line, self._held = self._held, None
+            else:
+                line = handle.readline()
+                if not line:
+                    return
+                self._next += 1
+            number = self._next - 1
             if number > last:
+                self._held = line
                 return
             if number >= first:
                 yield line
 
+    def close(self) -> None:
+        """Close the file (a later range opens it again)."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
-def _names_json(path: Path, first: int, last: int) -> bool:
-    return any(
-        _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
-        for line in run_lines(path, first, last)
-    )
+
+def _writing_json_lines(path: Path) -> list[int]:
+    """The numbers of a text's `# Writing JSON output to` lines, in one pass."""
+    with open_text(path) as handle:
+        return [
+            number
+            for number, line in enumerate(handle, start=1)
+            if b"# Writing JSON" in line
+            and _WRITING_JSON_RE.match(line.decode("utf-8", "replace").strip())
+        ]
+
+
+def _names_json(json_lines: list[int], first: int, last: int) -> bool:
+    """Whether lines `first`..`last` hold a `# Writing JSON output to` line."""
+    at = bisect.bisect_left(json_lines, first)
+    return at < len(json_lines) and json_lines[at] <= last
 
 
 def _artifact_runs(path: Path, name: str) -> LogSetRead:
     """An R-2CCL artifact log's runs: R-2CCL by its harness, with the settings it states."""
     log = read_artifact(path, str(path))
-    with path.open("rb") as handle:
+    with open_text(path) as handle:
         all_events = read_events(handle)
     out = []
     for run in log.runs:

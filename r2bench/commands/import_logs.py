@@ -40,7 +40,10 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
     except OSError as exc:
         errors.print(
             Text(
-                f"r2bench import: cannot write the results folder {target}: {exc.strerror or exc}"
+                printable(
+                    f"r2bench import: cannot write the results folder {target}:"
+                    f" {exc.strerror or exc}"
+                )
             ),
             style="red",
         )
@@ -61,8 +64,11 @@ def import_command(directory: Path, sweep: str | None, results: Path) -> int:
         more = f" and {len(report.scenarios) - 5} more" if len(report.scenarios) > 5 else ""
         console.print(
             Text(
-                f"note: {len(report.scenarios)} file name(s) with a dot became scenarios (what "
-                f"follows the first dot): {named}{more}; rename the files to change that"
+                printable(
+                    f"note: {len(report.scenarios)} file name(s) with a dot became scenarios"
+                    f" (what follows the first dot): {named}{more}; rename the files to change"
+                    " that"
+                )
             )
         )
     console.print(
@@ -104,8 +110,9 @@ def command(
     `r2bench parse` shows of it with the same library and R2CC_MODE, so `r2bench report` works
     on them.
 
-    A value no run can hold (a size beyond int64, a #wrong of 10^23) costs its row, warned
-    with its line; a log r2bench cannot read is skipped, named, and the rest imported.
+    Compressed logs (.gz, .bz2, .xz) and UTF-16 ones are read; other archives are listed as
+    skipped. A value no run can hold (a size beyond int64, a #wrong of 10^23) costs its row,
+    warned with its line; a log r2bench cannot read is skipped, named, and the rest imported.
 
     Exit codes: 0 imported, 2 DIR is not a folder or the results could not be written (a full
     disk, a file size limit: the file and the system's words are named; no half run is left).

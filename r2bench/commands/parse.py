@@ -37,7 +37,7 @@ from r2bench.errors import ExitCode
 from r2bench.parse.library import nccl_version_text
 from r2bench.parse.models import Outcome, OutcomeStatus, ParsedNcclTests, PerIteration
 from r2bench.runfolder.runmodel import RecordError
-from r2bench.safeio import InputRefused
+from r2bench.safeio import InputRefused, TooDeep
 from r2bench.textsafe import printable
 
 __all__ = ["command", "file_summary", "folder_summary", "parse_command", "parse_file"]
@@ -75,6 +75,7 @@ def _summary(
         "nccl_headers": nccl_version_text(parsed.nccl_headers),
         "library_family": parsed.library_family,
         "library_version": parsed.library_version,
+        "library_path": parsed.library_path,
         "outcome": outcome.status.value,
         "reason": outcome.reason,
         "failed_rank": outcome.failed_rank,
@@ -176,6 +177,8 @@ def _facts(doc: dict[str, Any]) -> list[str]:
         if library
         else f"library: {family + ', ' if family else ''}version not printed in {where}",
     ]
+    if doc.get("library_path"):
+        lines.append(f"library file: {doc['library_path']} (the log says it was loaded)")
     if doc.get("mode") is not None:
         lines.append(f"R2CC_MODE: {doc['mode']} (the run's settings)")
     if doc.get("run_folder"):
@@ -321,6 +324,10 @@ def parse_command(files: list[Path], as_json: bool) -> int:
 def _file_docs(given: _Input) -> list[dict[str, Any]]:
     """The JSON object of each run a file (with its -J twin) holds."""
     runs = read_path(given.text or given.path, given.twin).runs
+    if given.path == given.twin and any(run.twin_refused for run in runs):
+        # the file given is the -J twin, and it cannot be read: refused, named (its text
+        # alone is what `parse` of the text shows)
+        raise TooDeep("nested too deeply to read")
     docs = []
     for index, run in enumerate(runs):
         doc = file_summary(given.path, run)
@@ -360,7 +367,8 @@ def command(
     outcome the sweep recorded. A text output and its -J twin (the JSON it says it wrote, else
     the one of its stem), given together or either alone, are one run, as `r2bench import`
     reads them. What the input does not say (no collective named, no library version printed)
-    is said in words, not guessed.
+    is said in words, not guessed. Compressed (.gz, .bz2, .xz) and UTF-16 files are read;
+    other archives and UTF-32 are refused by name.
 
     Exit codes: 0 parsed (a crashed or hung run is data, not an error), 1 an input is not
     nccl-tests output, 2 a file could not be read.

@@ -15,6 +15,7 @@ import yaml
 
 from r2bench.config.errors import ConfigError, ConfigIssue, FieldPath
 from r2bench.safeio import CONFIG_LIMIT, InputRefused, read_bytes_bounded
+from r2bench.textinput import NotText, decode_text
 
 # Cap on file size: configs are small; a huge file is a mistake (or an attack on the parser).
 MAX_CONFIG_BYTES = CONFIG_LIMIT
@@ -69,7 +70,10 @@ def load_yaml(path: Path) -> SourceDoc:
         message = str(exc).removeprefix(f"{path}: ")
         raise ConfigError([ConfigIssue(name, None, None, (), message)]) from exc
     try:
-        text = raw.decode("utf-8")
+        text = decode_text(raw, name)  # UTF-16 (PowerShell's `>`), a BOM, CR line ends
+    except NotText as exc:
+        message = str(exc).removeprefix(f"{path}: ")
+        raise ConfigError([ConfigIssue(name, None, None, (), message)]) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(
             [ConfigIssue(name, None, None, (), f"not UTF-8 text (byte {exc.start})")]

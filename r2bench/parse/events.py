@@ -49,9 +49,12 @@ from r2bench.parse.numbers import id_or_none
 
 MAX_TEXT = 500
 
+# The `host:pid:tid` prefix may lack its thread id (`host:pid [dev]`) or be gone (an author
+# stripped it: `NCCL WARN ...` at the start of the line, or `[dev] NCCL WARN`: a bracketed
+# number of up to 4 digits is the device, not a time stamp).
 _NCCL_RE = re.compile(
-    r"^(?:\[(?P<ts>[^\]]{1,64})\]\s*)?"
-    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+)\s+"
+    r"^(?:\[(?P<ts>(?!\d{1,4}\])[^\]]{1,64})\]\s*)?"
+    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+)?"
     r"(?:\[(?P<dev>\d+)\]\s+)?(?:(?:[\d.]+\s+)?(?P<src>[^\s:]+:\d+)\s+)?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL|ABORT)\b ?(?P<msg>.*)$"
 )
@@ -111,10 +114,21 @@ _OMPI_FRAME_RE = re.compile(
     r"^\[(?P<host>[^:\]\s]+):0*(?P<pid>\d+)\] \[\s*(?P<n>\d+)\] (?P<object>[^(\[\s]+)"
     r"(?:\((?P<symbol>[^)+]*)(?:\+0x[0-9a-f]+)?\))?"
 )
-_IB_RE = re.compile(
-    r"Got completion from peer (?P<peer>\S+) with (?:error |status=)(?P<status>\d+)"
-    r".*?vendor err (?P<vendor>\d+)"
+# `... with error 12, opcode 0, len 0, vendor err 129` (NCCL 2.1x), `... with status=12
+# opcode=0 len=0 vendor err 81` and `... with status=IBV_WC_LOC_PROT_ERR(4) opcode=... vendor_err=81`
+# (NCCL 2.23 on).
+_IB_STATUS = (
+    r"Got completion from peer (?P<peer>\S+) with (?:error |status=)"
+    r"(?:(?P<status_name>IBV_WC_\w+)\()?(?P<status>\d+)\)?"
 )
+_IB_RE = re.compile(_IB_STATUS + r".*?vendor[ _]err[ =]?(?P<vendor>\d+)")
+MAX_WRAPPED = 4
+_IB_TAIL_RE = re.compile(
+    r"\b(?:len|opcode|reqSize|req_type|vendor[ _]err|localGid|remoteGids?|hca)\b|IBV_WC_"
+)
+"""Words of the IB error's tail: a line goes on with a wrapped error when it holds one,
+starts with a GID (`::ffff:...`) or completes the error's vendor error."""
+"""Lines an IB completion error may be wrapped over (a terminal's or a paste's wrapping)."""
 _SOCKET_WORDS = (
     "socketProgress",
     "socketPoll",
@@ -285,13 +299,18 @@ def read_events(
 
 
 def _counted(scanner: _Scanner, kept: list[Event]) -> list[Event]:
-    """`kept` with the count of the events left out on the last kept one of each kind."""
+    """`kept` with the count of the events left out on the last kept one of each kind, and
+    the line of the last one left out (`more`, `last_line`): a kind repeated a million times
+    is its first events, a count and where it last was, never a million objects."""
     if not scanner.left_out:
         return kept
     last = {e.kind: i for i, e in enumerate(kept)}
     for kind, more in scanner.left_out.items():
-        i = last[kind]
-        kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, "more": str(more)}})
+        i = last.get(kind)
+        if i is None:  # every one left out (a kind whose first event was held back)
+            continue
+        said = {"more": str(more), "last_line": str(scanner.last_line.get(kind, ""))}
+        kept[i] = kept[i].model_copy(update={"details": {**kept[i].details, **said}})
     return kept
 
 
@@ -320,7 +339,7 @@ def read_log(
                     rule = _r2cc_rule(text)
                     if rule is None and "Got completion" not in text:
                         continue
-                    if rule is not None and scanner.capped(_R2CC_RULES[rule][0]):
+                    if rule is not None and scanner.capped(_R2CC_RULES[rule][0], lineno):
                         continue
             else:
                 feed_parser(lineno, text, origin)
@@ -379,6 +398,28 @@ class _Pending:
 
 
 @dataclass
+class _HeldIb:
+    """An IB completion error whose vendor error has not been seen yet: NCCL's message, or a
+    paste of it, may go on over the next lines."""
+
+    lineno: int
+    raw: str
+    match: re.Match[str]
+    stamp: str | None
+    parts: list[str] = field(default_factory=list)
+    """The lines that went on with the message."""
+
+    @property
+    def message(self) -> str:
+        return " ".join([self.match.group("msg").strip(), *self.parts])
+
+    @property
+    def complete(self) -> bool:
+        """The vendor error is read."""
+        return _IB_RE.search(self.message) is not None
+
+
+@dataclass
 class _Scanner:
     include_info: bool
     tz: tzinfo
@@ -386,18 +427,19 @@ class _Scanner:
     seen: dict[EventKind, int] = field(default_factory=dict)
     left_out: dict[EventKind, int] = field(default_factory=dict)
     pending: _Pending | None = None
-    ib_pending: tuple[int, str, re.Match[str], str | None] | None = None
+    ib_pending: _HeldIb | None = None
+    line: int = 0
+    """The line being read (the last line of a kind left out is said with its count)."""
+    last_line: dict[EventKind, int] = field(default_factory=dict)
 
     def feed(self, lineno: int, raw: str, line: str, stamp: str | None, out: list[Event]) -> None:
         """The events of one line (`raw` as written, `line` cleaned, `stamp` the time stamp
         the cleaning took off), appended to `out`."""
+        self.line = lineno
         if self.pending is not None:
             self._continue_pending(line, out)
-        if self.ib_pending is not None:
-            ib = self._continue_ib(line)
-            out.append(ib)
-            if ib.message.endswith(line.strip()) and "vendor" in ib.details:
-                return  # the line was the message's continuation
+        if self.ib_pending is not None and self._continue_ib(line, out):
+            return  # the line went on with the IB error held back
         if " NCCL INFO " in line and not self.include_info:
             rule = _r2cc_rule(line)
             if rule is not None:
@@ -423,9 +465,10 @@ class _Scanner:
         if event is not None:
             out.append(event)
 
-    def capped(self, kind: EventKind) -> bool:
-        """Whether an event of `kind` is beyond the first `per_kind` ones: then counted (not
-        built), and True."""
+    def capped(self, kind: EventKind, lineno: int) -> bool:
+        """Whether an event of `kind` (on line `lineno`) is beyond the first `per_kind` ones:
+        then counted (not built), and True."""
+        self.line = lineno
         if self.per_kind is None or self.seen.get(kind, 0) < self.per_kind:
             return False
         self._count(kind)
@@ -436,18 +479,46 @@ class _Scanner:
         """No message spread over several lines is waiting for its next line."""
         return self.pending is None and self.ib_pending is None
 
-    def _continue_ib(self, line: str) -> Event:
-        """The IB completion error held back, completed by `line` when it continues it."""
-        assert self.ib_pending is not None
-        lineno, first, m, stamp = self.ib_pending
+    def _continue_ib(self, line: str, out: list[Event]) -> bool:
+        """Whether `line` goes on with the IB completion error held back (joined to it: it
+        holds a word of the error's tail, a GID, or completes its vendor error); the error is
+        passed on to `out` at the first line that does not go on with it, or after
+        `MAX_WRAPPED` lines."""
+        held = self.ib_pending
+        assert held is not None
+        text = line.strip()
+        goes_on = (
+            bool(text)
+            and "NCCL " not in line
+            and (
+                _IB_TAIL_RE.search(text) is not None
+                or text.startswith("::")
+                or (not held.complete and _IB_RE.search(f"{held.message} {text}") is not None)
+            )
+        )
+        if goes_on:
+            held.parts.append(text)
+            if len(held.parts) < MAX_WRAPPED:
+                return True
+        out.append(self._ib_event())
+        return goes_on
+
+    def _ib_event(self) -> Event:
+        """The IB completion error held back, as complete as its lines made it."""
+        held = self.ib_pending
+        assert held is not None
         self.ib_pending = None
-        msg = m.group("msg").strip()
-        continued = "NCCL " not in line and not _NCCL_RE.match(line)
-        joined = f"{msg} {line.strip()}" if continued else msg
+        joined = held.message
         found = _IB_RE.search(joined)
-        details = found.groupdict() if found else _ib_partial(msg)
+        details = _groups(found) if found else _ib_partial(joined)
         return self._nccl_event(
-            EventKind.NET_IB_COMPLETION_ERROR, lineno, first, m, joined, details, stamp
+            EventKind.NET_IB_COMPLETION_ERROR,
+            held.lineno,
+            held.raw,
+            held.match,
+            joined,
+            details,
+            held.stamp,
         )
 
     def _nccl_event(
@@ -470,15 +541,15 @@ class _Scanner:
             message=message,
             time=_parse_time(m.group("ts") or stamp, self.tz),
             host=m.group("host"),
-            pid=int(m.group("pid")),
-            tid=int(m.group("tid")),
-            rank=int(m.group("dev")) if m.group("dev") is not None else None,
+            pid=_number(m.group("pid")),
+            tid=_number(m.group("tid")),
+            rank=_number(m.group("dev")),
             details=details,
         )
 
     def flush(self, out: list[Event]) -> None:
         if self.ib_pending is not None:
-            out.append(self._continue_ib("NCCL "))
+            out.append(self._ib_event())
         if self.pending is not None:
             p, self.pending = self.pending, None
             out.append(_event(p.kind, p.line, p.text, details=p.details, **p.fields))
@@ -505,8 +576,8 @@ class _Scanner:
         if self.per_kind is not None and not self._count(kind):
             return None
         if kind is EventKind.NET_IB_COMPLETION_ERROR and "vendor" not in details:
-            # NCCL's message may go on on the next line: complete it there (see _continue_ib).
-            self.ib_pending = (lineno, raw, m, stamp)
+            # NCCL's message may go on on the next lines: complete it there (_continue_ib).
+            self.ib_pending = _HeldIb(lineno, raw, m, stamp)
             return None
         return self._nccl_event(kind, lineno, raw, m, msg, details, stamp)
 
@@ -516,6 +587,7 @@ class _Scanner:
         self.seen[kind] = n + 1
         if self.per_kind is not None and n >= self.per_kind:
             self.left_out[kind] = self.left_out.get(kind, 0) + 1
+            self.last_line[kind] = self.line
             return False
         return True
 
@@ -644,15 +716,23 @@ def _crash_line(lineno: int, line: str, body: str) -> Event | None:
     return None
 
 
-_IB_PEER_RE = re.compile(
-    r"Got completion from peer (?P<peer>\S+) with (?:error |status=)(?P<status>\d+)"
-)
+_IB_PEER_RE = re.compile(_IB_STATUS)
 
 
 def _ib_partial(msg: str) -> dict[str, str]:
     """Peer and status of an IB completion error whose vendor error was never printed."""
     m = _IB_PEER_RE.search(msg)
-    return {k: v for k, v in m.groupdict().items() if v is not None} if m else {}
+    return _groups(m) if m else {}
+
+
+def _groups(m: re.Match[str]) -> dict[str, str]:
+    """A match's named groups that matched."""
+    return {k: v for k, v in m.groupdict().items() if v is not None}
+
+
+def _number(text: str | None) -> int | None:
+    """A prefix's number (pid, thread id, device), None where the prefix lacks it."""
+    return int(text) if text is not None else None
 
 
 def _classify_nccl(
@@ -664,7 +744,7 @@ def _classify_nccl(
             return kind, {k: v for k, v in m.groupdict().items() if v is not None}
     if "Got completion from peer" in msg:
         m = _IB_RE.search(msg)
-        return EventKind.NET_IB_COMPLETION_ERROR, (m.groupdict() if m else {})
+        return EventKind.NET_IB_COMPLETION_ERROR, (_groups(m) if m else {})
     if level == "WARN":
         if "fatal" in msg and (m := _FATAL_RE.search(msg)) is not None:
             return EventKind.NCCL_FATAL_ERROR, {

@@ -1,5 +1,6 @@
 """The library a log says ran: its family (NCCL, RCCL, R-2CCL, MSCCL, another fork) and
-version, line by line (`library_of_line`, `LibraryEvidence`); a run's library from all its
+version, line by line (`library_of_line`, `LibraryEvidence`), and the library file a log says
+was loaded (`loaded_path`); a run's library from all its
 output (`identify_library`) and its R2CC_MODE (`r2cc_mode`), the one reading `parse`, `import`
 and the tables share; NCCL_VERSION_CODE as a dotted version."""
 
@@ -33,7 +34,18 @@ _VERSION_LINE_RE = re.compile(
 # A fork's suffix on NCCL's own version: `2.12.12.MSCCL.0.7.3+cuda11.6`.
 _FORK_SUFFIX_RE = re.compile(r"^\d+\.\d+\.\d+\.(?P<fork>[A-Za-z][A-Za-z0-9]*)")
 # rccl-tests' own lines: `rccl-tests: Version develop:448c4c7`, `# rccl-tests version 2.17.9 ...`.
-_RCCL_TESTS_RE = re.compile(r"rccl-tests(?::)? [Vv]ersion")
+# (`rcccl-tests`: how some RCCL builds spell it.)
+_RCCL_TESTS_RE = re.compile(r"rc{2,3}l-tests:? [Vv]ersion")
+# AMD GPUs (`AMD Instinct MI350X`, `AMD Radeon Graphics`): only RCCL (or a fork of it) drives
+# them, whatever NCCL-style lines the output prints.
+_AMD_DEVICE_RE = re.compile(r"\bAMD\b|\bInstinct\b|\bMI[1-4]\d{2}[A-Z]{0,2}\b")
+
+
+def amd_device(names: Iterable[str | None]) -> str | None:
+    """The first device name of `names` that is an AMD GPU, or None."""
+    return next((n for n in names if n and _AMD_DEVICE_RE.search(n)), None)
+
+
 # R-2CCL's own log lines: `NCCL INFO R2CC: ...`, `NCCL INFO R2CC_MODE=1 (RECV-CONNECT) ...`, a
 # WARN from its `r2cc/` sources (`r2cc/oob/oob_udp.cc:93 NCCL WARN ...`). Stock NCCL prints none
 # of them; a command line that sets R2CC_* variables is no proof (it may run stock NCCL).
@@ -63,6 +75,21 @@ def library_of_line(text: str) -> tuple[str, str | None] | None:
     return None
 
 
+# A line that names the libnccl file a process loaded (the training workloads' start line, a
+# dynamic loader's trace, a program's own report): `loaded /opt/r2ccl/build/lib/libnccl.so.2`.
+_LOADED_PATH_RE = re.compile(
+    r"(?i:load|using|served|mapped|library)[^/\n]{0,40}?(?P<path>/[^\s'\",;()]*libnccl[^\s'\",;()/]*\.so[.\d]*)"
+)
+
+
+def loaded_path(text: str) -> str | None:
+    """The libnccl file `text` says was loaded (served the run), or None."""
+    if "libnccl" not in text:
+        return None
+    m = _LOADED_PATH_RE.search(text)
+    return m.group("path") if m else None
+
+
 class LibraryEvidence:
     """The library family and version a log states, line by line (see `library_of_line`).
 
@@ -70,14 +97,19 @@ class LibraryEvidence:
     their version lines; NCCL by its version line when nothing else names another family. The
     version is the first one printed."""
 
-    __slots__ = ("family", "version")
+    __slots__ = ("family", "path", "version")
 
     def __init__(self) -> None:
         self.family: str | None = None
         self.version: str | None = None
+        self.path: str | None = None
+        """The libnccl file the log says was loaded (the first one named)."""
 
     def feed(self, text: str) -> bool:
         """Take what `text` states about the library; whether it stated anything."""
+        if self.path is None and (path := loaded_path(text)) is not None:
+            self.path = path
+            return True
         found = library_of_line(text)
         if found is None:
             return False
@@ -136,7 +168,12 @@ def identify_library(
     if any(e.kind.value.startswith(_R2CC_EVENT_PREFIX) for e in events):
         return LibraryIdentity("r2ccl", version, "R2CC log lines")
     if parsed.library_family == "rccl":
-        said = f"RCCL version {version} printed" if version else "rccl-tests lines, no version"
+        amd = amd_device(d.name for d in parsed.devices)
+        said = (
+            f"RCCL version {version} printed"
+            if version
+            else (f"AMD devices ({amd}), no version" if amd else "rccl-tests lines, no version")
+        )
         return LibraryIdentity("rccl", version, f"{said}, no R2CC log line")
     if any(name.startswith("R2CC_") for name in env):
         return LibraryIdentity("r2ccl", version, _GUESS + "R2CC_* variables set, no R2CC log line")

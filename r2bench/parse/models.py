@@ -106,12 +106,21 @@ class ParsedNcclTests(_Frozen):
         default=None,
         description="as printed: `RCCL version : 2.28.3-...`, `NCCL version 2.19.3+cuda12.2`",
     )
+    library_path: str | None = Field(
+        default=None, description="the libnccl file the log says was loaded (served the run)"
+    )
     error_column: bool = Field(
         default=False,
         description="the table's last column is old releases' `error` (a maximum error, not #wrong)",
     )
     unreadable_rows: int = Field(
         default=0, description="table rows that did not fit the header's columns (not read)"
+    )
+    comms_destroyed: int = Field(
+        default=0, description="communicator ranks torn down (NCCL's `Destroy COMPLETE` lines)"
+    )
+    comms_open: int = Field(
+        default=0, description="communicator ranks set up (`Init COMPLETE`) and never torn down"
     )
     first_line: int | None = Field(default=None, description="first line of this run in its file")
     last_line: int | None = Field(default=None, description="last line of this run in its file")

@@ -58,6 +58,7 @@ from r2bench.parse.nccltests.lines import iter_lines
 from r2bench.parse.nccltests.text import parse_text
 from r2bench.parse.numbers import INT64_MAX, BadNumber, bounded_int
 from r2bench.safeio import InputRefused
+from r2bench.textinput import open_text
 
 MIB = 1 << 20
 """The receive table's MB: the program prints `port_rcv_data * 4 / 1024 / 1024` (MiB)."""
@@ -427,7 +428,7 @@ def is_artifact_line(line: str) -> bool:
 def looks_like_artifact(path: Path, max_lines: int = 200) -> bool:
     """Whether `path` is an artifact log: one of its first `max_lines` lines is a harness or
     hot-repair program line."""
-    with path.open("rb") as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(iter_lines(handle), start=1):
             if number > max_lines:
                 return False
@@ -440,9 +441,9 @@ def read_artifact(path: Path, name: str | None = None) -> ArtifactLog:
     """Read one artifact log, streamed (once for its sections and events, then each run's
     lines again). `name` is how errors name the file (default: the path as given)."""
     shown = name or str(path)
-    with path.open("rb") as handle:
+    with open_text(path) as handle:
         sections = _sections(iter_lines(handle))
-    with path.open("rb") as handle:
+    with open_text(path) as handle:
         events = read_events(handle)
     harness, hot, tables, errors = [], [], [], []
     for sec in sections:
@@ -467,7 +468,7 @@ def read_artifact(path: Path, name: str | None = None) -> ArtifactLog:
 
 def _lines(path: Path, first: int, last: int) -> Iterator[tuple[int, str]]:
     """(number, line without its end) of lines first..last of a file, streamed."""
-    with path.open("rb") as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(iter_lines(handle), start=1):
             if number > last:
                 return

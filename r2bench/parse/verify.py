@@ -23,7 +23,7 @@ found wrong elements `wrong_results` naming the iterations. Pure; never raises o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -37,6 +37,8 @@ BASIS = "every element of every timed iteration on every rank"
 MAX_EVIDENCE = 8
 MAX_WARNINGS = 20
 MAX_LINE = 8192
+UNNAMED = "unknown"
+"""The program of an account whose summary line (which names it) was never printed."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ class _Reader:
         if listed is None:
             self.warn(f"line {self.summary_line}: wrong_iterations is not a list of integers")
         return Verification(
-            program=str(s.get("program") or "unknown"),
+            program=str(s.get("program") or UNNAMED),
             ranks=_int(s.get("ranks"), self.ranks),
             iterations=_int(s.get("iterations"), len(self.samples)),
             elements=_int(
@@ -256,19 +258,34 @@ def verifications(
     """One pass over a file holding several runs: the account of each (first, last) line
     range (1-based, inclusive)."""
     readers = [_Reader() for _ in ranges]
+    # the ranges by first line, walked once with the lines: linear in lines and runs (a log
+    # of 6,000 runs), where trying every range on every line was quadratic
+    order = sorted(range(len(ranges)), key=lambda index: ranges[index])
+    active: list[int] = []  # ranges holding the current line (overlapping ones all get it)
+    upcoming = 0
     for number, raw in enumerate(lines, start=1):
-        text = _text(raw)
-        if "#" not in text:
+        if b"#" not in raw if isinstance(raw, bytes) else "#" not in raw:
             continue
-        for (first, last), reader in zip(ranges, readers, strict=True):
-            if first <= number <= last:
-                reader.line(number, text)
+        while upcoming < len(order) and ranges[order[upcoming]][0] <= number:
+            active.append(order[upcoming])
+            upcoming += 1
+        if any(ranges[index][1] < number for index in active):
+            active = [index for index in active if ranges[index][1] >= number]
+        if not active:
+            if upcoming == len(order):
+                break  # past every range
+            continue
+        text = _text(raw)
+        for index in active:
+            readers[index].line(number, text)
     return [r.result() for r in readers]
 
 
-def read_verification(path: Path | None) -> Verification | None:
+def read_verification(path: Path | None, workload: str | None = None) -> Verification | None:
     """The account in a stdout file; None when there is none or the file cannot be read. A
-    quick byte search first: most outputs are nccl-tests' and hold no such line."""
+    quick byte search first: most outputs are nccl-tests' and hold no such line. `workload`
+    (the run's, as its spec names it) names the program when no summary line did (a run cut
+    short before it: a timeout, a crash)."""
     if path is None:
         return None
     try:
@@ -277,7 +294,10 @@ def read_verification(path: Path | None) -> Verification | None:
         return None
     if ITER_TAG.encode() not in data and SUMMARY_TAG.encode() not in data:
         return None
-    return parse_verification(data.decode("utf-8", "replace").splitlines())
+    check = parse_verification(data.decode("utf-8", "replace").splitlines())
+    if check is not None and check.program == UNNAMED and workload:
+        check = replace(check, program=workload)
+    return check
 
 
 def evidence_of(check: Verification, source: str | None = None) -> list[Evidence]:
@@ -306,6 +326,11 @@ def evidence_of(check: Verification, source: str | None = None) -> list[Evidence
     return out[:MAX_EVIDENCE]
 
 
+def _checker(check: Verification) -> str:
+    """The program that checked, as the reason names it."""
+    return "the verifying workload" if check.program == UNNAMED else check.program
+
+
 def with_verification(
     outcome: Outcome | None, check: Verification | None, source: str | None = "stdout.txt"
 ) -> Outcome | None:
@@ -323,7 +348,7 @@ def with_verification(
     more = " ..." if len(check.wrong_iterations) > MAX_EVIDENCE else ""
     found = (
         f"{check.wrong} wrong element(s) in timed iteration(s) {iters}{more} "
-        f"({check.program} checks {BASIS})"
+        f"({_checker(check)} checks {BASIS})"
     )
     fine = {OutcomeStatus.OK, OutcomeStatus.INCOMPLETE, OutcomeStatus.WRONG_RESULTS}
     if outcome.status in fine or (outcome.status is OutcomeStatus.CRASHED and check.complete):

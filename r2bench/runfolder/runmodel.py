@@ -242,6 +242,8 @@ class SpecFields(_Lenient):
     experiment: str | None = None
     library_label: str | None = None
     library: _ComponentFields | None = None
+    benchmark: _ComponentFields | None = None
+    """The workload that ran (nccl-tests, the verifying workload, the emulator)."""
     collective: str | None = None
     scenario: str | None = None
     repeat: int | None = None

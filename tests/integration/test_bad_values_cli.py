@@ -160,7 +160,7 @@ def test_a_write_refused_by_the_machine_is_one_line_naming_the_file(
 # ---- JSON nested too deeply: the file refused, named; never a RecursionError -------------------
 
 
-def test_a_json_twin_nested_too_deeply_is_skipped_by_import_and_refused_by_parse(
+def test_a_json_twin_nested_too_deeply_is_named_by_import_and_refused_by_parse(
     tmp_path: Path,
 ) -> None:
     logs = tmp_path / "logs"
@@ -173,7 +173,9 @@ def test_a_json_twin_nested_too_deeply_is_skipped_by_import_and_refused_by_parse
     shutil.copy(TEXT_LOG, logs)  # a good log beside them is still imported
     ran = invoke_wide("import", str(logs), "--sweep", "s", "--results", str(tmp_path / "r"))
     assert ran.exit_code == ExitCode.OK, ran.output
-    assert "1 imported" in ran.output and "nested too deeply to read" in ran.output
+    # the text is its own run (imported alone); the twin it names is listed as skipped
+    assert "2 imported" in ran.output and "1 skipped" in ran.output, ran.output
+    assert "deep.json: the -J file of this output is nested too deeply to read" in ran.output
     parsed = invoke_wide("parse", str(logs / "deep.json"))
     assert parsed.exit_code == ExitCode.USAGE
     assert f"cannot read {logs / 'deep.json'}: nested too deeply" in parsed.output

@@ -25,7 +25,17 @@ PACKAGE = paths.REPO / "r2bench"
 COMMAND_LAYER = ("r2bench.entry", "r2bench.cli", "r2bench.commands")
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("r2bench", "errors", "safeio", "textsafe", "resources", "extras", "markup", "shellwords"),
+    (
+        "r2bench",
+        "errors",
+        "safeio",
+        "textsafe",
+        "textinput",
+        "resources",
+        "extras",
+        "markup",
+        "shellwords",
+    ),
     ("config",),
     ("nodes", "launch", "workloads"),
     ("faults", "doctor", "testbeds"),

@@ -103,8 +103,10 @@ def collectives_from_columns(
         return ()
     row = rows[-1]
     if not row.redop:
-        if columns is None:
-            return ()  # a table without its column names: a blank redop says nothing
+        if columns is None or "type" not in columns:
+            # a table without its column names, or one cut to `size time algbw busbw
+            # #wrong`: a blank redop says nothing
+            return ()
         if "redop" not in columns:
             return ("broadcast",) if "root" in columns else ("all_gather",)
     width = _TYPE_BYTES.get(row.type)

@@ -24,6 +24,8 @@ _COLUMN_NAMES = {
     "i_cv%": "iter_cv_pct", "i_cv": "iter_cv_pct",
 }  # fmt: skip
 _HEAD_COLUMNS = ("size", "count", "type", "redop", "root")
+SIZE_ONLY = ("size",)
+"""The head of a table an author cut to `size time algbw busbw #wrong`: no count, no type."""
 
 
 def to_int(tok: str) -> int | None:
@@ -54,7 +56,8 @@ class Layout:
     per placement (out-of-place, then in-place), the placement's (time, algbw, busbw, #wrong or
     error, [per-iteration columns]). Learned from the column-name line of the table, or from the
     shape of the first full row when a paste has no such line. A table an author condensed to
-    one placement (`size count type redop root time algbw busbw`) has `placements` 1."""
+    one placement (`size count type redop root time algbw busbw`) has `placements` 1; one cut
+    further to `size time algbw busbw #wrong` has the head `SIZE_ONLY`."""
 
     head: tuple[str, ...] = _HEAD_COLUMNS
     group: tuple[str, ...] = ("time", "algbw", "busbw", "wrong")
@@ -82,7 +85,9 @@ def layout_from_header(names: list[str]) -> Layout | None:
     rest = canon[first:]
     second = rest.index("time", 1) if "time" in rest[1:] else len(rest)
     group = tuple(rest[:second])
-    if head[:3] != ("size", "count", "type") or not {"algbw", "busbw"} <= set(group):
+    if head[:3] != ("size", "count", "type") and head != SIZE_ONLY:
+        return None
+    if not {"algbw", "busbw"} <= set(group):
         return None
     return Layout(
         head=head, group=group, from_header=True, placements=1 if second == len(rest) else 2

@@ -10,7 +10,7 @@ from typing import Any
 
 from r2bench.parse.models import Device, ParsedNcclTests, PerIteration, Placement, ResultRow
 from r2bench.parse.nccltests.collective import collective_from_binary, name_collective
-from r2bench.parse.nccltests.salvage import salvage_json_results
+from r2bench.parse.nccltests.salvage import inconsistent, salvage_json_results
 from r2bench.parse.nccltests.state import PLACEMENTS, RunState, finish_run, next_cycle
 from r2bench.parse.numbers import (
     ID_MAX,
@@ -19,6 +19,7 @@ from r2bench.parse.numbers import (
     BadNumber,
     bounded_float,
     bounded_int,
+    shown,
 )
 from r2bench.safeio import TooDeep, json_loads
 
@@ -58,7 +59,7 @@ def _json_document(st: RunState, doc: dict[str, Any]) -> list[PerIteration]:
             st.warn(f"results[{i}] is not an object")
             continue
         try:
-            per_iter.extend(_json_result(st, res))
+            per_iter.extend(_json_result(st, res, f"results[{i}]"))
         except (TypeError, ValueError, KeyError) as exc:  # BadNumber is a ValueError
             st.warn(f"results[{i}] malformed: {exc}; not read")
     return per_iter
@@ -139,16 +140,27 @@ def _json_device(st: RunState, dev: dict[str, Any]) -> None:
         st.warn(f"device entry malformed: {exc}")
 
 
-def _json_result(st: RunState, res: dict[str, Any]) -> list[PerIteration]:
+def _json_result(st: RunState, res: dict[str, Any], where: str) -> list[PerIteration]:
     size = bounded_int(res["size"], "size")
     root = bounded_int(res.get("root", -1), "root", low=-1)
+    count = bounded_int(res.get("count", 0), "count")
     key = (str(res.get("type", "")), str(res.get("redop", "")), root)
     cycle = next_cycle(st, key, size)
     out: list[PerIteration] = []
+    rows = []
     for placement in PLACEMENTS:
         meas = res.get(placement)
+        if meas is not None and not isinstance(meas, dict):
+            raise BadNumber(f"{placement} is not an object")
         if isinstance(meas, dict):
-            st.rows.append(_json_row(res, meas, placement, size, root, cycle))
+            row = _json_row(res, meas, placement, size, root, cycle, count)
+            why = inconsistent(size, _time_text(row.time_us), _measured(row), exact=False,
+                               ranks=st.n_ranks)  # fmt: skip
+            if why is not None:
+                # what the text reader refuses, the -J reader refuses too: the whole result,
+                # as a text row whose columns do not fit is not read
+                raise BadNumber(f"{placement} columns do not fit each other ({why})")
+            rows.append(row)
         it = res.get(f"{placement}_per_iter")
         if isinstance(it, dict) and isinstance(it.get("times_us"), list):
             out.append(
@@ -164,7 +176,22 @@ def _json_result(st: RunState, res: dict[str, Any]) -> list[PerIteration]:
                     cycle=cycle,
                 )
             )
+    st.rows.extend(rows)
     return out
+
+
+def _time_text(time_us: float | None) -> str:
+    """A time as the text would print it (its last digit bounds the slack of the check)."""
+    return "0" if time_us is None else f"{time_us:.6g}"
+
+
+def _measured(row: ResultRow) -> dict[str, Any]:
+    """The row's numbers the fit check reads: a NaN, infinite or negative one is left out
+    (the tables empty and name it per run, `analysis.parsedrun`), the others checked."""
+    values = {"time_us": row.time_us, "algbw_gbps": row.algbw_gbps, "busbw_gbps": row.busbw_gbps}
+    return {
+        k: v if v is not None and math.isfinite(v) and v >= 0 else None for k, v in values.items()
+    }
 
 
 def _json_row(
@@ -174,24 +201,34 @@ def _json_row(
     size: int,
     root: int,
     cycle: int,
+    count: int,
 ) -> ResultRow:
+    """One placement's row. A number written as a string (`"nwrong": "3"`) is read as the
+    number it spells; any other value that is not a number is refused (BadNumber, named)."""
+
     def num(key: str) -> float | None:
         val = meas.get(key)
-        if isinstance(val, int) and not isinstance(val, bool):
-            return bounded_float(val, f"{placement}.{key}", low=-MEASURE_MAX)
-        # a float is kept as written: NaN, infinite or negative ones are emptied and named
-        # per run by the tables (analysis.parsedrun), never averaged
-        return val if isinstance(val, float) else None
+        if val is None or (isinstance(val, str) and val.strip() in ("", "N/A")):
+            return None  # not printed: N/A, as in the text
+        if isinstance(val, float):
+            # kept as written: NaN, infinite or negative ones are emptied and named per run
+            # by the tables (analysis.parsedrun), never averaged
+            return val
+        return bounded_float(val, f"{placement}.{key}", low=-MEASURE_MAX)
 
     raw_wrong = meas.get("nwrong")
+    if isinstance(raw_wrong, str) and raw_wrong.strip() not in ("", "N/A"):
+        raw_wrong = bounded_float(raw_wrong, f"{placement}.nwrong", low=-MEASURE_MAX)
+    elif raw_wrong is not None and not isinstance(raw_wrong, (int, float, str)):
+        raise BadNumber(f"{placement}.nwrong {shown(raw_wrong)} is not a number")
     wrong = (
         bounded_int(raw_wrong, f"{placement}.nwrong", low=-INT64_MAX)  # negative: named later
         if isinstance(raw_wrong, (int, float)) and math.isfinite(raw_wrong)
-        else None  # NaN or infinite: no count, as N/A in the text
+        else None  # NaN, infinite or not printed: no count, as N/A in the text
     )
     return ResultRow(
         size_bytes=size,
-        count=bounded_int(res.get("count", 0), "count"),
+        count=count,
         type=str(res.get("type", "")),
         redop=str(res.get("redop", "")),
         root=root,

@@ -85,3 +85,42 @@ def combine(text: ParsedNcclTests, json_result: ParsedNcclTests) -> ParsedNcclTe
     }
     update["warnings"] = text.warnings + json_result.warnings
     return text.model_copy(update=update)
+
+
+TWIN_TIME_SLACK = 0.01
+"""How far a text row's time may lie from its -J twin's (relative) and still be one
+measurement: the text prints 2 decimals, the JSON the full number."""
+
+
+def twins_differ(text: ParsedNcclTests, json_result: ParsedNcclTests) -> str | None:
+    """Why a text output and a -J file of the same stem are not one run (a different
+    collective, library, hosts, or times measured), or None when nothing says so."""
+    for name, what in (("collective", "collective"), ("nccl_library", "NCCL library")):
+        mine, theirs = getattr(text, name), getattr(json_result, name)
+        if mine is not None and theirs is not None and mine != theirs:
+            return f"its {what} is {theirs}, the text's {mine}"
+    hosts = {d.host for d in text.devices if d.host}
+    json_hosts = {d.host for d in json_result.devices if d.host}
+    if hosts and json_hosts and not hosts & json_hosts:
+        return f"it ran on {', '.join(sorted(json_hosts))}, the text on {', '.join(sorted(hosts))}"
+    if not text.rows or not json_result.rows:
+        return None
+    times = {(r.size_bytes, r.placement, r.cycle): r.time_us for r in text.rows}
+    shared = 0
+    for row in json_result.rows:
+        key = (row.size_bytes, row.placement, row.cycle)
+        if key not in times:
+            continue
+        shared += 1
+        mine, theirs = times[key], row.time_us
+        if (
+            mine is not None
+            and theirs is not None
+            and abs(mine - theirs) > max(0.0051, TWIN_TIME_SLACK * abs(mine))
+        ):
+            return (
+                f"its {row.size_bytes} B {row.placement} time is {theirs:g} us, the text's {mine:g}"
+            )
+    if not shared:
+        return "no size of its results is one of the text's"
+    return None

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from r2bench.parse.library import LibraryEvidence
+from r2bench.parse.library import LibraryEvidence, amd_device
 from r2bench.parse.models import Device, ParsedNcclTests, Placement, ResultRow
 from r2bench.parse.nccltests.columns import Layout
+from r2bench.parse.nccltests.comms import CommTally
 
 MAX_WARNINGS = 50
 PLACEMENTS: tuple[Placement, Placement] = ("out_of_place", "in_place")
@@ -34,6 +35,7 @@ class RunState:
     named: dict[str, str] = field(default_factory=dict)  # source -> collective it names
     origin: str | None = None  # the rank/host/file the header or row lines' prefix named
     library: LibraryEvidence = field(default_factory=LibraryEvidence)
+    comms: CommTally = field(default_factory=CommTally)
     commented_rows: int = 0  # result rows an author commented out with `#` (read)
     n_ranks: int = 0  # distinct ranks in `devices`
     blank_redop_lines: set[int] = field(default_factory=set)  # rows read with a blank redop
@@ -73,10 +75,17 @@ def finish_run(st: RunState) -> ParsedNcclTests:
         st.warnings.append(f"... {st.dropped_warnings} more warnings not shown")
     ranks = len({d.rank for d in st.devices}) or None
     fields = dict(st.fields)
+    if st.library.family in (None, "nccl") and amd_device(d.name for d in st.devices):
+        st.library.family = "rccl"  # NCCL drives no AMD GPU: an RCCL build ran
     if st.library.family is not None:
         fields["library_family"] = st.library.family
+    if st.comms.destroyed:
+        fields["comms_destroyed"] = st.comms.destroyed
+        fields["comms_open"] = len(st.comms.open)
     if st.library.version is not None:
         fields["library_version"] = st.library.version
+    if st.library.path is not None:
+        fields["library_path"] = st.library.path
     return ParsedNcclTests(
         devices=st.devices,
         rows=st.rows,

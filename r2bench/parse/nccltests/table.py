@@ -39,9 +39,9 @@ from r2bench.parse.nccltests.state import PLACEMENTS, RunState, next_cycle, unre
 from r2bench.parse.numbers import BadNumber, bounded_int, id_or_none, shown
 
 _VERSION_RE = re.compile(
-    r"([nr])ccl-tests version (\S+)(?: [nr]ccl-headers=(\d+))?(?: [nr]ccl-library=(\d+))?"
+    r"([nr])c{2,3}l-tests version (\S+)(?: [nr]c{2,3}l-headers=(\d+))?(?: [nr]c{2,3}l-library=(\d+))?"
 )
-_RCCL_TESTS_RE = re.compile(r"^rccl-tests: Version\s*(\S*)")
+_RCCL_TESTS_RE = re.compile(r"^rc{2,3}l-tests: Version\s*(\S*)")
 DEVICE_RE = re.compile(
     r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?(?:on\s+(\S+)|\.\.\.|…)"
     r"\s+device\s+(\d+)"
@@ -136,7 +136,9 @@ def parse_other(st: RunState, lineno: int, line: str, carry: list[tuple[str, str
     if st.pending is not None and _looks_like_continuation(tokens):
         _continue_row(st, lineno, tokens)
         return
-    if ("ersion" in line or "R2CC" in line or "r2cc/" in line) and st.library.feed(line):
+    if (
+        "ersion" in line or "R2CC" in line or "r2cc/" in line or "libnccl" in line
+    ) and st.library.feed(line):
         m = _RCCL_TESTS_RE.match(line)
         if m is not None and m.group(1) and m.group(1) != ":+":
             st.fields.setdefault("nccl_tests_version", m.group(1))
@@ -356,14 +358,16 @@ def _add_row(
 ) -> None:
     layout = st.layout or DEFAULT_LAYOUT
     named = dict(zip(layout.head, head, strict=True))
-    size, count = _shared_int(int(named["size"])), _shared_int(int(named["count"]))
+    # a table cut to `size time algbw busbw #wrong` prints no count and no type: none is
+    # made up (0 elements, no type)
+    size, count = _shared_int(int(named["size"])), _shared_int(int(named.get("count", "0")))
     why = partial_group_differs(layout, size, rest)
     if why is not None:
         unreadable(st, lineno, why)
         return
     root = int(named.get("root", "-1"))
     redop = _interned(named.get("redop", ""))
-    rtype = _interned(named["type"])
+    rtype = _interned(named.get("type", ""))
     key = (rtype, redop, root)
     base = {
         "size_bytes": size,

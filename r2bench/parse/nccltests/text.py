@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from r2bench.parse.models import ParsedNcclTests
 from r2bench.parse.nccltests.collective import settle_collective
-from r2bench.parse.nccltests.columns import is_column_line, looks_like_row
+from r2bench.parse.nccltests.columns import SIZE_ONLY, Layout, is_column_line, looks_like_row
 from r2bench.parse.nccltests.lines import MAX_LINE, LogLines, raw_lines
 from r2bench.parse.nccltests.runs import split_by_ratio
 from r2bench.parse.nccltests.salvage import check_blank_redops, keep_consensus, short_row
@@ -84,12 +84,19 @@ def ends_complete(parsed: ParsedNcclTests) -> bool:
     `# nccl-tests version ... nccl-headers=` line) and end with `# Collective test concluded`;
     newer rccl-tests (`# rccl-tests version ... rccl-headers=`, `# Collective test starting`)
     too. Older nccl-tests and rccl-tests (`rccl-tests: Version ...`, no starting line) end with
-    the `# Avg bus bandwidth` footer: that is their last line of a complete run."""
+    the `# Avg bus bandwidth` footer: that is their last line of a complete run. An NCCL
+    program's own log ends with every communicator destroyed (`ended_program`)."""
     if parsed.concluded:
         return True
     if not parsed.footer:
-        return False
+        return ended_program(parsed)
     return not expects_concluding_line(parsed)
+
+
+def ended_program(parsed: ParsedNcclTests) -> bool:
+    """Whether a log of an NCCL program of one's own (no nccl-tests header) ends as such a
+    program ends: every communicator rank it set up torn down (`Destroy COMPLETE`)."""
+    return not parsed.header and parsed.comms_destroyed > 0 and parsed.comms_open == 0
 
 
 def expects_concluding_line(parsed: ParsedNcclTests) -> bool:
@@ -149,8 +156,14 @@ class RunParser:
             self._touch(lineno)
         st.last_line = lineno
         lib = st.library
-        if "ersion" in line or (lib.family != "r2ccl" and ("R2CC" in line or "r2cc/" in line)):
+        if (
+            "ersion" in line
+            or (lib.family != "r2ccl" and ("R2CC" in line or "r2cc/" in line))
+            or "libnccl" in line
+        ):
             lib.feed(line)
+        elif "COMPLETE" in line:
+            st.comms.feed(line)
 
     def finish(
         self,
@@ -213,6 +226,8 @@ class RunParser:
             self.st.last_line = lineno
             return
         kind = _line_kind(stripped)
+        if kind == "other" and stripped[0].isdigit() and _size_only(self.st.layout):
+            kind = "row"  # a row of a table cut to `size time algbw busbw #wrong`
         if self.split:
             self._maybe_split(lineno, stripped, kind, origin)
         st = self._touch(lineno)
@@ -270,6 +285,11 @@ class RunParser:
             # `tail`'s next file, or a command line that runs a test after rows: the context
             # of the next run
             self._new_run(lineno)
+
+
+def _size_only(layout: Layout | None) -> bool:
+    """Whether the run's table names no count and no type (`columns.SIZE_ONLY`)."""
+    return layout is not None and layout.head == SIZE_ONLY
 
 
 def _line_kind(stripped: str) -> str:
