@@ -209,6 +209,8 @@ def replacing(
         os.replace(temp, path)
     except OSError as error:
         temp.unlink(missing_ok=True)
+        if isinstance(error, WriteFailed):
+            raise  # an inner write already said which file (nested writers: Parquet and CSV)
         if error.filename not in (None, name, str(path)):
             raise  # the caller's own error (a file it read), not this write's
         raise write_failed(path, error) from error
