@@ -16,6 +16,7 @@ from r2bench.config.types import (
     EnvName,
     EnvValue,
     FreeText,
+    GitRef,
     Name,
     Size,
     StrictModel,
@@ -39,7 +40,7 @@ class Component(StrictModel):
     """A recipe from `plugin/` plus the version of it to use."""
 
     recipe: Name
-    ref: FreeText | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
+    ref: GitRef | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
     env: dict[EnvName, EnvValue] = Field(
         default_factory=dict,
         description="Set in every run of this library (over the experiment's env; a sweep "

@@ -44,6 +44,41 @@ EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,12
 FreeText = Annotated[str, AfterValidator(_no_nul)]
 """Any text; always shell-quoted when it reaches a command line."""
 
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def git_ref_problem(ref: str) -> str | None:
+    """Why `ref` cannot be a git tag, branch or commit name (git's check-ref-format rules),
+    or None. A leading `-` above all: git would read it as an option (`-f`, `--orphan=x`)."""
+    if ref.startswith("-"):
+        return (
+            f"a ref may not start with '-': git would read it as an option, not a revision "
+            f"(found {ref!r}); give a tag, branch or commit"
+        )
+    if not ref:
+        return "an empty ref (found ''): give a tag, branch or commit"
+    found = _REF_FORBIDDEN.search(ref)
+    if found is not None:
+        return (
+            f"a ref may not hold {found.group()!r} (git refuses it in a name; found {ref!r}):"
+            " give a tag, branch or commit"
+        )
+    if ref == "@" or ref.endswith((".", "/", ".lock")) or ref.startswith(("/", ".")) or "/." in ref:
+        return f"not a name git takes for a tag or branch (found {ref!r}): give a tag, branch or commit"
+    return None
+
+
+def _git_ref(value: str) -> str:
+    problem = git_ref_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+GitRef = Annotated[str, AfterValidator(_git_ref)]
+"""A git tag, branch or commit: checked by git's naming rules when the file is read, so no ref
+reaches git as an option (and every git command also gets it after `--end-of-options`)."""
+
 
 def _env_value(value: Any) -> str:
     """Environment values may be written as YAML numbers or booleans; keep them as text."""
