@@ -13,11 +13,11 @@ from typing import Annotated, Any
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from r2bench.config.types import (
-    EnvName,
     EnvValue,
     FreeText,
     GitRef,
     Name,
+    RunEnvName,
     Size,
     StrictModel,
     VirtualRate,
@@ -41,7 +41,7 @@ class Component(StrictModel):
 
     recipe: Name
     ref: GitRef | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
-    env: dict[EnvName, EnvValue] = Field(
+    env: dict[RunEnvName, EnvValue] = Field(
         default_factory=dict,
         description="Set in every run of this library (over the experiment's env; a sweep "
         "dimension overrides it): one library, several settings, e.g. R2CC_MODE per entry "
@@ -345,7 +345,7 @@ class Experiment(StrictModel):
     gpus_per_node: StrictInt | None = Field(
         None, ge=1, le=64, description="Ranks per node (default: GPUs)."
     )
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
+    env: dict[RunEnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
     scenarios: list[Scenario] = Field(default_factory=list)
     sweep: Sweep = Sweep()
     repeats: StrictInt = Field(1, ge=1, le=1000)
@@ -357,7 +357,7 @@ class Experiment(StrictModel):
         DEFAULT_MAX_RUNS,
         ge=1,
         le=MAX_COUNT * 10,
-        description="Refuse a sweep that expands to more runs (counted before it is built).",
+        description="Refuse a sweep that expands to more runs (after its exclusions, times the repeats).",
     )
     deadline_s: StrictFloat = Field(
         600,
