@@ -192,6 +192,12 @@ class WrittenFloat(float):
         return self.text
 
 
+def read_as_number(text: str) -> bool:
+    """Whether a plain (unquoted) YAML scalar `text` is read as a number by r2bench's loader
+    though YAML 1.1 calls it text (`1e3`): a writer must quote such a string."""
+    return "." not in text and bool(_PLAIN_FLOAT.fullmatch(text)) and not _PLAIN_INT.fullmatch(text)
+
+
 def _as_written(node: yaml.Node, value: Any) -> Any:
     """YAML 1.1 reads `010` as 8, `0x10` as 16, `1:30` as 90 and `1_000` as 1000: a number in
     any form but plain decimal stays the text the user wrote (a numeric field then refuses it,
@@ -200,7 +206,7 @@ def _as_written(node: yaml.Node, value: Any) -> Any:
         return value
     if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str" and "." not in value:
         # YAML 1.1 wants a dot in a float (`1e7` is text); read it as the number it looks like.
-        if _PLAIN_FLOAT.fullmatch(value) and not _PLAIN_INT.fullmatch(value):
+        if read_as_number(value):
             return WrittenFloat(float(value), value)
         return value
     if isinstance(value, bool):

@@ -177,3 +177,30 @@ def test_long_legend_names_wrap_at_their_separators() -> None:
     assert wrapped.split("<br>")[0] == "all_reduce · r2ccl · v2.23.4"
     assert wrap_label("short · name", 30) == "short · name"
     assert wrap_label("one_part_longer_than_the_limit", 10) == "one_part_longer_than_the_limit"
+
+
+def test_a_sweep_named_twice_counts_each_run_once(sample: Path, tmp_path: Path) -> None:
+    """Before: `figures S ./S/` read the sweep twice and every claim counted each run twice
+    (a third spelling, a link to it, would count it again)."""
+    link = tmp_path / "same-sweep"
+    link.symlink_to(sample)
+    again = f"{sample}/./"
+
+    def claims(*sweeps: str) -> list[dict[str, object]]:
+        out = tmp_path / f"figs{len(sweeps)}"
+        result = CliRunner().invoke(app, ["figures", *sweeps, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        doc = json.loads((out / "claims.json").read_text())
+        return [{k: c[k] for k in ("id", "verdict", "numbers") if k in c} for c in doc]
+
+    def claims_output(other: Path) -> str:
+        ran = CliRunner().invoke(
+            app, ["figures", str(sample), str(other), "--out", str(tmp_path / "g")]
+        )
+        return " ".join(ran.output.split())
+
+    once = claims(str(sample))
+    assert claims(str(sample), again, str(link)) == once
+    result = CliRunner().invoke(app, ["figures", str(sample), again, "--out", str(tmp_path / "f")])
+    assert f"note: {sample} is named again: its runs are counted once" in result.output
+    assert f"note: {sample} is named again (as {link}): its runs" in claims_output(link)
