@@ -24,7 +24,8 @@ from typing import Any, BinaryIO
 from r2bench.errors import InputError, WriteFailed
 
 # Caps for files read whole. Logs are never read whole: they are streamed line by line.
-CONFIG_LIMIT = 4 * 1024 * 1024
+# A testbed of a 100,000-host Slurm allocation (the node list's cap) is about 5 MB as written.
+CONFIG_LIMIT = 16 * 1024 * 1024
 JSON_RECORD_LIMIT = 16 * 1024 * 1024
 # A CloudLab manifest: about 2 KiB a node, so thousands of nodes fit many times over.
 MANIFEST_LIMIT = 16 * 1024 * 1024

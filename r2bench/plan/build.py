@@ -55,6 +55,8 @@ class Inputs:
     doc: SourceDoc
     experiment_file: str
     testbed_file: str
+    testbed_doc: SourceDoc | None = None
+    """The testbed file's source as read (None: not kept; read again where warnings need it)."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,10 @@ def load_inputs(
     or validated again."""
     issues: list[ConfigIssue] = []
     testbed: Testbed | None = None
+    testbed_doc: SourceDoc | None = None
     try:
-        testbed = validate_model(Testbed, load_yaml(testbed_file))
+        testbed_doc = load_yaml(testbed_file)  # read once: a Slurm testbed may be 5 MB
+        testbed = validate_model(Testbed, testbed_doc)
     except ConfigError as error:
         issues += error.issues
     loaded = experiment_file if isinstance(experiment_file, ExperimentFile) else None
@@ -98,7 +102,13 @@ def load_inputs(
         raise ConfigError(sorted(issues, key=lambda i: _issue_order(i, order)))
     recipes = load_recipes(recipe_dirs)
     return Inputs(
-        loaded.experiment, testbed, recipes, loaded.doc, str(loaded.path), str(testbed_file)
+        loaded.experiment,
+        testbed,
+        recipes,
+        loaded.doc,
+        str(loaded.path),
+        str(testbed_file),
+        testbed_doc,
     )
 
 
@@ -159,6 +169,8 @@ def make_plan(inputs: Inputs, jobs: int | None = None) -> Plan:
 
 def _testbed_doc(inputs: Inputs) -> SourceDoc | None:
     """The testbed file's source, to locate warnings about its settings (None: unreadable)."""
+    if inputs.testbed_doc is not None:
+        return inputs.testbed_doc
     try:
         return load_yaml(Path(inputs.testbed_file))
     except ConfigError:
