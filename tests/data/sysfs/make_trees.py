@@ -95,6 +95,7 @@ def build(root: Path, functions: list[Function], virtual: tuple[Netdev, ...] = (
             ndevs = folder / "gid_attrs" / "ndevs"
             if port.gid_netdev is None:
                 (ndevs / "0").mkdir(parents=True)  # EINVAL on an IB port: unreadable
+                (ndevs / "0" / ".gitkeep").write_text("")  # git keeps no empty folder
             else:
                 _write(ndevs / "0", port.gid_netdev)
         (root / "class" / "infiniband").mkdir(parents=True, exist_ok=True)
