@@ -204,3 +204,20 @@ def test_a_sweep_named_twice_counts_each_run_once(sample: Path, tmp_path: Path) 
     result = CliRunner().invoke(app, ["figures", str(sample), again, "--out", str(tmp_path / "f")])
     assert f"note: {sample} is named again: its runs are counted once" in result.output
     assert f"note: {sample} is named again (as {link}): its runs" in claims_output(link)
+
+
+def test_figure_pages_and_their_bundle_replace_links_never_write_through(
+    sample: Path, tmp_path: Path
+) -> None:
+    out, theirs = tmp_path / "figs", tmp_path / "theirs"
+    out.mkdir()
+    theirs.write_text("not r2bench's\n")
+    for name in ("busbw-one-nic-down.html", "plotly.min.js"):
+        (out / name).symlink_to(theirs)
+    result = CliRunner().invoke(app, ["figures", str(sample), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert theirs.read_text() == "not r2bench's\n"
+    page, bundle = out / "busbw-one-nic-down.html", out / "plotly.min.js"
+    assert not page.is_symlink() and 'src="plotly.min.js"' in page.read_text()
+    assert not bundle.is_symlink() and bundle.stat().st_size > 1_000_000
+    assert not list(out.glob(".*.tmp")), "a temporary file left"
