@@ -99,7 +99,8 @@ def command(
             continue
         claim = o.drawn.claim
         style = VERDICT_STYLE.get(claim.verdict, "")
-        console.print(f"[bold]{o.definition.id}[/]: {', '.join(str(p) for p in o.files)}")
+        files = escape(printable(", ".join(str(p) for p in o.files)))  # paths: never markup
+        console.print(f"[bold]{o.definition.id}[/]: {files}")
         console.print(f"  claim: {escape(claim.text)}: [{style}]{claim.verdict}[/]")
         for number in claim.numbers:
             console.print(f"    {escape(number)}", highlight=False)
@@ -112,4 +113,4 @@ def command(
             )
     if static_error:
         err.print(f"static figures not written: {static_error}", markup=False, highlight=False)
-    console.print(f"claims: {out_dir / 'claims.json'}")
+    console.print(printable(f"claims: {out_dir / 'claims.json'}"), markup=False, highlight=False)

@@ -221,3 +221,13 @@ def test_figure_pages_and_their_bundle_replace_links_never_write_through(
     assert not page.is_symlink() and 'src="plotly.min.js"' in page.read_text()
     assert not bundle.is_symlink() and bundle.stat().st_size > 1_000_000
     assert not list(out.glob(".*.tmp")), "a temporary file left"
+
+
+def test_markup_in_the_output_folder_is_printed_as_written(sample: Path, tmp_path: Path) -> None:
+    """Before: `--out '[/x]'` ended in rich's markup error (a traceback, exit 70)."""
+    out = tmp_path / "[" / "x][bold]figs"
+    result = CliRunner().invoke(app, ["figures", str(sample), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"claims: {out / 'claims.json'}" in text
+    assert f"{out / 'busbw-one-nic-down.html'}" in text
