@@ -125,3 +125,17 @@ def test_a_refused_table_write_names_its_file_once_on_one_line(tmp_path: Path) -
     assert error[0].count("could not write it") == 1, error[0]
     assert "File too large (EFBIG)" in error[0] and "check the folder" not in error[0]
     assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*")), "a temporary file left"
+
+
+def test_a_refused_report_write_names_its_file_once_on_one_line(tmp_path: Path) -> None:
+    """Before: "cannot write X: X: could not write it: ...", broken at the terminal's width."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(TEXT_LOG, logs)
+    imported = invoke_wide("import", str(logs), "--sweep", "s", "--results", str(tmp_path / "r"))
+    assert imported.exit_code == ExitCode.OK, imported.output
+    proc = _r2bench("report", str(tmp_path / "r" / "s"), cwd=tmp_path, limit=FILE_SIZE_LIMIT)
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "could not write it" in line]
+    assert len(lines) == 1 and lines[0].count("report.html") == 1, proc.stderr
+    assert "File too large (EFBIG)" in lines[0]
