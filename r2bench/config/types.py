@@ -80,8 +80,8 @@ def reserved_variable_problem(name: str) -> tuple[str, str] | None:
         return RESERVED_VARIABLES[name]
     if name in R2BENCH_VARIABLES:
         return (
-            "is r2bench's own variable: it sets it itself, and a value here would change what "
-            "runs (R2B_EMULATED_LIBRARY turns one emulated library into another)",
+            "is r2bench's own, set by r2bench itself: a value here would change what runs "
+            "(R2B_EMULATED_LIBRARY turns one emulated library into another)",
             "remove it: pick the library with a `libraries:` entry",
         )
     return None
