@@ -24,7 +24,8 @@ from typing import Any, BinaryIO
 from r2bench.errors import InputError, WriteFailed
 
 # Caps for files read whole. Logs are never read whole: they are streamed line by line.
-CONFIG_LIMIT = 4 * 1024 * 1024
+# A testbed of a 100,000-host Slurm allocation (the node list's cap) is about 5 MB as written.
+CONFIG_LIMIT = 16 * 1024 * 1024
 JSON_RECORD_LIMIT = 16 * 1024 * 1024
 # A CloudLab manifest: about 2 KiB a node, so thousands of nodes fit many times over.
 MANIFEST_LIMIT = 16 * 1024 * 1024
@@ -209,6 +210,8 @@ def replacing(
         os.replace(temp, path)
     except OSError as error:
         temp.unlink(missing_ok=True)
+        if isinstance(error, WriteFailed):
+            raise  # an inner write already said which file (nested writers: Parquet and CSV)
         if error.filename not in (None, name, str(path)):
             raise  # the caller's own error (a file it read), not this write's
         raise write_failed(path, error) from error

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from r2bench.commands.options import EmbeddedTestbedOpt
 from r2bench.errors import ExitCode, InputError
+from r2bench.textsafe import printable
 
 # The checks, ssh, the config models and the virtual testbed are imported where they are used,
 # not here: `r2bench doctor --help` loads none of them.
@@ -124,14 +125,16 @@ def discover_command(
     for name, error in errors.items():
         console.print(f"{name}: not discovered: {error}", markup=False, highlight=False)
     if merged == testbed or not diff:
-        console.print(f"{path}: nothing to change")
+        console.print(
+            printable(f"{path}: nothing to change"), markup=False, highlight=False, soft_wrap=True
+        )
     else:
         console.print("".join(diff), markup=False, highlight=False, end="")
         if dry_run:
             console.print("--dry-run: nothing written")
         else:
             write_text_atomic(path, after)
-            console.print(f"wrote {path}")
+            console.print(printable(f"wrote {path}"), markup=False, highlight=False, soft_wrap=True)
     return ExitCode.FAILED if errors else ExitCode.OK
 
 

@@ -105,7 +105,9 @@ def report_error(error: Exception, debug: bool, console: Console) -> ExitCode:
         print_config_error(error, console)
     else:
         message = printable(error_text(error))
-        console.print(f"r2bench: error: {message}", style="red", markup=False, highlight=False)
+        console.print(
+            f"r2bench: error: {message}", style="red", markup=False, highlight=False, soft_wrap=True
+        )  # one line, however wide: scripts and CI logs read it whole
         if not debug:
             console.print("(run again with --debug for the traceback)", style="dim")
     return error.exit_code if isinstance(error, R2benchError) else ExitCode.USAGE

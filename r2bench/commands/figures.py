@@ -14,6 +14,26 @@ from r2bench.errors import ExitCode
 VERDICT_STYLE = {"holds": "green", "does not hold": "bold red", "not tested": "yellow"}
 
 
+def distinct_folders(folders: list[Path]) -> list[Path]:
+    """`folders` with each folder once, however it is spelt (`S`, `./S/`, a link to it), in
+    the order first named: a sweep named twice must not count its runs twice."""
+    seen: dict[Path, Path] = {}
+    for folder in folders:
+        seen.setdefault(folder.resolve(), folder)
+    return list(seen.values())
+
+
+def named_again(folders: list[Path]) -> list[tuple[Path, Path]]:
+    """(folder, the earlier name of the same folder) for each folder named a second time."""
+    first: dict[Path, Path] = {}
+    again = []
+    for folder in folders:
+        earlier = first.setdefault(folder.resolve(), folder)
+        if earlier is not folder:
+            again.append((folder, earlier))
+    return again
+
+
 def command(
     sweeps: Annotated[
         list[Path], typer.Argument(help="Sweep folders (results/<sweep>).", show_default=False)
@@ -46,7 +66,11 @@ def command(
 
     console = Console(soft_wrap=True)
     err = Console(stderr=True)
-    sweeps = [sweep_folder(sweep) for sweep in sweeps]  # `.`, `RUN/..`: the folder they name
+    for sweep, first in named_again(sweeps):
+        again = f"{first} is named again" + (f" (as {sweep})" if sweep != first else "")
+        err.print(printable(f"note: {again}: its runs are counted once"),
+                  markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+    sweeps = distinct_folders([sweep_folder(sweep) for sweep in sweeps])  # `.`, `RUN/..`
     for sweep in sweeps:
         if not sweep.is_dir() or not sweep.name:
             what = "no such sweep folder" if not sweep.is_dir() else "no sweep folder"
@@ -75,7 +99,8 @@ def command(
             continue
         claim = o.drawn.claim
         style = VERDICT_STYLE.get(claim.verdict, "")
-        console.print(f"[bold]{o.definition.id}[/]: {', '.join(str(p) for p in o.files)}")
+        files = escape(printable(", ".join(str(p) for p in o.files)))  # paths: never markup
+        console.print(f"[bold]{o.definition.id}[/]: {files}")
         console.print(f"  claim: {escape(claim.text)}: [{style}]{claim.verdict}[/]")
         for number in claim.numbers:
             console.print(f"    {escape(number)}", highlight=False)
@@ -88,4 +113,4 @@ def command(
             )
     if static_error:
         err.print(f"static figures not written: {static_error}", markup=False, highlight=False)
-    console.print(f"claims: {out_dir / 'claims.json'}")
+    console.print(printable(f"claims: {out_dir / 'claims.json'}"), markup=False, highlight=False)

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from r2bench.errors import ExitCode
+from r2bench.errors import ExitCode, WriteFailed
 from r2bench.runfolder.store import sweep_folder
 from r2bench.safeio import OutsideFolder
 from r2bench.textsafe import printable
@@ -68,8 +68,9 @@ def report_command(sweep_dir: Path, out: Path | None, fmt: str | None) -> int:
     target = out or sweep_dir / REPORT_NAME
     try:
         figures = build_report(sweep_dir, tables, target)
-    except OSError as exc:
-        errors.print(Text(printable(f"r2bench report: cannot write {target}: {exc}")), style="red")
+    except OSError as exc:  # a WriteFailed names its file already
+        what = str(exc) if isinstance(exc, WriteFailed) else f"cannot write {target}: {exc}"
+        errors.print(Text(printable(f"r2bench report: {what}")), style="red", soft_wrap=True)
         return ExitCode.USAGE
     except ValueError as exc:  # an input the report reads beside the runs (at-scale.yaml)
         errors.print(Text(printable(f"r2bench report: {exc}")), style="red")

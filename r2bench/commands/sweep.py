@@ -23,6 +23,7 @@ from rich.console import Console
 
 from r2bench.commands.options import ExperimentArg
 from r2bench.errors import ExitCode
+from r2bench.textsafe import printable
 
 if TYPE_CHECKING:  # imported where used: `r2bench sweep --help` loads no ssh, plan or sweep code
     from r2bench.runfolder.store import RunStore
@@ -168,7 +169,8 @@ class TablesAndReport:
             tables = rebuild(store.sweep_dir)
             build_report(store.sweep_dir, tables, store.sweep_dir / "report.html")
         except (OSError, ValueError) as exc:
-            console.print(f"[yellow]warning: tables or report not written: {exc}[/]")
+            warning = printable(f"warning: tables or report not written: {exc}")
+            console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
             return []
         return [row.sentence() for row in summary_rows(tables)]
 

@@ -46,7 +46,7 @@ from r2bench.compare.samples import (
 )
 from r2bench.compare.stats import bootstrap, point, relative_change, rng_for
 from r2bench.config.errors import ConfigError
-from r2bench.config.source import load_data
+from r2bench.config.source import WrittenFloat, load_data, read_as_number
 from r2bench.config.types import short_repr
 
 FORMAT = "r2bench-reference/1"
@@ -137,12 +137,12 @@ def parse_reference(data: Any, where: str = "reference") -> Reference:
         ref_cells = []
         for i, raw in enumerate(data.get("cells") or []):
             metrics = {m: _bound(f"{where}: cells[{i}].{m}", raw[m]) for m in METRICS if m in raw}
-            key = {k: v for k, v in raw.items() if k not in RESERVED}
+            key = {k: _key_value(v) for k, v in raw.items() if k not in RESERVED}
             n = _count(f"{where}: cells[{i}].n", raw.get("n"))
             ref_cells.append(RefCell(key=key, metrics=metrics, n=n))
         ref_series = [
             RefSeries(
-                key={k: v for k, v in raw.items() if k != "outcomes"},
+                key={k: _key_value(v) for k, v in raw.items() if k != "outcomes"},
                 outcomes={
                     str(k): _count(f"{where}: series[{i}].outcomes.{k}", v)
                     for k, v in (raw.get("outcomes") or {}).items()
@@ -161,6 +161,14 @@ def parse_reference(data: Any, where: str = "reference") -> Reference:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CompareInputError(f"{where}: {exc}") from exc
+
+
+def _key_value(value: Any) -> Any:
+    """A key value as the sweep spells it: text that a reference written before r2bench
+    quoted it reads as a number (`scenario: 1e3`) is that text again."""
+    if isinstance(value, WrittenFloat) and read_as_number(value.text):
+        return value.text
+    return value
 
 
 def _provenance(raw: Any, where: str) -> Facts:
@@ -252,7 +260,14 @@ def _flow_dumper() -> type[yaml.SafeDumper]:
     def flow(dumper: yaml.SafeDumper, data: Any) -> yaml.Node:
         return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True)
 
+    def text(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+        # YAML 1.1 writes `1e3` plain, and r2bench reads it back as 1000: quote such text,
+        # so a scenario called 1e3 matches its own reference.
+        style = "'" if read_as_number(data) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
     Dumper.add_representer(_FlowDict, flow)
+    Dumper.add_representer(str, text)
     return Dumper
 
 

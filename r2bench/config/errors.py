@@ -32,6 +32,16 @@ def did_you_mean(value: str, known: Iterable[str], otherwise: str = "") -> str:
     return f"did you mean '{close[0]}'?" if close else otherwise
 
 
+LISTED_NAMES = 20
+"""Names a hint lists at most (a Slurm testbed may have 100,000 nodes)."""
+
+
+def name_list(names: list[str], limit: int = LISTED_NAMES) -> str:
+    """`names` joined for a hint, the first `limit` of them and how many in all past that."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
+
+
 @dataclass(frozen=True)
 class FieldProblem:
     """One value a pydantic model refused: where (the field path, dotted; empty for the model

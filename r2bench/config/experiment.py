@@ -13,10 +13,11 @@ from typing import Annotated, Any
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from r2bench.config.types import (
-    EnvName,
     EnvValue,
     FreeText,
+    GitRef,
     Name,
+    RunEnvName,
     Size,
     StrictModel,
     VirtualRate,
@@ -41,8 +42,8 @@ class Component(StrictModel):
     """A recipe from `plugin/` plus the version of it to use."""
 
     recipe: Name
-    ref: FreeText | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
-    env: dict[EnvName, EnvValue] = Field(
+    ref: GitRef | None = Field(None, description="Git tag/branch/commit (default: recipe's).")
+    env: dict[RunEnvName, EnvValue] = Field(
         default_factory=dict,
         description="Set in every run of this library (over the experiment's env; a sweep "
         "dimension overrides it): one library, several settings, e.g. R2CC_MODE per entry "
@@ -395,7 +396,7 @@ class Experiment(StrictModel):
     gpus_per_node: StrictInt | None = Field(
         None, ge=1, le=64, description="Ranks per node (default: GPUs)."
     )
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
+    env: dict[RunEnvName, EnvValue] = Field(default_factory=dict, description="Set in every run.")
     scenarios: list[Scenario] = Field(default_factory=list)
     predictions: FreeText | None = Field(
         None,
@@ -412,7 +413,7 @@ class Experiment(StrictModel):
         DEFAULT_MAX_RUNS,
         ge=1,
         le=MAX_COUNT * 10,
-        description="Refuse a sweep that expands to more runs (counted before it is built).",
+        description="Refuse a sweep that expands to more runs (after its exclusions, times the repeats).",
     )
     deadline_s: StrictFloat = Field(
         600,

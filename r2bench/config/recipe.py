@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from r2bench.config.types import EnvName, FreeText, Name, StrictModel
+from r2bench.config.types import EnvName, FreeText, GitRef, Name, StrictModel
 
 
 class RecipeKind(str, Enum):
@@ -26,7 +26,7 @@ class GitSource(StrictModel):
     """Clone this repository at this ref on every node."""
 
     git: FreeText = Field(description="Repository URL.")
-    ref: FreeText = Field(description="Default tag, branch or commit (an experiment may override).")
+    ref: GitRef = Field(description="Default tag, branch or commit (an experiment may override).")
 
 
 class LocalSource(StrictModel):

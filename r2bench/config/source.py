@@ -6,7 +6,10 @@ from field path to the position of the value (or key) in the file so every error
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,9 +98,13 @@ def load_data(path: Path) -> Any:
 
 def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
     """Parse YAML text into a SourceDoc (single document, safe constructors only)."""
+    with _collector_paused():  # millions of objects, none of them garbage: see below
+        return _parse(text, name)
+
+
+def _parse(text: str, name: str) -> SourceDoc:
     try:
-        _check_depth(text, name)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = _compose(text, name)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
@@ -110,8 +117,42 @@ def parse_yaml(text: str, name: str = "<string>") -> SourceDoc:
     doc = SourceDoc(name, None)
     if root is None:
         raise ConfigError([ConfigIssue(name, 1, 1, (), _EMPTY)])
-    doc.data = _Converter(doc).convert(root, ())
+    doc.data = _Converter(doc, max(_Converter.MAX_NODES, len(text) // 4)).convert(root, ())
     return doc
+
+
+_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", None)
+"""libyaml's parser where PyYAML has it: the same nodes and marks, ten times as fast (a
+100,000-node testbed from Slurm is 3.7 MB of YAML)."""
+
+
+def _compose(text: str, name: str) -> yaml.Node | None:
+    """The document's node tree, its depth checked first. libyaml reads it where PyYAML has
+    it; a document libyaml refuses is read again by PyYAML's own parser, whose errors are the
+    ones r2bench explains (a lone surrogate's escape is located and named by the converter,
+    where libyaml only says "invalid Unicode character escape code")."""
+    if _FAST_LOADER is not None:
+        try:
+            _check_depth(text, name, _FAST_LOADER)
+            return yaml.compose(text, Loader=_FAST_LOADER)
+        except yaml.YAMLError:
+            pass
+    _check_depth(text, name, yaml.SafeLoader)
+    return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a document is read: a large file makes
+    millions of objects (events, nodes, the data), none of them garbage, and each collection
+    pass would walk them all again (10 s of a 100,000-node testbed's 15). Restored as it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass
@@ -137,10 +178,10 @@ class _Frame:
         return self.key
 
 
-def _check_depth(text: str, name: str) -> None:
+def _check_depth(text: str, name: str, loader: Any) -> None:
     """Refuse nesting deeper than MAX_DEPTH before composing (the event parser is iterative)."""
     stack: list[_Frame] = []
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.CollectionEndEvent):
             stack.pop()
             continue
@@ -196,15 +237,21 @@ class WrittenFloat(float):
         return self.text
 
 
+def read_as_number(text: str) -> bool:
+    """Whether a plain (unquoted) YAML scalar `text` is read as a number by r2bench's loader
+    though YAML 1.1 calls it text (`1e3`): a writer must quote such a string."""
+    return "." not in text and bool(_PLAIN_FLOAT.fullmatch(text)) and not _PLAIN_INT.fullmatch(text)
+
+
 def _as_written(node: yaml.Node, value: Any) -> Any:
     """YAML 1.1 reads `010` as 8, `0x10` as 16, `1:30` as 90 and `1_000` as 1000: a number in
     any form but plain decimal stays the text the user wrote (a numeric field then refuses it,
     located; an env value keeps it as written). Floats keep their text beside their value."""
-    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+    if not isinstance(node, yaml.ScalarNode) or node.style:  # plain: None, or '' from libyaml
         return value
     if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str" and "." not in value:
         # YAML 1.1 wants a dot in a float (`1e7` is text); read it as the number it looks like.
-        if _PLAIN_FLOAT.fullmatch(value) and not _PLAIN_INT.fullmatch(value):
+        if read_as_number(value):
             return WrittenFloat(float(value), value)
         return value
     if isinstance(value, bool):
@@ -224,8 +271,11 @@ class _Converter:
     # Aliases can make a tiny file expand exponentially ("billion laughs"): cap the node count.
     MAX_NODES = 100_000
 
-    def __init__(self, doc: SourceDoc) -> None:
+    def __init__(self, doc: SourceDoc, limit: int = MAX_NODES) -> None:
         self.doc = doc
+        self.limit = limit
+        """Values at most: MAX_NODES, or one per four bytes of the file where that is more (a
+        config written out holds fewer; only aliases expand past it)."""
         self.loader = yaml.SafeLoader("")
         self.count = 0
         # The collections being converted, outermost first: an alias to one of them
@@ -301,11 +351,11 @@ class _Converter:
         """Count one more value (refusing alias expansion past MAX_NODES) and record where
         it is."""
         self.count += 1
-        if self.count > self.MAX_NODES:
+        if self.count > self.limit:
             # Name the innermost key (what a user can find), not the list indices under it.
             named = [i for i, part in enumerate(path) if isinstance(part, str)]
             where = path[: named[-1] + 1] if named else ()
-            message = f"more than {self.MAX_NODES} values (alias expansion: nested *aliases?)"
+            message = f"more than {self.limit} values (alias expansion: nested *aliases?)"
             raise ConfigError([self.doc.issue(where, message, "write the values out")])
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
 

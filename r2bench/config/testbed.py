@@ -8,22 +8,24 @@ from typing import Annotated
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
 from r2bench.config.types import (
-    EnvName,
     FreeText,
     HostAddress,
     IfName,
     Name,
+    RunEnvName,
     StrictModel,
     rate_problem,
 )
 
 
 def _reject_duplicates(names: list[str], what: str) -> None:
+    """Refuse a name given twice, naming both entries (one pass: a Slurm allocation's testbed
+    may hold 100,000 nodes)."""
+    first: dict[str, int] = {}
     for index, name in enumerate(names):
-        if name in names[:index]:
-            raise ValueError(
-                f"{what} name '{name}' appears twice (entries {names.index(name)} and {index})"
-            )
+        earlier = first.setdefault(name, index)
+        if earlier != index:
+            raise ValueError(f"{what} name '{name}' appears twice (entries {earlier} and {index})")
 
 
 class NicKind(str, Enum):
@@ -129,7 +131,7 @@ class Node(StrictModel):
         None, pattern=r"^[0-9]{2,3}a?$", description="CUDA compute capability, e.g. 90 for H100."
     )
     nics: list[Nic] = Field(default_factory=list)
-    env: dict[EnvName, FreeText] = Field(
+    env: dict[RunEnvName, FreeText] = Field(
         default_factory=dict,
         description="Variables for this node's ranks only (the launcher sets them per node), e.g. "
         "NCCL_HOSTID and CUDA_VISIBLE_DEVICES where namespace nodes share one host's GPUs.",

@@ -41,8 +41,101 @@ HostAddress = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 """An environment variable name."""
 
+_LIBRARY_PATH_FIX = (
+    "remove it: r2bench puts each library's own lib folder first itself (a library of its own "
+    "is a `libraries:` entry with its recipe; CUDA's and MPI's folders come from the testbed's "
+    "paths)"
+)
+RESERVED_VARIABLES: dict[str, tuple[str, str]] = {
+    "LD_LIBRARY_PATH": (
+        "replaces the library's own lib folder that r2bench puts first on it: nccl-tests has no "
+        "RPATH, so every library's runs would load whatever libnccl it finds there",
+        _LIBRARY_PATH_FIX,
+    ),
+    "LD_PRELOAD": (
+        "loads other libraries ahead of the library under test (and replaces the preload "
+        "r2bench gives a training job: the library and its stubs)",
+        "remove it: a benchmark recipe's `preload:` names what its runs preload",
+    ),
+    "LD_AUDIT": (
+        "loads an auditing library that can rebind every symbol of the library under test",
+        "remove it",
+    ),
+}
+"""Variables that would replace the library under test in a run: name -> (why, fix)."""
+R2BENCH_VARIABLES = (
+    "R2B_RUN", "R2B_EXPECT_NCCL", "R2B_EMULATED_LIBRARY", "R2B_NIC_MAP", "R2B_NICS",
+    "R2B_NIC_ADDRS", "R2B_NIC_NAMES", "R2B_SYSFS", "R2B_WORK", "R2B_CUDA_HOME", "R2B_MPI_HOME",
+)  # fmt: skip
+"""r2bench's own variables: it sets them for a run (the run's mark, the library a run must be
+served by, the emulated library a recipe stands for, the NICs of the emulated workload) or for
+its node scripts. The workloads' test hooks (R2B_VERIFY_CORRUPT, R2B_TRAIN_CORRUPT,
+R2B_TEST_FREEZE, R2B_TEST_NODE_PER_RANK) are settings an experiment may give."""
+
+
+def reserved_variable_problem(name: str) -> tuple[str, str] | None:
+    """(why, fix) when a run's environment may not set `name`: it would replace the library
+    under test or one of r2bench's own variables; else None."""
+    if name in RESERVED_VARIABLES:
+        return RESERVED_VARIABLES[name]
+    if name in R2BENCH_VARIABLES:
+        return (
+            "is r2bench's own, set by r2bench itself: a value here would change what runs "
+            "(R2B_EMULATED_LIBRARY turns one emulated library into another)",
+            "remove it: pick the library with a `libraries:` entry",
+        )
+    return None
+
+
+def _run_variable(name: str) -> str:
+    problem = reserved_variable_problem(name)
+    if problem is not None:
+        why, fix = problem
+        raise ValueError(f"{name} may not be set here: it {why} (found {name!r}); {fix}")
+    return name
+
+
+RunEnvName = Annotated[EnvName, AfterValidator(_run_variable)]
+"""A variable an experiment or a testbed node may set for its runs: not one that would replace
+the library under test (LD_LIBRARY_PATH, LD_PRELOAD) or r2bench's own (R2B_RUN, ...)."""
+
 FreeText = Annotated[str, AfterValidator(_no_nul)]
 """Any text; always shell-quoted when it reaches a command line."""
+
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def git_ref_problem(ref: str) -> str | None:
+    """Why `ref` cannot be a git tag, branch or commit name (git's check-ref-format rules),
+    or None. A leading `-` above all: git would read it as an option (`-f`, `--orphan=x`)."""
+    if ref.startswith("-"):
+        return (
+            f"a ref may not start with '-': git would read it as an option, not a revision "
+            f"(found {ref!r}); give a tag, branch or commit"
+        )
+    if not ref:
+        return "an empty ref (found ''): give a tag, branch or commit"
+    found = _REF_FORBIDDEN.search(ref)
+    if found is not None:
+        return (
+            f"a ref may not hold {found.group()!r} (git refuses it in a name; found {ref!r}):"
+            " give a tag, branch or commit"
+        )
+    if ref == "@" or ref.endswith((".", "/", ".lock")) or ref.startswith(("/", ".")) or "/." in ref:
+        return f"not a name git takes for a tag or branch (found {ref!r}): give a tag, branch or commit"
+    return None
+
+
+def _git_ref(value: str) -> str:
+    problem = git_ref_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+GitRef = Annotated[str, AfterValidator(_git_ref)]
+"""A git tag, branch or commit: checked by git's naming rules when the file is read, so no ref
+reaches git as an option (and every git command also gets it after `--end-of-options`)."""
 
 
 def _env_value(value: Any) -> str:

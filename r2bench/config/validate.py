@@ -86,9 +86,10 @@ def _issue(
             "use letters, digits and _ . - only (no spaces or shell characters)",
         )
     message = err["msg"].removeprefix("Value error, ")
+    at_key = err["loc"][-1:] == ("[key]",)  # a mapping's key refused: point at the key
     if "found" in message or isinstance(err.get("input"), dict | list):
-        return doc.issue(path, message)
-    return doc.issue(path, f"{message}; found {found}")
+        return doc.issue(path, message, at_key=at_key)
+    return doc.issue(path, f"{message}; found {found}", at_key=at_key)
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any, missing: bool = False) -> FieldPath:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from r2bench.figures.registry import FIGURES, Drawn, FigureDef, MissingInput
 from r2bench.report.export import FORMATS, ExportResult
-from r2bench.safeio import writable
+from r2bench.safeio import atomic_write, writable
 from r2bench.tables.build import TABLE_NAMES, Tables, build_tables
 
 PAPER_DIR = "experiments/paper"
@@ -55,11 +55,16 @@ def draw_all(tables: Tables) -> list[Outcome]:
 def write_html(drawn: Drawn, path: Path) -> None:
     """One HTML file per figure; plotly.min.js sits once beside them (works offline)."""
     import plotly.graph_objects as go
+    from plotly.offline import get_plotlyjs
 
     fig = go.Figure(drawn.figure.spec)
-    # plotly writes both files by name: links left there are removed, never written through
-    writable(path.parent, path.parent / "plotly.min.js")
-    fig.write_html(writable(path.parent, path), include_plotlyjs="directory", full_html=True)
+    # Both files through the atomic writer (plotly's own write_html writes in place: a refused
+    # write left half a page, named by no one); the bundle once per folder, as plotly does.
+    page = fig.to_html(include_plotlyjs="directory", full_html=True)
+    atomic_write(path, page, path.parent, durable=False)
+    bundle = path.parent / "plotly.min.js"
+    if bundle.is_symlink() or not bundle.is_file():
+        atomic_write(bundle, get_plotlyjs(), path.parent, durable=False)
 
 
 def export_static(drawn: list[Drawn], out_dir: Path, fmt: str) -> ExportResult:

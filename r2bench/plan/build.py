@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ DEFAULT_CUDA_HOME = "/usr/local/cuda"
 DEFAULT_MPI_HOME = "/usr/lib/x86_64-linux-gnu/openmpi"
 DEFAULT_GPU_ARCH = "90"
 DEFAULT_NCCL_HOME = "/usr"
+REF_HASH_DIGITS = 8
+"""Hex digits of the ref's hash in the folder name of a ref a folder name cannot spell."""
 # A fault's node-side lease outlives the run's deadline by this much before the node reverts it
 # (the controller reverts at the deadline plus the node-side kill grace of a few seconds).
 LEASE_GRACE_S = 10.0
@@ -54,6 +57,8 @@ class Inputs:
     doc: SourceDoc
     experiment_file: str
     testbed_file: str
+    testbed_doc: SourceDoc | None = None
+    """The testbed file's source as read (None: not kept; read again where warnings need it)."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,10 @@ def load_inputs(
     or validated again."""
     issues: list[ConfigIssue] = []
     testbed: Testbed | None = None
+    testbed_doc: SourceDoc | None = None
     try:
-        testbed = validate_model(Testbed, load_yaml(testbed_file))
+        testbed_doc = load_yaml(testbed_file)  # read once: a Slurm testbed may be 5 MB
+        testbed = validate_model(Testbed, testbed_doc)
     except ConfigError as error:
         issues += error.issues
     loaded = experiment_file if isinstance(experiment_file, ExperimentFile) else None
@@ -97,7 +104,13 @@ def load_inputs(
         raise ConfigError(sorted(issues, key=lambda i: _issue_order(i, order)))
     recipes = load_recipes(recipe_dirs)
     return Inputs(
-        loaded.experiment, testbed, recipes, loaded.doc, str(loaded.path), str(testbed_file)
+        loaded.experiment,
+        testbed,
+        recipes,
+        loaded.doc,
+        str(loaded.path),
+        str(testbed_file),
+        testbed_doc,
     )
 
 
@@ -191,6 +204,8 @@ def _trials(exp: Experiment, point: Point) -> int:
 
 def _testbed_doc(inputs: Inputs) -> SourceDoc | None:
     """The testbed file's source, to locate warnings about its settings (None: unreadable)."""
+    if inputs.testbed_doc is not None:
+        return inputs.testbed_doc
     try:
         return load_yaml(Path(inputs.testbed_file))
     except ConfigError:
@@ -235,8 +250,32 @@ def _fill_template(template: str, values: dict[str, str]) -> str:
     return template
 
 
+def git_fetch_commands(url: str, ref: str, directory: str) -> list[str]:
+    """Clone `url` into `directory` (once), fetch, and check out the commit `ref` names: a
+    branch from origin/ (the local branch is stale after a fetch), else a tag or commit.
+
+    The ref reaches git only after `--end-of-options` (rev-parse), and the checkout gets the
+    commit it resolved to: no ref is ever read as an option (`-f` once checked out the
+    default branch and exited 0), whatever a file that skipped validation says."""
+    d, u, v = shlex.quote(directory), shlex.quote(url), shlex.quote(ref)
+    commit = (
+        f"git -C {d} rev-parse --verify --quiet --end-of-options origin/{v}'^{{commit}}'"
+        f" || git -C {d} rev-parse --verify --end-of-options {v}'^{{commit}}'"
+    )
+    return [
+        f"test -d {d}/.git || git clone --filter=blob:none -- {u} {d}",
+        f'git -C {d} fetch --tags origin && commit=$({commit}) && git -C {d} checkout --detach "$commit"',
+    ]
+
+
 def _dir_name(ref: ComponentRef) -> str:
-    version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref) if ref.ref else "local"
+    """`<recipe>-<ref>`; a ref with characters a folder name cannot keep (`feature/fast-path`)
+    gets a short hash of the exact ref, so two refs never share a build (`feature_fast-path`)."""
+    if not ref.ref:
+        return f"{ref.recipe}-local"
+    version = re.sub(r"[^A-Za-z0-9_.-]+", "_", ref.ref)
+    if version != ref.ref:
+        version += "-" + hashlib.sha256(ref.ref.encode()).hexdigest()[:REF_HASH_DIGITS]
     return f"{ref.recipe}-{version}"
 
 
@@ -501,18 +540,10 @@ class _Renderer:
         )
 
     def fetch_commands(self, recipe: Recipe, ref: ComponentRef, directory: str) -> list[str]:
-        d = shlex.quote(directory)
         if isinstance(recipe.source, GitSource):
-            url, version = shlex.quote(recipe.source.git), shlex.quote(ref.ref or recipe.source.ref)
-            # A branch must come from origin/ (the local branch is stale after a fetch);
-            # tags and commits check out as they are.
-            return [
-                f"test -d {d}/.git || git clone --filter=blob:none {url} {d}",
-                f"git -C {d} fetch --tags origin && (git -C {d} checkout --detach origin/{version} 2>/dev/null"
-                f" || git -C {d} checkout --detach {version})",
-            ]
+            return git_fetch_commands(recipe.source.git, ref.ref or recipe.source.ref, directory)
         if isinstance(recipe.source, LocalSource):
-            return [f"copy from controller: {recipe.source.path} -> {d}"]
+            return [f"copy from controller: {recipe.source.path} -> {shlex.quote(directory)}"]
         return []
 
     def fill_build(self, template: str, nccl_home: str) -> str:

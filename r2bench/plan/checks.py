@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 
-from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean
+from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean, name_list
 from r2bench.config.experiment import LIBRARY_STRATEGIES, Experiment, FaultSpec, RecoveryStrategy
 from r2bench.config.recipe import Recipe, RecipeKind
 from r2bench.config.source import SourceDoc
@@ -21,7 +21,7 @@ JOB_STRATEGIES = ("restart", "shrink")
 
 def _suggest(value: str, known: Iterable[str]) -> str:
     options = sorted(known)
-    return did_you_mean(value, options, "known: " + ", ".join(options) if options else "")
+    return did_you_mean(value, options, "known: " + name_list(options) if options else "")
 
 
 def check_recipes(

@@ -219,6 +219,19 @@ def _log_on_stdout(setting: _Setting) -> tuple[str, str] | None:
     )
 
 
+def _net_plugin(setting: _Setting) -> tuple[str, str] | None:
+    """A network plugin takes the library's network transport over: R-2CCL's failover lives
+    in its built-in IB transport (net_ib.cc), so its runs would measure the plugin."""
+    if setting.revision is None or setting.value.strip().lower() in ("", "none"):
+        return None
+    return (
+        f"warning: NCCL_NET_PLUGIN={setting.value} in library '{setting.library}': a network "
+        "plugin replaces the library's own network transport, where R-2CCL's failover lives "
+        "(its IB transport): these runs measure the plugin, not R-2CCL's failover",
+        "leave NCCL_NET_PLUGIN unset (or none) for R-2CCL's runs",
+    )
+
+
 def _socket_transport(testbed: Testbed, env: Mapping[str, str]) -> bool:
     """Whether the library can only talk NET/Socket: IB disabled, or no RDMA NIC at all."""
     if str(env.get("NCCL_IB_DISABLE", "0")).strip() == "1":
@@ -372,6 +385,8 @@ def check_environment(
                 "nothing the job uses",
                 "name the interfaces, e.g. nic0,nic1,nic2,nic3",
             )
+        if setting.name == "NCCL_NET_PLUGIN":
+            found = found or _net_plugin(setting)
         if setting.name == "R2CC_DISCONNECTED_HCA" and _reads(
             setting.recipe, setting.name, setting.revision
         ):

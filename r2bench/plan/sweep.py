@@ -16,7 +16,7 @@ from typing import Any
 from r2bench.config.errors import ConfigIssue, FieldPath, did_you_mean, format_path
 from r2bench.config.experiment import CORE_DIMENSIONS, NO_FAULT, Experiment, SizeRange
 from r2bench.config.source import SourceDoc
-from r2bench.config.types import parse_size
+from r2bench.config.types import parse_size, reserved_variable_problem
 
 _ENV_DIMENSION = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -49,40 +49,103 @@ def expand(experiment: Experiment, doc: SourceDoc) -> tuple[list[Point], list[Co
     issues += _duplicate_issues(axes, doc)
     if issues:
         return [], issues
-    too_many = _count_issue(experiment, doc, axes)
+    too_many = _combinations_issue(experiment, doc, axes)
     if too_many is not None:
         return [], [too_many]
-    points = [_merge(combo) for combo in itertools.product(*axes)]
     rules = _exclude_rules(experiment, doc, axes, issues)
-    kept = [point for point in points if not any(_matches(rule, point) for rule in rules)]
-    issues += _idle_rules(rules, axes, points, doc)
+    most = experiment.max_runs // _runs_per_point(experiment)
+    kept, count, matched, dropped = _kept_points(axes, rules, most)
+    runs = count * _runs_per_point(experiment)
+    if runs > experiment.max_runs:  # counted on what runs: exclusions first
+        return [], [_count_issue(experiment, doc, axes, runs, dropped)]
+    issues += _idle_rules(rules, axes, matched, doc)
     if not kept and not issues:
         where = ("sweep", "exclude") if experiment.sweep.exclude else ("sweep",)
         issues.append(doc.issue(where, "the sweep expands to no runs", "loosen the exclude rules"))
     return kept, issues
 
 
-def _count_issue(experiment: Experiment, doc: SourceDoc, axes: list[Axis]) -> ConfigIssue | None:
-    """Refuse a sweep of more runs than `max_runs` before building any of it: the count is the
-    product of the axis sizes and the repeats (a few aliased lists make billions)."""
-    sizes = [len(axis) for axis in axes if len(axis) > 1]
-    # A campaign's trials multiply its scenario's cells: counted at the most trials any
-    # scenario asks for, so the refusal never lets through more than max_runs.
-    trials = max((s.trials for s in experiment.scenarios), default=1)
-    count = math.prod(sizes) * experiment.repeats * trials
-    if count <= experiment.max_runs:
+EXPANSION_LIMIT = 1_000_000
+"""Most combinations a sweep section may name before its exclusions (unless max_runs is
+higher): the exclusions are checked on each one, so a few aliased lists never make billions."""
+
+
+def _runs_per_point(experiment: Experiment) -> int:
+    """Runs of one sweep point: its repeats, times a campaign's trials (counted at the most
+    trials any scenario asks for, so a refusal never lets more than max_runs through)."""
+    return experiment.repeats * _trials(experiment)
+
+
+def _trials(experiment: Experiment) -> int:
+    return max((s.trials for s in experiment.scenarios), default=1)
+
+
+def _shape(experiment: Experiment, axes: list[Axis]) -> str:
+    """The axis sizes, repeats and trials, e.g. `4 x 3 x 2 repeats x up to 5 trials`."""
+    shape = " x ".join(str(len(axis)) for axis in axes if len(axis) > 1) or "1"
+    shape += f" x {experiment.repeats} repeats" if experiment.repeats > 1 else ""
+    trials = _trials(experiment)
+    return shape + (f" x up to {trials} trials" if trials > 1 else "")
+
+
+def _combinations_issue(
+    experiment: Experiment, doc: SourceDoc, axes: list[Axis]
+) -> ConfigIssue | None:
+    """Refuse, before expanding it, a sweep whose combinations (before its exclusions) are
+    more than could ever be checked: the product of the axis sizes, and the repeats when
+    nothing is excluded (then that product is the count of runs)."""
+    combinations = math.prod(len(axis) for axis in axes)
+    if not experiment.sweep.exclude:
+        combinations *= _runs_per_point(experiment)
+        if combinations > experiment.max_runs:
+            return _count_issue(experiment, doc, axes, combinations, 0)
         return None
-    shape = " x ".join(map(str, sizes)) or "1"
-    if experiment.repeats > 1:
-        shape += f" x {experiment.repeats} repeats"
-    if trials > 1:
-        shape += f" x up to {trials} trials"
+    limit = max(experiment.max_runs, EXPANSION_LIMIT)
+    if combinations <= limit:
+        return None
     return doc.issue(
         ("sweep",),
-        f"the sweep expands to {count} runs ({shape}); the limit is {experiment.max_runs}",
+        f"the sweep names {combinations} combinations before its exclusions "
+        f"({_shape(experiment, axes)}), more than the {limit} r2bench expands",
+        "narrow the matrix (zip dimensions that vary together) instead of excluding most of it",
+        at_key=True,
+    )
+
+
+def _count_issue(
+    experiment: Experiment, doc: SourceDoc, axes: list[Axis], runs: int, dropped: int
+) -> ConfigIssue:
+    """The sweep runs more than `max_runs`: how many, after which exclusions, and the fix."""
+    excluded = f", {dropped} combinations excluded" if dropped else ""
+    return doc.issue(
+        ("sweep",),
+        f"the sweep expands to {runs} runs ({_shape(experiment, axes)}{excluded}); the limit "
+        f"is {experiment.max_runs}",
         "narrow the sweep, or raise max_runs if you mean it",
         at_key=True,
     )
+
+
+def _kept_points(
+    axes: list[Axis], rules: list[_Rule], hold_at_most: int
+) -> tuple[list[Point], int, set[int], int]:
+    """The points no exclude rule drops (at most `hold_at_most` of them held: past that they
+    are only counted), how many there are, the indexes of the rules that dropped one, and how
+    many were dropped. One pass over the combinations."""
+    kept: list[Point] = []
+    count = dropped = 0
+    matched: set[int] = set()
+    for combo in itertools.product(*axes):
+        point = _merge(combo)
+        hits = [rule.index for rule in rules if _matches(rule, point)]
+        if hits:
+            matched.update(hits)
+            dropped += 1
+            continue
+        count += 1
+        if count <= hold_at_most:
+            kept.append(point)
+    return kept, count, matched, dropped
 
 
 def _declared_axes(experiment: Experiment, doc: SourceDoc, issues: list[ConfigIssue]) -> list[Axis]:
@@ -162,6 +225,10 @@ def _check_dimension(
     if dim not in CORE_DIMENSIONS and not _ENV_DIMENSION.match(dim):
         hint = did_you_mean(dim, CORE_DIMENSIONS, "environment variables are UPPER_CASE")
         issues.append(doc.issue(path, f"unknown sweep dimension '{dim}'", hint, at_key=True))
+        return False
+    if (reserved := reserved_variable_problem(dim)) is not None:
+        why, fix = reserved
+        issues.append(doc.issue(path, f"{dim} may not be swept: it {why}", fix, at_key=True))
         return False
     if not values:
         issues.append(doc.issue(path, "empty list: a sweep dimension needs at least one value"))
@@ -272,7 +339,7 @@ def _matches(rule: _Rule, point: Point) -> bool:
 
 
 def _idle_rules(
-    rules: list[_Rule], axes: list[Axis], points: list[Point], doc: SourceDoc
+    rules: list[_Rule], axes: list[Axis], matched: set[int], doc: SourceDoc
 ) -> list[ConfigIssue]:
     """An exclude rule that drops nothing is a mistake (a typo in a value, or values that never
     occur together): say which value, or which rule, matches no run."""
@@ -295,7 +362,7 @@ def _idle_rules(
                         "fix the value or remove it",
                     )
                 )
-        if not any(unused.values()) and not any(_matches(rule, p) for p in points):
+        if not any(unused.values()) and rule.index not in matched:
             issues.append(
                 doc.issue(
                     base,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r2bench.errors import EnvironmentFailure, ExitCode, InputError, R2benchError
+from r2bench.safeio import atomic_write
 from r2bench.setup.stubs import STUB_LIBRARY_NAME, STUB_SOURCE_NAME, StubLibrary, stub_library
 from r2bench.workloads.stubsrecord import StubsRecord
 
@@ -65,7 +66,7 @@ def build_stubs(consumer: Path, provider: Path, out_dir: Path) -> BuiltStubs:
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     source_path = out_dir / STUB_SOURCE_NAME
-    source_path.write_text(library.source)
+    atomic_write(source_path, library.source, durable=False)
     path = compile_stubs(source_path, out_dir / STUB_LIBRARY_NAME) if library.names else None
     return BuiltStubs(library=library, source_path=source_path, path=path)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from r2bench.config.experiment import VirtualTestbedSpec
 from r2bench.errors import EnvironmentFailure
+from r2bench.safeio import atomic_write
 from r2bench.testbeds.virtual.describe import build_testbed, to_yaml
 from r2bench.testbeds.virtual.hold import TestbedHold
 from r2bench.testbeds.virtual.layout import VirtualSpec, default_state_dir, plan_testbed
@@ -99,7 +100,8 @@ def embedded_description(folder: Path, wanted: VirtualTestbedSpec | None = None)
     spec = virtual_spec(wanted, embedded_name(wanted))
     path = folder / "embedded-testbed.yaml"
     host_gpus = spec.gpus
-    path.write_text(to_yaml(build_testbed(plan_testbed(spec), {}, host_gpus=host_gpus)))
+    text = to_yaml(build_testbed(plan_testbed(spec), {}, host_gpus=host_gpus))
+    atomic_write(path, text, durable=False)  # a refused write names the file (a full /tmp)
     return path
 
 

@@ -53,7 +53,7 @@ for d in "$S"/class/infiniband/*; do
 done
 for n in "$S"/class/net/*; do
   name=${n##*/}; [ "$name" = lo ] && continue
-  [ -e "$n" ] || continue
+  [ -d "$n" ] || continue  # an interface is a folder (not bonding_masters, a file)
   phys=0; [ -e "$n/device" ] && phys=1
   addrs=$(ip -o -4 addr show dev "$name" 2>/dev/null | awk '{split($4, a, "/"); print a[1]}' | paste -sd, -)
   echo "net $name $phys ${addrs:--}"

@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from r2bench.safeio import atomic_write
+
 STUBS_RECORD_NAME = "stubs.json"
 
 
@@ -32,7 +34,7 @@ class StubsRecord:
         """Write `stubs.json` into `folder`; returns its path."""
         path = folder / STUBS_RECORD_NAME
         doc = {**asdict(self), "functions": list(self.functions)}
-        path.write_text(json.dumps(doc, indent=2) + "\n")
+        atomic_write(path, json.dumps(doc, indent=2) + "\n")
         return path
 
 

@@ -55,7 +55,8 @@ def rdma_lines(sysfs: Path) -> list[tuple[str, int, str, str | None]]:
 
 
 def test_local_node_discovery_writes_back(tmp_path: Path) -> None:
-    path = tmp_path / "testbed.yaml"
+    path = tmp_path / "[" / "x][bold]testbed.yaml"  # markup in the path: printed as itself
+    path.parent.mkdir()
     path.write_text(LOCAL)
     runner = CliRunner()
     dry = runner.invoke(app, ["doctor", "--discover", "--dry-run", "-t", str(path)])
@@ -72,7 +73,8 @@ def test_local_node_discovery_writes_back(tmp_path: Path) -> None:
     ):
         assert "+" in result.stdout and any(nic.management for nic in me.nics)
     again = runner.invoke(app, ["doctor", "--discover", "-t", str(path)])
-    assert again.exit_code == 0 and "nothing to change" in again.stdout
+    assert again.exit_code == 0 and f"{path}: nothing to change" in again.stdout
+    assert "+" not in result.stdout or f"wrote {path}" in result.stdout
     assert yaml.safe_load(path.read_text()) == yaml.safe_load(text)
 
 

@@ -177,3 +177,57 @@ def test_long_legend_names_wrap_at_their_separators() -> None:
     assert wrapped.split("<br>")[0] == "all_reduce · r2ccl · v2.23.4"
     assert wrap_label("short · name", 30) == "short · name"
     assert wrap_label("one_part_longer_than_the_limit", 10) == "one_part_longer_than_the_limit"
+
+
+def test_a_sweep_named_twice_counts_each_run_once(sample: Path, tmp_path: Path) -> None:
+    """Before: `figures S ./S/` read the sweep twice and every claim counted each run twice
+    (a third spelling, a link to it, would count it again)."""
+    link = tmp_path / "same-sweep"
+    link.symlink_to(sample)
+    again = f"{sample}/./"
+
+    def claims(*sweeps: str) -> list[dict[str, object]]:
+        out = tmp_path / f"figs{len(sweeps)}"
+        result = CliRunner().invoke(app, ["figures", *sweeps, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        doc = json.loads((out / "claims.json").read_text())
+        return [{k: c[k] for k in ("id", "verdict", "numbers") if k in c} for c in doc]
+
+    def claims_output(other: Path) -> str:
+        ran = CliRunner().invoke(
+            app, ["figures", str(sample), str(other), "--out", str(tmp_path / "g")]
+        )
+        return " ".join(ran.output.split())
+
+    once = claims(str(sample))
+    assert claims(str(sample), again, str(link)) == once
+    result = CliRunner().invoke(app, ["figures", str(sample), again, "--out", str(tmp_path / "f")])
+    assert f"note: {sample} is named again: its runs are counted once" in result.output
+    assert f"note: {sample} is named again (as {link}): its runs" in claims_output(link)
+
+
+def test_figure_pages_and_their_bundle_replace_links_never_write_through(
+    sample: Path, tmp_path: Path
+) -> None:
+    out, theirs = tmp_path / "figs", tmp_path / "theirs"
+    out.mkdir()
+    theirs.write_text("not r2bench's\n")
+    for name in ("busbw-one-nic-down.html", "plotly.min.js"):
+        (out / name).symlink_to(theirs)
+    result = CliRunner().invoke(app, ["figures", str(sample), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert theirs.read_text() == "not r2bench's\n"
+    page, bundle = out / "busbw-one-nic-down.html", out / "plotly.min.js"
+    assert not page.is_symlink() and 'src="plotly.min.js"' in page.read_text()
+    assert not bundle.is_symlink() and bundle.stat().st_size > 1_000_000
+    assert not list(out.glob(".*.tmp")), "a temporary file left"
+
+
+def test_markup_in_the_output_folder_is_printed_as_written(sample: Path, tmp_path: Path) -> None:
+    """Before: `--out '[/x]'` ended in rich's markup error (a traceback, exit 70)."""
+    out = tmp_path / "[" / "x][bold]figs"
+    result = CliRunner().invoke(app, ["figures", str(sample), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"claims: {out / 'claims.json'}" in text
+    assert f"{out / 'busbw-one-nic-down.html'}" in text

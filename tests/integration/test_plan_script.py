@@ -29,6 +29,9 @@ INJECTED = "r2b_injected"
 HOSTILE = (
     f"x\n{INJECTED} newline\n$({INJECTED} sub)`{INJECTED} tick`'; {INJECTED} quote; '\r\x1b[2J"
 )
+HOSTILE_REF = f"x$({INJECTED})`{INJECTED}`';{INJECTED};'"
+"""Shell text in a name git takes (no space, line break or control character: a ref holding
+one of those is refused when the experiment is read)."""
 
 
 def _hostile_inputs(tmp_path: Path) -> tuple[Path, Path]:
@@ -37,7 +40,7 @@ def _hostile_inputs(tmp_path: Path) -> tuple[Path, Path]:
     text = EXPERIMENT.read_text()
     text = text.replace(
         "  r2ccl-m1: {recipe: emulated-lib",
-        f"  r2: {{recipe: r2ccl, ref: {_yaml_str(HOSTILE)}}}\n  r2ccl-m1: {{recipe: emulated-lib",
+        f"  r2: {{recipe: r2ccl, ref: {_yaml_str(HOSTILE_REF)}}}\n  r2ccl-m1: {{recipe: emulated-lib",
     )
     text = text.replace("NCCL_DEBUG: INFO", f"NCCL_DEBUG: {_yaml_str(HOSTILE)}")
     experiment = tmp_path / f"exp{HOSTILE.replace(chr(0), '')}.yaml"
@@ -128,7 +131,7 @@ def test_the_script_runs_launches_and_faults_on_time(plan: Plan, tmp_path: Path)
 def test_hostile_text_in_any_field_never_runs_as_a_command(tmp_path: Path) -> None:
     experiment, testbed = _hostile_inputs(tmp_path)
     plan = make_plan(load_inputs(experiment, testbed))
-    assert any(step.ref == HOSTILE for step in plan.setup), "the hostile ref reaches the setup"
+    assert any(step.ref == HOSTILE_REF for step in plan.setup), "the hostile ref reaches setup"
     calls = tmp_path / "calls"
     stubs = _stubs(tmp_path / "bin", calls)
     for path in write_scripts(plan, tmp_path / "scripts"):

@@ -55,3 +55,48 @@ def test_non_finite_outcome_counts_in_a_reference_are_refused(
     result = invoke_wide("compare", str(path), str(small_sweep))
     assert result.exit_code == 2, result.output
     assert "outcomes" in result.output
+
+
+# ---- text that looks like a number round-trips: quoted where r2bench would read a number ------
+
+
+@pytest.mark.parametrize("name", ["1e3", "2E-5", "+1e10", "1000", "0x10", "true", "null", "a1e3"])
+def test_a_scenario_named_like_a_number_matches_its_own_written_reference(
+    tmp_path: Path, name: str
+) -> None:
+    """Before: a scenario named `1e3` was written unquoted and read back as 1000, so compare
+    found no reference cell for it."""
+    from r2bench.compare.reference import (
+        Bound,
+        RefCell,
+        Reference,
+        RefSeries,
+        load_reference,
+        reference_keyed,
+        reference_yaml,
+    )
+    from r2bench.compare.samples import make_key
+
+    key = {"collective": "all_reduce", "scenario": name, "size_bytes": 1024}
+    ref = Reference(
+        series_columns=["collective", "scenario"],
+        cells=[RefCell(key=key, metrics={"busbw_gbps": Bound(value=1.0)}, n=2)],
+        series=[RefSeries(key={"collective": "all_reduce", "scenario": name}, outcomes={"ok": 2})],
+    )
+    path = tmp_path / "ref.yaml"
+    path.write_text(reference_yaml(ref))
+    cells, series = reference_keyed(load_reference(path))
+    assert make_key(key, ref.cell_keys()) in cells, path.read_text()
+    assert make_key(key, ref.series_columns) in series
+
+
+def test_a_reference_written_before_the_quoting_still_reads_its_text(tmp_path: Path) -> None:
+    from r2bench.compare.reference import load_reference
+
+    path = tmp_path / "old.yaml"
+    path.write_text(
+        "format: r2bench-reference/1\nseries_columns: [scenario]\n"
+        "series:\n- {scenario: 1e3, outcomes: {ok: 1}}\n- {scenario: 1.5, outcomes: {ok: 1}}\n"
+    )
+    keys = [s.key["scenario"] for s in load_reference(path).series]
+    assert keys == ["1e3", 1.5]

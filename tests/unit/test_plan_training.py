@@ -7,6 +7,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
+
+from r2bench.config.errors import ConfigError
 from r2bench.plan.build import load_inputs, make_plan
 from r2bench.plan.model import Plan
 from tests.support import paths
@@ -70,11 +73,13 @@ def test_the_stubs_are_built_against_each_runs_library(tmp_path: Path) -> None:
     )
 
 
-def test_the_experiments_own_env_wins_and_other_benchmarks_preload_nothing(
+def test_an_experiments_own_preload_is_refused_and_other_benchmarks_preload_nothing(
     tmp_path: Path,
 ) -> None:
-    plan = _plan(tmp_path, TRAINING + "env: {LD_PRELOAD: /opt/mine.so}\n")
-    assert _exports(plan.runs[0].launch.command)["LD_PRELOAD"] == "/opt/mine.so"
+    """The experiment's LD_PRELOAD once won over the library's: a run of "r2ccl" could be
+    served by any library (refused now, located: tests/unit/test_reserved_env.py)."""
+    with pytest.raises(ConfigError, match=r"env\.LD_PRELOAD: LD_PRELOAD may not be set here"):
+        _plan(tmp_path, TRAINING + "env: {LD_PRELOAD: /opt/mine.so}\n")
     plan = _plan(tmp_path, "name: t\nlibraries:\n  stock: {recipe: system}\n")
     exports = _exports(plan.runs[0].launch.command)
     assert "LD_PRELOAD" not in exports and "R2B_EXPECT_NCCL" not in exports

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from r2bench.config.testbed import Testbed
+from r2bench.safeio import atomic_write
 from r2bench.testbeds.virtual import sshd
 from r2bench.testbeds.virtual.describe import build_testbed, to_yaml
 from r2bench.testbeds.virtual.features import probe_features
@@ -128,8 +129,8 @@ def _mkdir(manifest: Manifest, path: Path) -> None:
 
 def _write(manifest: Manifest, path: Path, text: str, mode: int = 0o644) -> None:
     manifest.record("path", path=str(path))
-    path.write_text(text)
-    path.chmod(mode)
+    # replaces a link at `path` (never writes through it or changes its target's mode)
+    atomic_write(path, text, mode=mode)
 
 
 def _new_manifest(plan: TestbedPlan) -> Manifest:
