@@ -19,7 +19,7 @@ from tests.support import paths
 ROOT = paths.REPO
 HOSTILE_ENV = {
     "NCCL_IB_HCA": "mlx5_0:1,mlx5_1:1",
-    "R2B_NIC_MAP": "node0=198.18.1.10,198.18.2.10;node1=198.18.1.11,198.18.2.11",
+    "NIC_LIST": "node0=198.18.1.10,198.18.2.10;node1=198.18.1.11,198.18.2.11",
     "SMUGGLE": "x,LD_PRELOAD=/tmp/evil.so",
     "EQUALS": "a=b=c",
     "QUOTES": 'it\'s "quoted" `id` $(reboot) ${HOME} \\ ;|&',
