@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from r2bench.compare import columns
 from r2bench.compare.policy import METRICS, RECOVERY_METRICS
 from r2bench.errors import InputError
 from r2bench.runfolder import store as st
@@ -148,141 +149,41 @@ def _series_frame(runs: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 def cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
     """Every cell of a sweep with its per-run samples (complete runs only): the timed
     iterations of a result row where the run has them, else the result rows themselves (one
-    per cycle). Built column-wise, with codes and one stable sort: no frame per cell or run,
-    so a 1,000-run sweep's million iterations take a fraction of a second."""
+    per cycle). Built in columns (`compare.columns`): no frame per cell or run, and the
+    iterations read a slice at a time."""
     runs = tables.runs[tables.runs["complete"].astype(bool)]
     if runs.empty or tables.results.empty:
         return {}
     run_ids = runs["run_id"].astype(str).to_numpy()
     results = tables.results
-    res_run = pd.Index(run_ids).get_indexer(results["run_id"].astype(str))
+    res_run = columns.run_index(results["run_id"], run_ids)
     kept = res_run >= 0
-    fields = [_Codes.of(results[f].to_numpy()[kept]) for f in CELL_FIELDS]
-    table = _Samples(
-        res_run[kept],
-        np.stack([f.codes for f in fields], axis=1),
-        {m: results[m].to_numpy(dtype=float, na_value=np.nan)[kept] for m in METRICS},
-    )
-    if not tables.iterations.empty:
-        table = table.with_iterations(tables.iterations, run_ids, fields)
     series = [make_key(row, names) for row in _series_frame(runs, names).to_dict("records")]
-    return table.cells(run_ids, series, fields)
-
-
-@dataclass(frozen=True)
-class _Codes:
-    """A key column as integer codes into its distinct normed values (`norm`): values that
-    norm alike share a code, as they share a key."""
-
-    codes: np.ndarray
-    values: list[Any]
-
-    @classmethod
-    def of(cls, column: np.ndarray) -> _Codes:
-        raw, uniques = pd.factorize(pd.Series(column, dtype=object).fillna(""), sort=False)
-        normed = [norm(v) for v in uniques]
-        distinct = list(dict.fromkeys(normed))
-        position = {value: i for i, value in enumerate(distinct)}
-        remap = np.array([position[v] for v in normed], dtype=np.int64)
-        codes: np.ndarray = remap[raw] if len(raw) else raw.astype(np.int64)
-        return cls(codes, distinct)
-
-    def lookup(self, column: np.ndarray) -> np.ndarray:
-        """The codes of other values (-1 where a value is not among these)."""
-        raw, uniques = pd.factorize(pd.Series(column, dtype=object).fillna(""), sort=False)
-        position = {value: i for i, value in enumerate(self.values)}
-        remap = np.array([position.get(norm(v), -1) for v in uniques], dtype=np.int64)
-        codes: np.ndarray = remap[raw] if len(raw) else raw.astype(np.int64)
-        return codes
-
-
-def _row_keys(run: np.ndarray, size: np.ndarray, placement: np.ndarray) -> np.ndarray:
-    """One int64 per (run, size code, placement code): what an iteration's result row is."""
-    keys: np.ndarray = (run.astype(np.int64) << 40) | (size.astype(np.int64) << 20) | placement
-    return keys
-
-
-@dataclass(frozen=True)
-class _Samples:
-    """Samples in columns: the run (an index into the complete runs), the cell fields'
-    codes (CELL_FIELDS order) and each metric's value."""
-
-    run: np.ndarray
-    fields: np.ndarray
-    metrics: dict[str, np.ndarray]
-
-    def with_iterations(
-        self, iters: pd.DataFrame, run_ids: np.ndarray, fields: list[_Codes]
-    ) -> _Samples:
-        """The iterations of each (run, size, placement) that has a result row, with that
-        row's fields (its first row's), then the result rows of those without iterations."""
-        if not len(self.run):
-            return self
-        size, placement = CELL_FIELDS.index("size_bytes"), CELL_FIELDS.index("placement")
-        row_keys = _row_keys(self.run, self.fields[:, size], self.fields[:, placement])
-        unique_keys, first = np.unique(row_keys, return_index=True)
-        it_run = pd.Index(run_ids).get_indexer(iters["run_id"].astype(str))
-        it_size = fields[size].lookup(iters["size_bytes"].to_numpy())
-        it_place = fields[placement].lookup(iters["placement"].astype(str).to_numpy())
-        known = (it_run >= 0) & (it_size >= 0) & (it_place >= 0)
-        it_keys = _row_keys(it_run, it_size, it_place)
-        pos = np.minimum(np.searchsorted(unique_keys, it_keys), len(unique_keys) - 1)
-        matched = known & (unique_keys[pos] == it_keys)
-        rows = first[pos[matched]]
-        covered = np.isin(row_keys, unique_keys[np.unique(pos[matched])])
-        rest = ~covered
-        return _Samples(
-            np.concatenate([it_run[matched], self.run[rest]]),
-            np.concatenate([self.fields[rows], self.fields[rest]]),
-            {
-                m: np.concatenate(
-                    [iters[m].to_numpy(dtype=float, na_value=np.nan)[matched], values[rest]]
-                )
-                for m, values in self.metrics.items()
-            },
+    series_codes, series_keys = pd.factorize(pd.Series(series, dtype=object), sort=False)
+    rows = columns.ResultRows(
+        res_run[kept],
+        [columns.Codes.of(results[f][kept], norm) for f in CELL_FIELDS],
+        series_codes,
+        {m: results[m].to_numpy(dtype=float, na_value=np.nan)[kept] for m in METRICS},
+        CELL_FIELDS.index("size_bytes"),
+        CELL_FIELDS.index("placement"),
+    )
+    slices = tables.iteration_slices(columns.SLICE_ROWS) if tables.n_iterations else ()
+    groups = columns.group_samples(rows, run_ids, slices, norm)
+    out: dict[Key, Cell] = {}
+    for g, (row, run) in enumerate(zip(groups.row.tolist(), groups.run.tolist(), strict=True)):
+        key = (
+            *series_keys[series_codes[rows.run[row]]],
+            *(
+                (f, rows.fields[i].values[rows.fields[i].codes[row]])
+                for i, f in enumerate(CELL_FIELDS)
+            ),
         )
-
-    def cells(
-        self, run_ids: np.ndarray, series: list[Key], fields: list[_Codes]
-    ) -> dict[Key, Cell]:
-        """The cells, each run's samples in table order, runs in run-id order."""
-        series_codes, series_keys = pd.factorize(pd.Series(series, dtype=object), sort=False)
-        columns = np.column_stack([series_codes[self.run], self.fields])
-        cell_rows, cell_of = np.unique(columns, axis=0, return_inverse=True)
-        cell_of = cell_of.reshape(-1)
-        rank = np.empty(len(run_ids), dtype=np.int64)
-        rank[np.argsort(run_ids, kind="stable")] = np.arange(len(run_ids))
-        order = np.lexsort((rank[self.run], cell_of))
-        group = cell_of[order] * len(run_ids) + rank[self.run[order]]
-        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-        group_cell = cell_of[order][starts]
-        group_run = self.run[order][starts]
-        per_metric = {
-            m: self._split(values[order], group, starts) for m, values in self.metrics.items()
-        }
-        out: dict[Key, Cell] = {}
-        for g, (c, r) in enumerate(zip(group_cell.tolist(), group_run.tolist(), strict=True)):
-            codes = cell_rows[c]
-            key = (
-                *series_keys[codes[0]],
-                *(
-                    (name, fields[i].values[code])
-                    for i, (name, code) in enumerate(zip(CELL_FIELDS, codes[1:], strict=True))
-                ),
-            )
-            cell = out.setdefault(key, Cell(key))
-            cell.runs.append(str(run_ids[r]))
-            for metric in METRICS:
-                cell.samples[metric].append(per_metric[metric][g])
-        return out
-
-    @staticmethod
-    def _split(values: np.ndarray, group: np.ndarray, starts: np.ndarray) -> list[np.ndarray]:
-        """Each group's finite, positive values (an empty array where it has none)."""
-        valid = np.isfinite(values) & (values > 0)
-        index = np.cumsum(np.r_[False, group[1:] != group[:-1]])  # the group of each sample
-        counts = np.bincount(index[valid], minlength=len(starts))
-        return np.split(values[valid], np.cumsum(counts)[:-1])
+        cell = out.setdefault(key, Cell(key))
+        cell.runs.append(str(run_ids[run]))
+        for metric in METRICS:
+            cell.samples[metric].append(groups.values[metric][g])
+    return out
 
 
 def series_outcomes(tables: Tables, names: list[str]) -> dict[Key, Series]:

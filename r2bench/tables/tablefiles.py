@@ -231,6 +231,11 @@ class StoredIterations:
         """The whole table."""
         return _restored(self._file().read(), self.dtypes)
 
+    def columns(self, names: list[str]) -> pd.DataFrame:
+        """These columns of the whole table, each at its written dtype."""
+        table = self._file().read(columns=names)
+        return _restored(table, {name: self.dtypes[name] for name in names})
+
     def of_runs(self, run_ids: set[str]) -> pd.DataFrame:
         """The rows of these runs only, in table order: only the row groups that hold them
         are read."""
@@ -269,5 +274,8 @@ class StoredIterations:
         for batch in source.iter_batches(batch_size=rows):
             empty = False
             yield _restored(pa.Table.from_batches([batch]), self.dtypes)
+            # Arrow's allocator keeps what a slice's read freed: give it back, or reading
+            # slice after slice holds as much as reading the whole table would.
+            pa.default_memory_pool().release_unused()
         if empty:
             yield _restored(source.schema_arrow.empty_table(), self.dtypes)
