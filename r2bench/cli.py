@@ -1,4 +1,5 @@
-"""The r2bench command line: one table of commands (`COMMANDS`) and `main`.
+"""The r2bench command line, built from the table of commands (`r2bench.commandtable`), and
+`main`.
 
 Each command is one module of `r2bench.commands` that holds its options (typer) and its body;
 the table gives its name, its module, its line in `r2bench --help` and, by its place, its
