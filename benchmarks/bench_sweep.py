@@ -92,8 +92,9 @@ class StageClock:
         ):
             yield
 
-    def report(self, jobs: dict[str, float]) -> None:
-        """Median seconds per stage over the runs, the gap between runs, and what is left."""
+    def report(self, jobs: dict[str, float], wall: float) -> None:
+        """Median seconds per stage over the runs, the gap between runs, what each run's
+        execute() spends besides its job, and what the sweep spends outside the runs."""
         spans: dict[str, list[float]] = defaultdict(list)
         for (run, name, t), (next_run, _, t_next) in zip(self.marks, self.marks[1:], strict=False):
             if name == "end":
@@ -103,10 +104,14 @@ class StageClock:
         print("where a run's time goes (median s over runs; faults+wait hold the job):")
         for name, values in spans.items():
             print(f"  {name:32} {statistics.median(values):7.3f} s  (sum {sum(values):6.2f} s)")
-        execute = [b[2] - a[2] for a, b in zip(self.marks, self.marks[1:], strict=False)
-                   if a[1] == "start" and b[1] == "end"]  # fmt: skip
+        starts = {run: t for run, name, t in self.marks if name == "start"}
+        execute = [t - starts[run] for run, name, t in self.marks if name == "end"]
         inside = sum(execute) - sum(jobs.values())
         print(f"  execute() minus the job, per run: {inside / max(1, len(execute)):.3f} s")
+        print(
+            f"  outside the runs (connections, agents, doctor, setup, tables, report): "
+            f"{wall - sum(execute):.2f} s"
+        )
 
 
 def main() -> int:
@@ -132,7 +137,7 @@ def main() -> int:
     if code != 0 or not jobs:
         print(f"sweep failed (exit {code})", file=sys.stderr)
         return 1
-    clock.report(by_run)
+    clock.report(by_run, wall)
     per_run = (wall - sum(jobs)) / len(jobs)
     print(f"runs={len(jobs)} wall_s={wall:.1f} jobs_s={sum(jobs):.1f} cpu_s={cpu:.2f}")
     print(f"harness time per run (doctor, setup, report included): {per_run:.3f} s")
