@@ -6,8 +6,9 @@ timed iterations a row: 1.18 million iterations) is built as `bench_records` bui
 taken from `--sweep` (e.g. `bench_records.py --keep DIR` left it in DIR/bench), and its
 tables are written once, not timed, as the sweep's own report does. Then:
 
-- the command, as the `r2bench` console script runs it, in a fresh process: wall time and
-  peak memory (ru_maxrss), the figure against the target;
+- the command, as the `r2bench` console script runs it, in a fresh process: wall time, CPU
+  time (what a busy machine changes least) and peak memory (ru_maxrss), the figure against
+  the target;
 - the same sweep's tables read back alone in a fresh process, the reference measured in the
   same run: the command's time as a multiple of it says what compare adds to reading;
 - where the time and memory go, stage by stage, in one more process (imports, each side's
@@ -85,19 +86,26 @@ def stages(baseline: Path, candidate: Path) -> None:
     step("printing")
 
 
-def _timed(code: str, args: list[str]) -> tuple[float, float, int]:
-    """Wall seconds, peak bytes (ru_maxrss of the child) and exit code of `python -c code`."""
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(code: str, args: list[str]) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds, peak bytes (ru_maxrss of the child) and exit code of
+    `python -c code`."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    cpu = _children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True
     )
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _children_cpu_s() - cpu
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if peak <= before:
         print("  (peak memory of this child not above an earlier one: shown as the earlier's)")
-    return wall, peak * 1024, proc.returncode
+    return wall, cpu, peak * 1024, proc.returncode
 
 
 def _sweep(root: Path, runs: int, seed: int, name: str) -> Path:
@@ -121,14 +129,14 @@ def _write_tables(sweep: Path) -> None:
 
 def run(baseline: Path, candidate: Path, label: str, checked: bool) -> int:
     """The command and the reference, each in a fresh process; the stages in a third."""
-    read_s, read_peak, _ = _timed(READ_TABLES, [str(candidate)])
-    wall, peak, code = _timed(ENTRY, ["compare", str(baseline), str(candidate)])
+    read_s, read_cpu, read_peak, _ = _timed(READ_TABLES, [str(candidate)])
+    wall, cpu, peak, code = _timed(ENTRY, ["compare", str(baseline), str(candidate)])
     ok = wall <= TARGET_S and peak <= TARGET_BYTES
     target = f"target <= {TARGET_S:.0f} s and <= {TARGET_BYTES / 1e6:.0f} MB"
     print(
-        f"{label}: {wall:.2f} s, peak {peak / 1e6:.0f} MB (exit {code}); reading the tables "
-        f"alone (reference, same run): {read_s:.2f} s, {read_peak / 1e6:.0f} MB: compare is "
-        f"{wall / read_s:.1f}x the read; "
+        f"{label}: {wall:.2f} s (cpu {cpu:.2f} s), peak {peak / 1e6:.0f} MB (exit {code}); "
+        f"reading the tables alone (reference, same run): {read_s:.2f} s (cpu {read_cpu:.2f} s), "
+        f"{read_peak / 1e6:.0f} MB: compare is {wall / read_s:.1f}x the read; "
         + (f"{target}: {'met' if ok else 'NOT met'}" if checked else "no target")
     )
     stage = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.bench_compare import stages; "

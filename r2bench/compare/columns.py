@@ -97,13 +97,29 @@ class ResultRows:
 
 
 @dataclass(frozen=True)
+class Metric:
+    """One metric's finite positive values of every group, back to back in group order, and
+    where each group's begin (`bounds[g]` to `bounds[g + 1]`): a cell's groups are adjacent,
+    so its pooled samples are one slice."""
+
+    values: np.ndarray
+    bounds: np.ndarray
+
+    def per_group(self) -> list[np.ndarray]:
+        """Each group's values (views, an empty array where a group has none)."""
+        return np.split(self.values, self.bounds[1:-1])
+
+
+@dataclass(frozen=True)
 class Groups:
     """Samples grouped by (cell, run), groups in (cell, run id) order: for each group a
-    result row of its cell (to key it), its run, and each metric's finite positive values."""
+    result row of its cell (to key it) and its run; each metric's values; where each cell's
+    groups begin (`cells[c]` to `cells[c + 1]`)."""
 
     row: np.ndarray
     run: np.ndarray
-    values: dict[str, list[np.ndarray]]
+    metrics: dict[str, Metric]
+    cells: np.ndarray
 
 
 def group_samples(
@@ -141,13 +157,15 @@ def group_samples(
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     run_at_rank = np.argsort(run_ids, kind="stable")
     row_of_cell = _first_row_of_cell(group_of_row // n_runs)
+    cell_of_group = group[starts] // n_runs
     return Groups(
-        row_of_cell[group[starts] // n_runs],
+        row_of_cell[cell_of_group],
         run_at_rank[group[starts] % n_runs],
         {
             m: _split(np.concatenate([*parts, rows.metrics[m][rest]])[order], group, starts)
             for m, parts in values.items()
         },
+        np.flatnonzero(np.r_[True, cell_of_group[1:] != cell_of_group[:-1], True]),
     )
 
 
@@ -159,9 +177,9 @@ def _first_row_of_cell(cell_of_row: np.ndarray) -> np.ndarray:
     return out
 
 
-def _split(values: np.ndarray, group: np.ndarray, starts: np.ndarray) -> list[np.ndarray]:
-    """Each group's finite, positive values (an empty array where it has none)."""
+def _split(values: np.ndarray, group: np.ndarray, starts: np.ndarray) -> Metric:
+    """Each group's finite, positive values."""
     valid = np.isfinite(values) & (values > 0)
     index = np.cumsum(np.r_[False, group[1:] != group[:-1]])  # the group of each sample
     counts = np.bincount(index[valid], minlength=len(starts))
-    return np.split(values[valid], np.cumsum(counts)[:-1])
+    return Metric(values[valid], np.r_[0, np.cumsum(counts)])

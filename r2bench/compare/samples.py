@@ -10,6 +10,7 @@ while the bootstrap still treats runs as the unit of replication.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -121,10 +122,20 @@ class Cell:
     key: Key
     runs: list[str] = field(default_factory=list)
     samples: dict[str, list[np.ndarray]] = field(default_factory=lambda: {m: [] for m in METRICS})
+    pooled: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    """Each metric's samples of all runs back to back, once asked for (or given: `cells`
+    builds them as one slice); the runs' arrays must not change after."""
 
     @property
     def fields(self) -> dict[str, Any]:
         return dict(self.key)
+
+    def pooled_of(self, metric: str) -> np.ndarray:
+        """The samples of `metric` of all runs, in run order."""
+        if metric not in self.pooled:
+            groups = self.samples[metric]
+            self.pooled[metric] = np.concatenate(groups) if groups else np.empty(0)
+        return self.pooled[metric]
 
     def count(self, metric: str) -> int:
         """How many samples of `metric` the cell has (all runs)."""
@@ -168,10 +179,15 @@ def cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
         CELL_FIELDS.index("size_bytes"),
         CELL_FIELDS.index("placement"),
     )
-    slices = tables.iteration_slices(columns.SLICE_ROWS) if tables.n_iterations else ()
+    read = ["run_id", "size_bytes", "placement", *METRICS]
+    slices = tables.iteration_slices(columns.SLICE_ROWS, read) if tables.n_iterations else ()
     groups = columns.group_samples(rows, run_ids, slices, norm)
+    if not len(groups.run):
+        return {}
+    per_group = {m: metric.per_group() for m, metric in groups.metrics.items()}
     out: dict[Key, Cell] = {}
-    for g, (row, run) in enumerate(zip(groups.row.tolist(), groups.run.tolist(), strict=True)):
+    for first, end in itertools.pairwise(groups.cells.tolist()):
+        row = int(groups.row[first])
         key = (
             *series_keys[series_codes[rows.run[row]]],
             *(
@@ -179,10 +195,17 @@ def cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
                 for i, f in enumerate(CELL_FIELDS)
             ),
         )
-        cell = out.setdefault(key, Cell(key))
-        cell.runs.append(str(run_ids[run]))
-        for metric in METRICS:
-            cell.samples[metric].append(groups.values[metric][g])
+        out[key] = Cell(
+            key,
+            [str(run_ids[r]) for r in groups.run[first:end]],
+            {m: per_group[m][first:end] for m in METRICS},
+            {
+                m: groups.metrics[m].values[
+                    groups.metrics[m].bounds[first] : groups.metrics[m].bounds[end]
+                ]
+                for m in METRICS
+            },
+        )
     return out
 
 
