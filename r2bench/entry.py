@@ -19,7 +19,9 @@ def main() -> None:
     if sys.argv[1:] in (["--help"], ["-h"]):
         from r2bench.tophelp import answer
 
-        raise SystemExit(answer())
+        code = answer()
+        if code is not None:
+            raise SystemExit(code)
     from r2bench.cli import main as cli_main
 
     cli_main()

@@ -140,13 +140,17 @@ def _commands_table(highlight: _OptionHighlighter) -> Table:
     return table
 
 
-def answer() -> int:
-    """`r2bench --help` as the command line answers it: the streams made safe first, a reader
-    gone away (`| head`) ends it quietly; the exit code."""
+def answer() -> int | None:
+    """`r2bench --help` as the command line answers it; the exit code. None when it must be
+    the command line's answer after all: standard output cannot be written to (it reports
+    that, as for every command). A reader gone away (`| head`) ends it quietly."""
     from r2bench.errors import ExitCode
-    from r2bench.textsafe import prepare_streams
+    from r2bench.textsafe import OutputClosed, prepare_streams
 
-    prepare_streams(os.environ)
+    try:
+        prepare_streams(os.environ)
+    except OutputClosed:
+        return None
     try:
         print_help()
         sys.stdout.flush()

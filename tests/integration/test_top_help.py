@@ -51,3 +51,19 @@ def test_the_quick_help_imports_no_typer_click_or_command() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_closed_standard_output_is_refused_in_one_line_as_by_the_command_line() -> None:
+    code = f"import os; os.close(1); {FAST}"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--help"],
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(paths.REPO)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("r2bench: error: standard output is closed"), proc.stderr
+    assert "Traceback" not in proc.stderr
