@@ -1,4 +1,5 @@
-"""The r2bench command line: one table of commands (`COMMANDS`) and `main`.
+"""The r2bench command line, built from the table of commands (`r2bench.commandtable`), and
+`main`.
 
 Each command is one module of `r2bench.commands` that holds its options (typer) and its body;
 the table gives its name, its module, its line in `r2bench --help` and, by its place, its
@@ -14,7 +15,6 @@ import importlib
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -23,56 +23,28 @@ from typer.core import TyperCommand, TyperGroup
 
 from r2bench import version_line
 from r2bench.commands.failures import debug_requested, report_error
+from r2bench.commandtable import COMMANDS, DEBUG, PROGRAM_HELP, VERBOSE, VERSION, CommandEntry
 from r2bench.errors import ExitCode
 from r2bench.textsafe import prepare_streams
 
 
-@dataclass(frozen=True)
-class CommandEntry:
-    """One command of the table: its module under `r2bench.commands` and its line in
-    `r2bench --help`. The module's `command` is a typer-annotated function (its parameters are
-    the command's arguments and options, its docstring the command's help) or a `typer.Typer`
-    (a group of subcommands)."""
-
-    module: str
-    help: str
-
-    def load(self, name: str, rich_markup_mode: Any) -> Any:
-        """The command as `name`, imported now and built as typer builds a registered one."""
-        command = importlib.import_module(f"r2bench.commands.{self.module}").command
-        holder = typer.Typer(rich_markup_mode=rich_markup_mode)
-        holder.callback()(_no_options)  # with a callback, a holder of one command is a group
-        if isinstance(command, typer.Typer):
-            holder.add_typer(command, name=name, help=self.help)
-        else:
-            holder.command(name, short_help=self.help)(command)
-        holder_group = typer.main.get_command(holder)
-        assert isinstance(holder_group, TyperGroup)
-        return _quiet_flag_metavars(holder_group.commands[name])
+def load_command(entry: CommandEntry, name: str, rich_markup_mode: Any) -> Any:
+    """The command of `entry` as `name`, imported now and built as typer builds a registered
+    one."""
+    command = importlib.import_module(f"r2bench.commands.{entry.module}").command
+    holder = typer.Typer(rich_markup_mode=rich_markup_mode)
+    holder.callback()(_no_options)  # with a callback, a holder of one command is a group
+    if isinstance(command, typer.Typer):
+        holder.add_typer(command, name=name, help=entry.help)
+    else:
+        holder.command(name, short_help=entry.help)(command)
+    holder_group = typer.main.get_command(holder)
+    assert isinstance(holder_group, TyperGroup)
+    return _quiet_flag_metavars(holder_group.commands[name])
 
 
 def _no_options() -> None:
     """The holder's callback: no options of its own."""
-
-
-COMMANDS = {  # name: its module, its line in `r2bench --help`; in the order of a user's work
-    "testbed": CommandEntry("testbed", "Create, inspect and remove testbeds (virtual: network namespaces)."),
-    "doctor": CommandEntry("doctor", "Check that every node of a testbed is ready for a sweep."),
-    "plan": CommandEntry("plan", "Show every run of an experiment and the commands it executes."),
-    "setup": CommandEntry("setup", "Build what an experiment needs on every node, cached."),
-    "sweep": CommandEntry("sweep", "Run an experiment end to end and write its report."),
-    "heal": CommandEntry("heal", "Revert every r2bench fault still active on a testbed."),
-    "inject": CommandEntry("inject", "Inject one fault by hand, with a sweep's safety checks."),
-    "revert": CommandEntry("revert", "Revert one fault by hand, with a sweep's safety checks."),
-    "parse": CommandEntry("parse", "Parse nccl-tests outputs and NCCL/R2CC logs into results."),
-    "import": CommandEntry("import_logs", "Turn a folder of nccl-tests logs into a results sweep."),
-    "report": CommandEntry("report", "Rebuild a sweep's tables and write its HTML report."),
-    "compare": CommandEntry("compare", "Compare a sweep with a baseline: noise-aware regression verdicts."),
-    "figures": CommandEntry("figures", "Draw the paper's figures from sweeps and check their claims."),
-    "cloudlab": CommandEntry("cloudlab", "Write a testbed file from a CloudLab manifest."),
-    "schema": CommandEntry("schema", "Print the JSON Schema of r2bench's files, for editors."),
-    "version": CommandEntry("version", "Print r2bench's version."),
-}  # fmt: skip
 
 
 class CommandTable(TyperGroup):
@@ -91,7 +63,7 @@ class CommandTable(TyperGroup):
         if self._listing_help:  # only its name and help line are shown
             return TyperCommand(name=cmd_name, help=entry.help)
         if cmd_name not in self.commands:
-            self.add_command(entry.load(cmd_name, self.rich_markup_mode), cmd_name)
+            self.add_command(load_command(entry, cmd_name, self.rich_markup_mode), cmd_name)
         return self.commands[cmd_name]
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -115,10 +87,7 @@ class CommandTable(TyperGroup):
 app = typer.Typer(
     name="r2bench",
     cls=CommandTable,
-    help="Fault-injection and benchmarking harness for R2CCL and NCCL.\n\n"
-    "Typical flow: [bold]plan[/] EXP.yaml to see every command a sweep will run, then "
-    "[bold]sweep[/] EXP.yaml (on the embedded virtual testbed it brings up, or on yours with "
-    "-t TESTBED.yaml: write one, or [bold]testbed up[/]), then [bold]report[/].",
+    help=PROGRAM_HELP,
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
@@ -136,18 +105,12 @@ def _show_version(value: bool) -> None:
 def _main_options(
     verbose: Annotated[
         int,
-        typer.Option(
-            "--verbose", "-v", count=True, metavar="", help="Log what happens (-vv: debug)."
-        ),
+        typer.Option(VERBOSE.long, VERBOSE.short, count=True, metavar="", help=VERBOSE.help),
     ] = 0,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the full traceback of an error.")
-    ] = False,
+    debug: Annotated[bool, typer.Option(DEBUG.long, help=DEBUG.help)] = False,
     version: Annotated[
         bool,
-        typer.Option(
-            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
-        ),
+        typer.Option(VERSION.long, callback=_show_version, is_eager=True, help=VERSION.help),
     ] = False,
 ) -> None:
     """Fault-injection and benchmarking harness for R2CCL and NCCL.

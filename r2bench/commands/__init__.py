@@ -1,4 +1,4 @@
-"""The commands of r2bench, one module each: `r2bench.cli.COMMANDS` names them.
+"""The commands of r2bench, one module each: `r2bench.commandtable.COMMANDS` names them.
 
 A command's module holds its arguments and options (typer annotations on `command`, or
 `command = typer.Typer(...)` for a group of subcommands such as `testbed`) and its body: the

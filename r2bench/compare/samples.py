@@ -10,6 +10,7 @@ while the bootstrap still treats runs as the unit of replication.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from r2bench.compare import columns
 from r2bench.compare.policy import METRICS, RECOVERY_METRICS
 from r2bench.errors import InputError
 from r2bench.runfolder import store as st
@@ -120,10 +122,20 @@ class Cell:
     key: Key
     runs: list[str] = field(default_factory=list)
     samples: dict[str, list[np.ndarray]] = field(default_factory=lambda: {m: [] for m in METRICS})
+    pooled: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    """Each metric's samples of all runs back to back, once asked for (or given: `cells`
+    builds them as one slice); the runs' arrays must not change after."""
 
     @property
     def fields(self) -> dict[str, Any]:
         return dict(self.key)
+
+    def pooled_of(self, metric: str) -> np.ndarray:
+        """The samples of `metric` of all runs, in run order."""
+        if metric not in self.pooled:
+            groups = self.samples[metric]
+            self.pooled[metric] = np.concatenate(groups) if groups else np.empty(0)
+        return self.pooled[metric]
 
     def count(self, metric: str) -> int:
         """How many samples of `metric` the cell has (all runs)."""
@@ -146,52 +158,54 @@ def _series_frame(runs: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 
 
 def cells(tables: Tables, names: list[str]) -> dict[Key, Cell]:
-    """Every cell of a sweep with its per-run samples (complete runs only)."""
+    """Every cell of a sweep with its per-run samples (complete runs only): the timed
+    iterations of a result row where the run has them, else the result rows themselves (one
+    per cycle). Built in columns (`compare.columns`): no frame per cell or run, and the
+    iterations read a slice at a time."""
     runs = tables.runs[tables.runs["complete"].astype(bool)]
     if runs.empty or tables.results.empty:
         return {}
-    series = _series_frame(runs, names)
-    results = tables.results[["run_id", *CELL_FIELDS, "cycle", *METRICS]].merge(
-        series, on="run_id", how="inner"
+    run_ids = runs["run_id"].astype(str).to_numpy()
+    results = tables.results
+    res_run = columns.run_index(results["run_id"], run_ids)
+    kept = res_run >= 0
+    series = [make_key(row, names) for row in _series_frame(runs, names).to_dict("records")]
+    series_codes, series_keys = pd.factorize(pd.Series(series, dtype=object), sort=False)
+    rows = columns.ResultRows(
+        res_run[kept],
+        [columns.Codes.of(results[f][kept], norm) for f in CELL_FIELDS],
+        series_codes,
+        {m: results[m].to_numpy(dtype=float, na_value=np.nan)[kept] for m in METRICS},
+        CELL_FIELDS.index("size_bytes"),
+        CELL_FIELDS.index("placement"),
     )
-    rows = results[["run_id", *CELL_FIELDS]].drop_duplicates(["run_id", "size_bytes", "placement"])
-    iters = tables.iterations
-    samples: pd.DataFrame
-    if not iters.empty:
-        it = pd.DataFrame(
-            {
-                "run_id": iters["run_id"].astype(str),
-                "size_bytes": iters["size_bytes"],
-                "placement": iters["placement"].astype(str),
-                "time_us": iters["time_us"],
-                "busbw_gbps": iters["busbw_gbps"],
-            }
-        )
-        it = it.merge(rows, on=["run_id", "size_bytes", "placement"], how="inner")
-        it = it.merge(series, on="run_id", how="inner")
-        have = set(zip(it["run_id"], it["size_bytes"], it["placement"], strict=True))
-        mask = [
-            (r, s, p) not in have
-            for r, s, p in zip(
-                results["run_id"], results["size_bytes"], results["placement"], strict=True
-            )
-        ]
-        samples = pd.concat([it, results[mask].drop(columns=["cycle"])], ignore_index=True)
-    else:
-        samples = results.drop(columns=["cycle"])
+    read = ["run_id", "size_bytes", "placement", *METRICS]
+    slices = tables.iteration_slices(columns.SLICE_ROWS, read) if tables.n_iterations else ()
+    groups = columns.group_samples(rows, run_ids, slices, norm)
+    if not len(groups.run):
+        return {}
+    per_group = {m: metric.per_group() for m, metric in groups.metrics.items()}
     out: dict[Key, Cell] = {}
-    group_cols = [*names, *CELL_FIELDS, "run_id"]
-    samples = samples.astype({c: object for c in [*names, *CELL_FIELDS]})
-    samples[[*names, *CELL_FIELDS]] = samples[[*names, *CELL_FIELDS]].fillna("")
-    for values, group in samples.groupby(group_cols, sort=True, dropna=False):
-        row = dict(zip(group_cols, values, strict=True))
-        key = make_key(row, [*names, *CELL_FIELDS])
-        cell = out.setdefault(key, Cell(key))
-        cell.runs.append(str(row["run_id"]))
-        for metric in METRICS:
-            data = group[metric].to_numpy(dtype=float)
-            data = data[np.isfinite(data) & (data > 0)]
-            cell.samples[metric].append(data)
+    for first, end in itertools.pairwise(groups.cells.tolist()):
+        row = int(groups.row[first])
+        key = (
+            *series_keys[series_codes[rows.run[row]]],
+            *(
+                (f, rows.fields[i].values[rows.fields[i].codes[row]])
+                for i, f in enumerate(CELL_FIELDS)
+            ),
+        )
+        out[key] = Cell(
+            key,
+            [str(run_ids[r]) for r in groups.run[first:end]],
+            {m: per_group[m][first:end] for m in METRICS},
+            {
+                m: groups.metrics[m].values[
+                    groups.metrics[m].bounds[first] : groups.metrics[m].bounds[end]
+                ]
+                for m in METRICS
+            },
+        )
     return out
 
 

@@ -189,9 +189,11 @@ def _metric_row(
         for side, n in (("baseline", n_base), ("candidate", n_cand))
         if (side == "candidate" or base is not None) and n < policy.min_samples
     ]
-    cand_value = point(cand.samples[metric], settings.statistic)
-    base_value = point(base.samples[metric], settings.statistic) if base is not None else ref_value
-    if base is not None and identical(base.samples[metric], cand.samples[metric]):
+    cand_pooled = [cand.pooled_of(metric)]  # the same samples as the runs' arrays, in one
+    base_pooled = [base.pooled_of(metric)] if base is not None else []
+    cand_value = point(cand_pooled, settings.statistic)
+    base_value = point(base_pooled, settings.statistic) if base is not None else ref_value
+    if base is not None and identical(base_pooled, cand_pooled):
         return Row(
             key, metric, Verdict.SAME, base_value, cand_value, 0.0, n_baseline=n_base,
             n_candidate=n_cand, threshold=threshold, note="identical samples",

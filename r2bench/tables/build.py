@@ -462,11 +462,14 @@ class Tables:
         chosen = [i for i, run_id in enumerate(blocks.run_id) if run_id in ids]
         return _iterations_frame(blocks.select(chosen), _categories(blocks))
 
-    def iteration_slices(self, rows: int) -> Iterator[pd.DataFrame]:
+    def iteration_slices(
+        self, rows: int, columns: list[str] | None = None
+    ) -> Iterator[pd.DataFrame]:
         """The iterations table in consecutive slices of about `rows` rows (all of it at
-        least once, even empty), each with the whole table's categories."""
+        least once, even empty), each with the whole table's categories; read back, only
+        `columns` are read (the other forms may hold more)."""
         if self._made is None and self.stored_iterations is not None:
-            yield from self.stored_iterations.slices(rows)
+            yield from self.stored_iterations.slices(rows, columns)
             return
         if self._made is not None or self.blocks is None:
             frame = self.iterations

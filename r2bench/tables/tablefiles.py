@@ -265,12 +265,17 @@ class StoredIterations:
                     }
         return self._rows_of
 
-    def slices(self, rows: int) -> Iterator[pd.DataFrame]:
-        """Consecutive slices of about `rows` rows (all of it at least once, even empty)."""
+    def slices(self, rows: int, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+        """Consecutive slices of about `rows` rows (all of it at least once, even empty);
+        only `columns` (None: all) are read."""
         source = self._file()
         empty = True
-        for batch in source.iter_batches(batch_size=rows):
+        dtypes = self.dtypes if columns is None else {c: self.dtypes[c] for c in columns}
+        for batch in source.iter_batches(batch_size=rows, columns=columns):
             empty = False
-            yield _restored(pa.Table.from_batches([batch]), self.dtypes)
+            yield _restored(pa.Table.from_batches([batch]), dtypes)
+            # Arrow's allocator keeps what a slice's read freed: give it back, or reading
+            # slice after slice holds as much as reading the whole table would.
+            pa.default_memory_pool().release_unused()
         if empty:
-            yield _restored(source.schema_arrow.empty_table(), self.dtypes)
+            yield _restored(source.schema_arrow.empty_table().select(list(dtypes)), dtypes)

@@ -22,7 +22,13 @@ from tests.support.import_graph import within
 
 PACKAGE = paths.REPO / "r2bench"
 
-COMMAND_LAYER = ("r2bench.entry", "r2bench.cli", "r2bench.commands")
+COMMAND_LAYER = (
+    "r2bench.entry",
+    "r2bench.cli",
+    "r2bench.commandtable",
+    "r2bench.tophelp",
+    "r2bench.commands",
+)
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     (
@@ -46,7 +52,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("tables",),
     ("setup",),
     ("sweep", "report", "compare", "figures"),
-    ("commands", "cli", "entry"),
+    ("commands", "cli", "commandtable", "tophelp", "entry"),
 )
 
 REPORT_EXTRA = ("pandas", "pyarrow", "r2bench.tables.build")
