@@ -68,7 +68,10 @@ def campaign_section(
 
 
 def _present(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    return frame[[c for c in columns if c in frame]]
+    """The columns of `columns` the frame has, their names breakable after each `_` (a zero
+    width space): a table of 14 such headers must fit a 1400 px window."""
+    shown = frame[[c for c in columns if c in frame]]
+    return shown.rename(columns=lambda name: str(name).replace("_", "_\u200b"))
 
 
 def _class_counts(faulted: pd.DataFrame) -> pd.DataFrame:
