@@ -35,6 +35,7 @@ UNDEFINED_OUTCOMES = {
     OutcomeStatus.FAULT_WITHOUT_EFFECT.value: "the fault touched no traffic (nothing to recover "
     "from)",
     OutcomeStatus.FAULT_MISSED.value: "the fault missed a running collective",
+    OutcomeStatus.WRONG_LIBRARY.value: "another NCCL than the library under test ran",
 }
 """Outcomes that leave a metric undefined where the run did not get far enough, and why."""
 

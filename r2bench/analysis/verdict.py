@@ -13,7 +13,7 @@ more; this maps it onto those classes, the same way for every library:
 | timeout                                               | HUNG         |
 | incomplete                                            | OTHER        |
 | fault_missed, fault_not_injected, fault_without_effect| MISSED       |
-| launch_failed, build_failed, interrupted, not_nccl_tests, no outcome | UNSCORED |
+| launch_failed, build_failed, interrupted, not_nccl_tests, wrong_library, no outcome | UNSCORED |
 | any outcome of a run without a fault                  | NO_FAULT     |
 
 Why these: `ok` under a fault the evidence says hit traffic means the job finished with
@@ -72,6 +72,7 @@ _MAPPING: dict[OutcomeStatus, OutcomeClass] = {
     OutcomeStatus.BUILD_FAILED: OutcomeClass.UNSCORED,
     OutcomeStatus.INTERRUPTED: OutcomeClass.UNSCORED,
     OutcomeStatus.NOT_NCCL_TESTS: OutcomeClass.UNSCORED,
+    OutcomeStatus.WRONG_LIBRARY: OutcomeClass.UNSCORED,  # it tested another library
 }
 
 

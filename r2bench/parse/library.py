@@ -13,6 +13,22 @@ from dataclasses import dataclass
 from r2bench.parse.models import Event, EventKind, ParsedNcclTests
 
 
+def other_library_loaded(parsed: ParsedNcclTests) -> str | None:
+    """Why a run's results are not the library under test's, when the program loaded another
+    NCCL than the one it was built against (`nccl-headers` and `nccl-library` differ: an
+    LD_LIBRARY_PATH that does not put the library first, and nccl-tests has no RPATH); None
+    when they agree or either is unknown (a run that died before its header)."""
+    built, loaded = parsed.nccl_headers, parsed.nccl_library
+    if built is None or loaded is None or built == loaded:
+        return None
+    return (
+        f"the program loaded NCCL {nccl_version_text(loaded)} (nccl-library={loaded}) but was "
+        f"built against {nccl_version_text(built)} (nccl-headers={built}): the results are not "
+        "the library under test's; put its lib folder first on LD_LIBRARY_PATH (the recipe's "
+        "lib_dir)"
+    )
+
+
 def nccl_version_text(code: int | None) -> str | None:
     """NCCL_VERSION_CODE -> dotted version: 22803 -> '2.28.3' (None stays None)."""
     if code is None or code <= 0:

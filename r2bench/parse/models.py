@@ -222,6 +222,9 @@ class OutcomeStatus(str, Enum):
     # The run's own harness says the fault missed a running collective (R-2CCL's artifact
     # programs exit 3 for a cut that landed between AllReduces).
     FAULT_MISSED = "fault_missed"
+    # The program loaded another NCCL than the one it was built against (nccl-tests'
+    # `nccl-headers=N nccl-library=M` differ): its results are not the library under test's.
+    WRONG_LIBRARY = "wrong_library"
 
 
 class Evidence(_Frozen):

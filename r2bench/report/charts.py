@@ -40,6 +40,7 @@ OUTCOME_ORDER = (
     "fault_not_injected",
     "fault_without_effect",
     "fault_missed",
+    "wrong_library",
     "wrong_results",
     "crashed",
     "timeout",

@@ -186,12 +186,14 @@ _FAULTED_OUTCOMES: Mapping[str, Outcome] = {
     "fault_not_injected": Outcome("fault not injected", "ran without its fault", MIXED),
     "fault_missed": Outcome("fault missed", "ran on: the fault missed a running collective",
                             MIXED),
+    "wrong_library": Outcome("another NCCL ran", "ran another NCCL under", BAD),
 }  # fmt: skip
 _FAULT_FREE_OUTCOMES: Mapping[str, Outcome] = {
     "ok": Outcome("ok", "ended ok", GOOD),
     "crashed": Outcome("crashed", "crashed", BAD),
     "timeout": Outcome("hung", "hung (timed out)", BAD),
     "wrong_results": Outcome("wrong results", "gave wrong results", BAD),
+    "wrong_library": Outcome("another NCCL ran", "ran another NCCL", BAD),
 }
 
 

@@ -1,16 +1,12 @@
-"""Which NCCL a benchmark was built against and which one it loaded (pure).
+"""Which NCCL a benchmark is built against (pure): the version of an `nccl.h`.
 
-nccl-tests prints `nccl-headers=N nccl-library=M` in its header. If LD_LIBRARY_PATH does not put
-the component's library first, a stock libnccl is silently loaded: setup records the version of
-the library it built against (read from its `nccl.h`), and `check_nccl_library` turns a mismatch
-into an error.
+nccl-tests prints `nccl-headers=N nccl-library=M` in its header; a run that loaded another NCCL
+than it was built against is `wrong_library` (`parse.library.other_library_loaded`).
 """
 
 from __future__ import annotations
 
 import re
-
-from r2bench.parse.models import ParsedNcclTests
 
 _DEFINE = re.compile(r"^\s*#\s*define\s+NCCL_(MAJOR|MINOR|PATCH|VERSION_CODE)\s+(\d+)", re.M)
 
@@ -37,19 +33,3 @@ def version_text(code: int) -> str:
     if code < 20900:
         return f"code {code}"
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-
-
-def check_nccl_library(parsed: ParsedNcclTests, expected: int | None) -> str | None:
-    """An error message when the run loaded another NCCL than `expected`, else None.
-
-    Nothing to compare (no expectation recorded, or an output without the version header, such
-    as a run that died at start) returns None: other checks report those runs.
-    """
-    loaded = parsed.nccl_library
-    if expected is None or loaded is None or loaded == expected:
-        return None
-    return (
-        f"nccl-tests loaded NCCL {version_text(loaded)} (nccl-library={loaded}) but the build "
-        f"expects {version_text(expected)} ({expected}): LD_LIBRARY_PATH does not put the "
-        "component's lib_dir first, so the results are not from the library under test"
-    )

@@ -29,6 +29,7 @@ EXPECTED = {
     OutcomeStatus.BUILD_FAILED: OutcomeClass.UNSCORED,
     OutcomeStatus.INTERRUPTED: OutcomeClass.UNSCORED,
     OutcomeStatus.NOT_NCCL_TESTS: OutcomeClass.UNSCORED,
+    OutcomeStatus.WRONG_LIBRARY: OutcomeClass.UNSCORED,
 }
 
 

@@ -13,13 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from r2bench.analysis.outcome import classify
+from r2bench.analysis.verdict import OutcomeClass, verdict_of
 from r2bench.config.recipe import KnownFailure
 from r2bench.config.recipes import load_recipes
 from r2bench.parse.buildlog import analyze, first_error
+from r2bench.parse.library import other_library_loaded
+from r2bench.parse.models import OutcomeStatus
 from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.build import load_inputs
 from r2bench.setup import cache
-from r2bench.setup.libcheck import check_nccl_library, header_version, version_text
+from r2bench.setup.libcheck import header_version, version_text
 from r2bench.setup.probe import NodeFacts, parse_facts
 from r2bench.setup.source import tree_digest, tree_files, write_tarball
 from r2bench.setup.steps import node_steps
@@ -124,13 +128,19 @@ def test_header_version_and_text() -> None:
     assert version_text(22304) == "2.23.4"
 
 
-def test_nccl_library_mismatch_is_an_error() -> None:
-    parsed = parse_text((DATA / "nccl-tests" / "all_reduce_perf.p2p.c1.txt").read_text())
-    assert parsed.nccl_library == 22803
-    assert check_nccl_library(parsed, 22803) is None
-    error = check_nccl_library(parsed, 22304)
-    assert error is not None and "2.28.3" in error and "2.23.4" in error
-    assert check_nccl_library(parsed, None) is None
+def test_a_program_that_loaded_another_nccl_ran_the_wrong_library() -> None:
+    text = (DATA / "nccl-tests" / "all_reduce_perf.p2p.c1.txt").read_text()
+    parsed = parse_text(text)
+    assert parsed.nccl_library == 22803 and parsed.nccl_headers == 22803
+    assert other_library_loaded(parsed) is None
+    assert classify(0, parsed=parsed).status is OutcomeStatus.OK
+    # Built against R-2CCL's 2.23.4, the system's 2.28.3 loaded (LD_LIBRARY_PATH not first).
+    swapped = parse_text(text.replace("nccl-headers=22803", "nccl-headers=22304"))
+    error = other_library_loaded(swapped)
+    assert error is not None and "loaded NCCL 2.28.3" in error and "against 2.23.4" in error
+    outcome = classify(0, parsed=swapped)
+    assert outcome.status is OutcomeStatus.WRONG_LIBRARY and outcome.reason == error
+    assert verdict_of(outcome.status, True) is OutcomeClass.UNSCORED
 
 
 # ---- probe and per-node rendering -----------------------------------------------------------
