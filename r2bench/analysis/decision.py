@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from r2bench.analysis.evidence import FaultEvidence, apply_to_outcome
 from r2bench.analysis.outcome import classify, software_fault_check
 from r2bench.analysis.training import training_outcome
-from r2bench.parse.models import Event, Outcome, OutcomeStatus, ParsedNcclTests
+from r2bench.parse.library import other_library_loaded
+from r2bench.parse.models import Event, Evidence, Outcome, OutcomeStatus, ParsedNcclTests
 from r2bench.parse.training import TrainingLog
 from r2bench.parse.verify import Verification, with_verification
 from r2bench.runfolder import runformat
@@ -73,6 +74,8 @@ def decide(
         event_sources=[source for source, _ in events],
     )
     outcome = training_outcome(outcome, training, found)
+    if job is not None:  # a program r2bench built against the library under test
+        outcome = served_library_check(outcome, parsed, source)
     outcome = software_fault_check(outcome, {k: str(v) for k, v in (env or {}).items()}, found)
     outcome = with_verification(outcome, verification, source) or outcome
     if job is not None and job.never_fired:
@@ -80,6 +83,29 @@ def decide(
     if job is not None and (not job.launched or job.fault_problems):
         outcome = _harness_outcome(outcome, job)
     return apply_to_outcome(outcome, evidence) or outcome
+
+
+_STOPPED = (
+    OutcomeStatus.CRASHED, OutcomeStatus.TIMEOUT, OutcomeStatus.LAUNCH_FAILED,
+    OutcomeStatus.INTERRUPTED, OutcomeStatus.BUILD_FAILED,
+)  # fmt: skip
+
+
+def served_library_check(outcome: Outcome, parsed: ParsedNcclTests, source: str) -> Outcome:
+    """A run whose program loaded another NCCL than r2bench built it against is
+    `wrong_library` (its results are that NCCL's); a run that stopped keeps its status, the
+    finding first in its reason. Only for runs r2bench launched: someone else's log may pair
+    other headers and library on purpose."""
+    problem = other_library_loaded(parsed)
+    if problem is None:
+        return outcome
+    if outcome.status in _STOPPED:
+        return outcome.model_copy(update={"reason": f"{problem}; {outcome.reason}"})
+    text = f"nccl-headers={parsed.nccl_headers} nccl-library={parsed.nccl_library}"
+    return Outcome(
+        status=OutcomeStatus.WRONG_LIBRARY, reason=problem,
+        evidence=[Evidence(text=text, source=source)],
+    )  # fmt: skip
 
 
 def revisit(

@@ -34,7 +34,6 @@ from r2bench.config.r2ccl import arms_software_fault
 from r2bench.config.recipe import KnownFailure
 from r2bench.parse.buildlog import analyze
 from r2bench.parse.events import clean
-from r2bench.parse.library import other_library_loaded
 from r2bench.parse.models import (
     Event,
     EventKind,
@@ -86,10 +85,7 @@ def classify(
             reason=f"interrupted by the user after {ctx.n_rows} result rows",
             evidence=ctx.last_row_evidence(),
         )
-    rules = (
-        _timeout, _launch_failed, _not_nccl_tests, _crashed_by_events, _wrong_library,
-        _wrong_results,
-    )  # fmt: skip
+    rules = (_timeout, _launch_failed, _not_nccl_tests, _crashed_by_events, _wrong_results)
     for rule in (*rules, _fallback):
         outcome = rule(ctx, exit_code, timed_out, launch)
         if outcome is not None:
@@ -299,23 +295,6 @@ def _crashed_by_events(
         failed_rank=rank,
         failed_host=host,
         evidence=_dedupe(evidence),
-    )
-
-
-def _wrong_library(
-    ctx: _Context, exit_code: int | None, timed_out: bool, launch: LaunchInfo | None
-) -> Outcome | None:
-    """A program that ran on another NCCL than it was built against (an LD_LIBRARY_PATH that
-    does not put the library under test first: nccl-tests has no RPATH) measured that NCCL."""
-    parsed = ctx.parsed
-    problem = other_library_loaded(parsed) if parsed is not None else None
-    if parsed is None or problem is None:
-        return None
-    text = f"nccl-headers={parsed.nccl_headers} nccl-library={parsed.nccl_library}"
-    return Outcome(
-        status=OutcomeStatus.WRONG_LIBRARY,
-        reason=problem,
-        evidence=[Evidence(text=text, source=ctx.source)],
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from r2bench.analysis.outcome import classify
+from r2bench.analysis.decision import JobFacts, decide
 from r2bench.analysis.verdict import OutcomeClass, verdict_of
 from r2bench.config.recipe import KnownFailure
 from r2bench.config.recipes import load_recipes
@@ -133,14 +133,18 @@ def test_a_program_that_loaded_another_nccl_ran_the_wrong_library() -> None:
     parsed = parse_text(text)
     assert parsed.nccl_library == 22803 and parsed.nccl_headers == 22803
     assert other_library_loaded(parsed) is None
-    assert classify(0, parsed=parsed).status is OutcomeStatus.OK
+    assert decide(parsed, [], job=JobFacts(0.0, exit_code=0)).status is OutcomeStatus.OK
     # Built against R-2CCL's 2.23.4, the system's 2.28.3 loaded (LD_LIBRARY_PATH not first).
     swapped = parse_text(text.replace("nccl-headers=22803", "nccl-headers=22304"))
     error = other_library_loaded(swapped)
     assert error is not None and "loaded NCCL 2.28.3" in error and "against 2.23.4" in error
-    outcome = classify(0, parsed=swapped)
+    outcome = decide(swapped, [], job=JobFacts(0.0, exit_code=0))
     assert outcome.status is OutcomeStatus.WRONG_LIBRARY and outcome.reason == error
     assert verdict_of(outcome.status, True) is OutcomeClass.UNSCORED
+    # Someone else's log (no run of r2bench's) may pair them on purpose: judged as it is.
+    assert decide(swapped, []).status is not OutcomeStatus.WRONG_LIBRARY
+    stopped = decide(swapped, [], job=JobFacts(0.0, exit_code=None, timed_out=True))
+    assert stopped.status is OutcomeStatus.TIMEOUT and stopped.reason.startswith(error)
 
 
 # ---- probe and per-node rendering -----------------------------------------------------------
@@ -205,3 +209,14 @@ def test_tree_digest_and_tarball(tmp_path: Path) -> None:
     assert tree_digest(src) != before
     with tarfile.open(write_tarball(src, tmp_path / "t.tar.gz")) as archive:
         assert sorted(archive.getnames()) == ["Makefile", "pkg/a.py"]
+
+
+def test_the_verification_workload_says_which_nccl_it_loaded() -> None:
+    """Its banner (a real one, results/examples/gpu-two-gpus) carries both versions."""
+    run = paths.REPO / "results/examples/gpu-two-gpus/all_reduce-vanilla-none-r0-4b1b230c7f"
+    text = (run / "stdout.txt").read_text()
+    parsed = parse_text(text)
+    assert (parsed.nccl_headers, parsed.nccl_library) == (22304, 22304)
+    assert other_library_loaded(parsed) is None
+    swapped = parse_text(text.replace("(library 22304,", "(library 22809,", 1))
+    assert decide(swapped, [], job=JobFacts(0.0, exit_code=0)).status is OutcomeStatus.WRONG_LIBRARY

@@ -38,6 +38,8 @@ from r2bench.parse.nccltests.salvage import (
 from r2bench.parse.nccltests.state import PLACEMENTS, RunState, next_cycle, unreadable
 from r2bench.parse.numbers import BadNumber, bounded_int, id_or_none, shown
 
+_VERIFY_BANNER = "# r2bench verification workload"
+_VERIFY_VERSIONS_RE = re.compile(r"\(library (\d{1,9}), headers (\d{1,9})\)")
 _VERSION_RE = re.compile(
     r"([nr])c{2,3}l-tests version (\S+)(?: [nr]c{2,3}l-headers=(\d+))?(?: [nr]c{2,3}l-library=(\d+))?"
 )
@@ -194,6 +196,11 @@ def flush_pending(st: RunState) -> None:
 def parse_comment(st: RunState, lineno: int, line: str) -> None:
     """A `#` line: the version, arguments, device, column-name, footer and concluding
     lines, and a result row an author commented out."""
+    if line.startswith(_VERIFY_BANNER):
+        # r2b_verify's banner: `... NCCL version 2.23.4 (library 22304, headers 22304)`
+        m = _VERIFY_VERSIONS_RE.search(line)
+        if m:
+            st.fields["nccl_library"], st.fields["nccl_headers"] = int(m[1]), int(m[2])
     if "ccl-tests version" in line:
         m = _VERSION_RE.search(line)
         if m:
