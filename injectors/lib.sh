@@ -16,7 +16,8 @@
 # interfaces the fault touches, one a line, for the guard), then calls `main "$@"`.
 # Records are per node (node.sh): FAULT_DIR/active/<node id>/<tag>.
 # A kind_inject may call `mark_applied` right after the change took effect and before it polls
-# for it, so the event tells `applied=` (the change) from `verified=` (the state seen).
+# for it, so the event tells `applied=` (the change) from `verified=` (the state seen). An armed
+# inject calls the kind's optional kind_prepare before it waits for `go`.
 #
 # `inject --armed` does the slow part first (checks, record, lease), prints an `armed` event and
 # waits for one line on stdin: `go` applies the fault at once (a trigger then costs one read and
@@ -142,6 +143,9 @@ do_inject() {
 
 wait_for_go() {  # armed: lease first (a dead controller must not strand the record), then wait
     arm_lease
+    # A kind may start now what applying needs (a process already running: no fork and exec
+    # between `go` and the change).
+    if declare -F kind_prepare >/dev/null; then kind_prepare; fi
     event armed ok "$(kind_describe)${LEASE_S:+ lease_s=$LEASE_S}"
     local word=""
     IFS= read -r word || true

@@ -130,6 +130,37 @@ def test_link_down_inject_verify_revert_idempotent(pair: Pair) -> None:
     assert not list((pair.fault_dir / "active").glob("*/*"))
 
 
+def _armed(pair: Pair, tag: str, word: str) -> subprocess.CompletedProcess[str]:
+    """An armed link_down on va, told `word` once it says it is armed."""
+    env = {**os.environ, "R2B_FAULT_DIR": str(pair.fault_dir)}
+    argv = ["ip", "netns", "exec", pair.ns1, "bash", str(INJECTORS / "link.sh"), "inject"]
+    proc = subprocess.Popen(
+        [*argv, "--tag", tag, "--armed", "--lease-s", "60", "--dev", "va"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    assert "armed tag=" in proc.stdout.readline()  # the applier runs before this line
+    assert pair.link_up()  # armed, nothing touched yet
+    out, err = proc.communicate(word + "\n", timeout=30)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def test_an_armed_link_down_applies_on_go_and_leaves_nothing_on_cancel(pair: Pair) -> None:
+    done = _armed(pair, "a1", "go")
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if "inject tag=a1" in x)
+    assert "result=ok dev=va" in line
+    fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
+    requested, applied = float(fields["requested"]), float(fields["applied"])
+    assert 0 <= applied - requested < 0.5  # through the running `ip -batch`: no interpreter
+    assert not pair.link_up() and not pair.reachable()
+    assert "result=ok" in pair.inject("link.sh", "revert", "--tag", "a1", "--dev", "va").stdout
+    assert pair.link_up()
+    cancelled = _armed(pair, "a2", "stop")
+    assert "inject tag=a2 kind=link_down result=cancelled" in cancelled.stdout
+    assert pair.link_up() and not list((pair.fault_dir / "active").glob("*/*"))
+
+
 def test_link_lease_reverts_without_the_controller(pair: Pair) -> None:
     pair.inject("link.sh", "inject", "--tag", "lease1", "--lease-s", "1", "--dev", "va")
     assert not pair.link_up()
