@@ -26,13 +26,13 @@ Pure: `parse_attempts` and `strategy_of` read text and documents the caller read
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from r2bench.parse.training import TrainingLog, Updates
+from r2bench.runfolder.attempts import attempt_events
 from r2bench.workloads.train_format import TrainAbort, TrainResume, TrainShrink
 
 STRATEGIES = ("none", "in_library", "restart", "shrink")
@@ -126,32 +126,16 @@ METRICS = (
 
 
 def parse_attempts(text: str) -> list[Attempt]:
-    """The attempts of an `attempts.jsonl` text (the sweep's lines: `{"attempt": N, "event":
-    "launch" | "end", "at": T, "exit_code": C}`, `sweep.restarts.AttemptEvent`), in attempt
-    order; an attempt with no end line has none (it was cut short); a line that is not one is
-    skipped (a sweep killed mid-write leaves half a line)."""
+    """The attempts of an attempts.jsonl text (`runfolder.attempts`), in attempt order; an
+    attempt with no end line has none (it was cut short)."""
     launched: dict[int, float] = {}
     ended: dict[int, tuple[float | None, int | None]] = {}
-    for line in text.splitlines():
-        event = _attempt_event(line)
-        if event is None:
-            continue
-        number, kind, at, code = event
-        if kind == "launch":
-            launched.setdefault(number, at)
-        elif kind == "end":
-            ended[number] = (at, code)
+    for event in attempt_events(text):
+        if event.event == "launch":
+            launched.setdefault(event.attempt, event.at)
+        else:
+            ended[event.attempt] = (event.at, event.exit_code)
     return [Attempt(n, launched[n], *ended.get(n, (None, None))) for n in sorted(launched)]
-
-
-def _attempt_event(line: str) -> tuple[int, str, float, int | None] | None:
-    try:
-        doc = json.loads(line)
-        number, kind, at = int(doc["attempt"]), str(doc["event"]), float(doc["at"])
-        code = _opt_int(doc.get("exit_code"))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return number, kind, at, code
 
 
 def strategy_of(spec: Mapping[str, Any]) -> str | None:
@@ -159,10 +143,6 @@ def strategy_of(spec: Mapping[str, Any]) -> str | None:
     recovery = spec.get("recovery")
     strategy = recovery.get("strategy") if isinstance(recovery, Mapping) else None
     return strategy if isinstance(strategy, str) else None
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 # --------------------------------------------------------------------------- the cost

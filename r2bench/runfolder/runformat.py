@@ -16,7 +16,7 @@ events.jsonl       typed log events (parse.models.Event), one per line
 faults.jsonl       fault events (FaultEvent): inject/revert/verify with node-side timestamps
 outcome.json       parse.models.Outcome plus exit code and start/end times
 attempts.jsonl     (restart, shrink, ... runs) each start of the job: launch and end on the
-                   controller clock, exit code (sweep.restarts.AttemptEvent); a restarted job's
+                   controller clock, exit code (runfolder.attempts.AttemptEvent); a restarted job's
                    outputs follow one another in stdout.txt/stderr.txt
 COMPLETE           the marker: the run folder is whole (written last)
 ```

@@ -12,29 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from r2bench.config.experiment import MIN_DEADLINE_S, RecoveryStrategy
 from r2bench.parse.models import Outcome, OutcomeStatus
 from r2bench.plan.runspec import RunRecovery
+from r2bench.runfolder.attempts import AttemptEvent
 from r2bench.workloads.train_options import EXIT_USAGE
-
-
-class AttemptEvent(BaseModel):
-    """One line of attempts.jsonl: an attempt launched, or ended (with its exit code)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    attempt: int
-    """1 for the first start, 2 for the first restart, ..."""
-    event: Literal["launch", "end"]
-    at: float
-    """Controller clock (Unix seconds)."""
-    exit_code: int | None = None
-    timed_out: bool = False
-    """The attempt ran into the harness deadline (end only)."""
 
 
 @dataclass(frozen=True)
@@ -122,19 +105,3 @@ class AttemptLog:
     def _append(self, event: AttemptEvent) -> None:
         with self.path.open("a", encoding="utf-8") as out:
             out.write(event.model_dump_json() + "\n")
-
-
-def read_attempts(path: Path) -> list[AttemptEvent]:
-    """Every line of an attempts.jsonl (none when the file is absent); a bad line raises
-    ValueError naming the file and the line."""
-    if not path.exists():
-        return []
-    events = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            events.append(AttemptEvent.model_validate_json(line))
-        except ValueError as exc:
-            raise ValueError(f"{path}:{number}: not an attempt record ({exc})") from exc
-    return events

@@ -14,7 +14,7 @@ from typing import Any
 
 from r2bench.nodes import LocalNode
 from r2bench.plan.model import NodeCommand, PlannedRun
-from r2bench.sweep.restarts import read_attempts
+from r2bench.runfolder.attempts import read_attempts
 from r2bench.sweep.run import RunExecutor, _Job
 from tests.support import paths
 from tests.support.cli_runner import invoke_as_main

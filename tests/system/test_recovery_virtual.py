@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from r2bench.runfolder import runformat
+from r2bench.runfolder.attempts import AttemptEvent, read_attempts
 from r2bench.runfolder.runmodel import RunEnd
-from r2bench.sweep.restarts import AttemptEvent, read_attempts
 from r2bench.tables.build import build_tables
 from r2bench.testbeds.virtual.lifecycle import UpResult
 from r2bench.workloads.train_format import (

@@ -10,10 +10,10 @@ import pytest
 from r2bench.config.experiment import RecoveryStrategy
 from r2bench.parse.models import Outcome, OutcomeStatus
 from r2bench.plan.runspec import RunRecovery
+from r2bench.runfolder.attempts import read_attempts
 from r2bench.sweep.restarts import (
     Attempt,
     AttemptLog,
-    read_attempts,
     restart_pause,
     supervised_outcome,
 )
