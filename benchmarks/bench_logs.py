@@ -19,8 +19,9 @@ files may hold anything. The logs are generated (not timed) in these shapes:
   between the header and the rows (cut at the reader's line limit; the rows after it are
   read), and nothing but NUL bytes.
 
-Each log is parsed in a fresh process (`parse_file`: one streaming pass for results and events);
-the benchmark prints wall time, CPU time and peak RSS per size, and whether time grows linearly
+Each log is parsed in a fresh process by `r2bench parse` (`parse_command`: one streaming pass
+for results and events, then the table of every result row and the facts, written to a file, as
+a user waits for them); the benchmark prints wall time, CPU time and peak RSS per size, and whether time grows linearly
 and memory stays flat with size. Targets on 2 cores: sparse 1 GB in 60 s; dense and connect
 200 MB in 20 s; all at most 500 MiB; 6,000 runs in 8 s; line and zeros 2 GB each within
 300 MiB (60 s a GB); 10x the bytes in at most 12x the time, and at most 1.5x the peak memory
@@ -42,9 +43,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
-from r2bench.commands.parse import parse_file
+from r2bench.commands.parse import parse_command
 
 MB = 1_000_000
 TARGET_RSS = 500 * 2**20
@@ -229,30 +231,46 @@ def _generate_stream(path: Path, size: int, shape: str) -> int:
 
 
 def measure(path: Path, profile: bool, stdin: bool = False) -> None:
-    """The timed part (run in a fresh process): parse the log as `r2bench parse` does (with
-    `stdin`, given on standard input: `r2bench parse -`)."""
+    """The timed part (run in a fresh process): `r2bench parse PATH` (with `stdin`, the log
+    on standard input: `r2bench parse -`), its table and facts written to a file."""
     profiler = cProfile.Profile() if profile else None
-    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as printed, path.open("rb") as given:
+        shown, sys.stdout = sys.stdout, printed
+        if stdin:
+            sys.stdin = io.TextIOWrapper(given)
+        start = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        status = parse_command([Path("-") if stdin else path], as_json=False)
+        wall = time.perf_counter() - start
+        if profiler:
+            profiler.disable()
+        sys.stdout = shown
+        printed.seek(0)
+        rows, runs, events, outcome = _printed_facts(printed)
     if profiler:
-        profiler.enable()
-    if stdin:
-        with path.open("rb") as given:
-            sys.stdin = io.TextIOWrapper(given)  # as `r2bench parse -` reads it
-            runs = parse_file(Path("-"))
-    else:
-        runs = parse_file(path)
-    wall = time.perf_counter() - start
-    if profiler:
-        profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-    parsed, events, outcome = runs[0]
     usage = resource.getrusage(resource.RUSAGE_SELF)
     peak, cpu = usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
     print(
-        f"RESULT {wall:.3f} {peak} cpu={cpu:.1f}s runs={len(runs)} "
-        f"rows={len({r.line for r in parsed.rows})} events={len(events)} "
-        f"outcome={outcome.status.value}"
+        f"RESULT {wall:.3f} {peak} cpu={cpu:.1f}s exit={status} runs={runs} table_rows={rows} "
+        f"events={events} outcome={outcome}"
     )
+
+
+def _printed_facts(printed: Iterable[str]) -> tuple[int, int, str, str]:
+    """(table rows, runs, events, first outcome) from what `r2bench parse` printed."""
+    rows, runs, events, outcome = 0, 0, "?", "?"
+    for line in printed:
+        if line.startswith("│"):
+            rows += 1
+        elif line.startswith("┏"):
+            runs += 1
+        elif line.startswith("events: "):
+            events = line.split()[1]
+        elif line.startswith("outcome: ") and outcome == "?":
+            outcome = line.split()[1].rstrip(":")
+    return rows, runs, events, outcome
 
 
 def _run_shape(shape: str, sizes: list[float], folder: Path, keep: bool, profile: bool) -> bool:
