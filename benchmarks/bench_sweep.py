@@ -19,10 +19,12 @@ Exit code: 0 when the target is met, 1 when it is not or the sweep failed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -64,53 +66,77 @@ def job_seconds(sweep_dir: Path) -> dict[str, float]:
 
 
 class StageClock:
-    """When each run entered each stage (`RunExecutor._enter`) and left `execute`, to print
-    where a run's controller time goes; measurement only, the sweep runs unchanged."""
+    """When each run entered each stage (`RunExecutor._enter`), when `RunExecutor.start`
+    began and returned (the foreground: the next run starts then) and when its collect and
+    record were done (`_finish`, in the background), to print where a run's controller time
+    goes; measurement only, the sweep runs unchanged."""
 
     def __init__(self) -> None:
-        self.marks: list[tuple[str, str, float]] = []  # (run id, stage or "start"/"end", t)
+        self.marks: list[tuple[str, str, float]] = []  # (run id, stage or start/returned/done, t)
+        self.lock = threading.Lock()
+
+    def _mark(self, run_id: str, name: str) -> None:
+        with self.lock:
+            self.marks.append((run_id, name, time.perf_counter()))
 
     @contextmanager
     def watching(self) -> Iterator[None]:
         """Record while the sweep runs."""
-        enter, execute = RunExecutor._enter, RunExecutor.execute
+        enter, start, finish = RunExecutor._enter, RunExecutor.start, RunExecutor._finish
 
         def timed_enter(executor: RunExecutor, run_id: str, stage: Stage) -> None:
-            self.marks.append((run_id, stage.value, time.perf_counter()))
+            self._mark(run_id, stage.value)
             enter(executor, run_id, stage)
 
-        def timed_execute(executor: RunExecutor, run: Any) -> Any:
-            self.marks.append((run.spec.run_id, "start", time.perf_counter()))
+        def timed_start(executor: RunExecutor, run: Any) -> Any:
+            self._mark(run.spec.run_id, "start")
             try:
-                return execute(executor, run)
+                return start(executor, run)
             finally:
-                self.marks.append((run.spec.run_id, "end", time.perf_counter()))
+                self._mark(run.spec.run_id, "returned")
+
+        def timed_finish(executor: RunExecutor, ended: Any) -> Any:
+            try:
+                return finish(executor, ended)
+            finally:
+                self._mark(ended.run.spec.run_id, "done")
 
         with (
             mock.patch.object(RunExecutor, "_enter", timed_enter),
-            mock.patch.object(RunExecutor, "execute", timed_execute),
+            mock.patch.object(RunExecutor, "start", timed_start),
+            mock.patch.object(RunExecutor, "_finish", timed_finish),
         ):
             yield
 
     def report(self, jobs: dict[str, float], wall: float) -> None:
-        """Median seconds per stage over the runs, the gap between runs, what each run's
-        execute() spends besides its job, and what the sweep spends outside the runs."""
+        """Median seconds per stage over the runs; what each run's foreground (preflight to
+        teardown) spends besides its job; its collect and record, which overlap the next
+        run's start; the gap between runs; what the sweep spends outside the runs."""
+        by_run: dict[str, dict[str, float]] = defaultdict(dict)
+        for run, name, t in self.marks:
+            by_run[run][name] = t
+        order = [s.value for s in Stage] + ["done"]
         spans: dict[str, list[float]] = defaultdict(list)
-        for (run, name, t), (next_run, _, t_next) in zip(self.marks, self.marks[1:], strict=False):
-            if name == "end":
-                spans["between runs (the sweep loop)"].append(t_next - t)
-            elif run == next_run:
-                spans["start -> preflight" if name == "start" else name].append(t_next - t)
-        print("where a run's time goes (median s over runs; faults+wait hold the job):")
+        for marks in by_run.values():
+            spans["start -> preflight"].append(marks[Stage.PREFLIGHT.value] - marks["start"])
+            timed = [name for name in order if name in marks]
+            for name, after in itertools.pairwise(timed):
+                end = marks["returned"] if name == Stage.TEARDOWN.value else marks[after]
+                spans[name].append(end - marks[name])
+        runs = sorted(by_run.values(), key=lambda m: m["start"])
+        for earlier, later in itertools.pairwise(runs):
+            spans["between runs (the sweep loop)"].append(later["start"] - earlier["returned"])
+        print("where a run's time goes (median s over runs; faults+wait hold the job;")
+        print("collect and record run in the background, beside the next run's start):")
         for name, values in spans.items():
             print(f"  {name:32} {statistics.median(values):7.3f} s  (sum {sum(values):6.2f} s)")
-        starts = {run: t for run, name, t in self.marks if name == "start"}
-        execute = [t - starts[run] for run, name, t in self.marks if name == "end"]
-        inside = sum(execute) - sum(jobs.values())
-        print(f"  execute() minus the job, per run: {inside / max(1, len(execute)):.3f} s")
+        foreground = sum(m["returned"] - m["start"] for m in runs)
+        inside = foreground - sum(jobs.values())
+        print(f"  foreground minus the job, per run: {inside / max(1, len(runs)):.3f} s")
+        tail = runs[-1]["done"] - runs[-1]["returned"] if runs else 0.0
         print(
-            f"  outside the runs (connections, agents, doctor, setup, tables, report): "
-            f"{wall - sum(execute):.2f} s"
+            f"  outside the runs (connections, agents, doctor, setup, the last record, tables, "
+            f"report): {wall - foreground:.2f} s (the last run's record: {tail:.3f} s)"
         )
 
 

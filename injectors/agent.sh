@@ -44,9 +44,11 @@ run_owners() {  # pid=run of every process carrying R2B_RUN
 kill_run() {  # kill_run ID RUN
     local id=$1 run=$2 pids left i
     pids=$(run_pids "$run")
+    # Nothing of the run left (the usual end of a run): the answer needs no second look.
+    [[ -n $pids ]] || { say "r2b-done $id 0"; return; }
     # $pids and $left are lists of whole-number pids: unquoted, each pid is one argument.
     # shellcheck disable=SC2086
-    [[ -z $pids ]] || kill -TERM $pids 2>/dev/null
+    kill -TERM $pids 2>/dev/null
     for i in 1 2 3 4 5 6 7 8 9 10; do
         left=$(run_pids "$run")
         [[ -z $left ]] && break

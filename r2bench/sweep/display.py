@@ -4,6 +4,7 @@ what the runs show in sentences, from the report's summary)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -24,7 +25,10 @@ from rich.text import Text
 
 from r2bench.parse.models import OutcomeStatus
 from r2bench.plan.model import PlannedRun
-from r2bench.sweep.run import RunResult
+from r2bench.sweep.run import RunResult, Stage
+
+FIRST_STAGE = Stage.PREFLIGHT.value
+"""A run's first stage: the run that enters it is the current one."""
 
 STATUS_STYLE = {
     OutcomeStatus.OK: "green",
@@ -53,6 +57,10 @@ class SweepDisplay:
     done: int = 0
     _progress: Progress | None = None
     _task: TaskID | None = None
+    _current: str = ""
+    """The run that started last: its stages are shown."""
+    _description: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> SweepDisplay:
         if not self.quiet:
@@ -83,11 +91,21 @@ class SweepDisplay:
         self._update("")
 
     def stage(self, run_id: str, stage: str) -> None:
-        """The current run moved to `stage`."""
-        self._update(f"{run_id} [dim]{stage}[/]")
+        """A run moved to `stage`: shown for the current run (the last to start); the stages
+        of the run before, recorded while this one starts, are not."""
+        with self._lock:
+            if stage == FIRST_STAGE:
+                self._current = run_id
+            if run_id == self._current:
+                self._description = f"{run_id} [dim]{stage}[/]"
+                self._update(self._description)
 
     def finished(self, result: RunResult) -> None:
-        """A run ended (whatever its outcome)."""
+        """A run was recorded (whatever its outcome; called from the thread that records)."""
+        with self._lock:
+            self._finished(result)
+
+    def _finished(self, result: RunResult) -> None:
         self.done += 1
         self.durations.append(result.job_seconds)
         self.counts[result.status.value] += 1
@@ -99,7 +117,7 @@ class SweepDisplay:
                 markup=False,
                 highlight=False,
             )
-        self._update("")
+        self._update("" if result.run_id == self._current else self._description)
 
     def _update(self, description: str) -> None:
         if self._progress is None or self._task is None:

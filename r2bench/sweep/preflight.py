@@ -29,22 +29,24 @@ def node_check_script(model: NodeModel, work_dir: str) -> str:
 
     An RDMA NIC is judged by its port (`state` ACTIVE), whatever its link layer; a netdev must
     be `up` too, except an InfiniBand port's IPoIB interface, which RDMA does not use (often
-    not configured at all on IB fabrics). R2B_SYSFS (default /sys) is where sysfs is."""
+    not configured at all on IB fabrics). R2B_SYSFS (default /sys) is where sysfs is. The
+    files are read with bash's `read` (a check runs before every run: no `cat` or `grep`
+    started for them)."""
     checks = []
     for nic in model.data_nics:
         if nic.rdma_device:
             path = f"/class/infiniband/{nic.rdma_device}/ports/{nic.port}/state"
             problem = f"problem: {nic.name} ({nic.rdma_device}/{nic.port}) is not ACTIVE"
             checks.append(
-                f'grep -q ACTIVE "${{R2B_SYSFS:-/sys}}"{shlex.quote(path)} 2>/dev/null || '
-                f"echo {shlex.quote(problem)}"
+                f's=; read -r s < "${{R2B_SYSFS:-/sys}}"{shlex.quote(path)} 2>/dev/null; '
+                f"[[ $s == *ACTIVE* ]] || echo {shlex.quote(problem)}"
             )
         if nic.netdev and nic.kind is not NicKind.IB:
             path = f"/class/net/{nic.netdev}/operstate"
             problem = f"problem: {nic.name} ({nic.netdev}) is not up"
             checks.append(
-                f'[ "$(cat "${{R2B_SYSFS:-/sys}}"{shlex.quote(path)} 2>/dev/null)" = up ] || '
-                f"echo {shlex.quote(problem)}"
+                f's=; read -r s < "${{R2B_SYSFS:-/sys}}"{shlex.quote(path)} 2>/dev/null; '
+                f"[[ $s == up ]] || echo {shlex.quote(problem)}"
             )
     checks.append(
         f"for r in $({own_records_script(work_dir)}); do "
@@ -81,13 +83,11 @@ def _survey(
         prefix = "problem: "
         return [ln[len(prefix) :] for ln in out.stdout.splitlines() if ln.startswith(prefix)]
 
-    def state(name: str) -> _NodeState:
-        return _NodeState(problems(name), agents[name].run_processes())
-
-    if len(names) <= 1:
-        return {name: state(name) for name in names}
-    with ThreadPoolExecutor(max_workers=len(names)) as threads:
-        return dict(zip(names, threads.map(state, names), strict=True))
+    # every node's two questions at once: a run waits on the slowest answer, not their sum
+    with ThreadPoolExecutor(max_workers=2 * len(names) or 1) as threads:
+        links = {name: threads.submit(problems, name) for name in names}
+        procs = {name: threads.submit(agents[name].run_processes) for name in names}
+        return {name: _NodeState(links[name].result(), procs[name].result()) for name in names}
 
 
 def preflight_problems(

@@ -74,6 +74,9 @@ class Stage(str, Enum):
     RECORD = "record"
 
 
+CLOCK_REPROBE_S = 30.0
+"""The nodes' clock offsets are probed again when older (a drift of 100 ppm, a poor clock's,
+is 3 ms in that time: the order of a probe's own round trip)."""
 DEADLINE_GRACE_S = 15.0
 """Past the run's deadline, the controller stops waiting for the node-side kill."""
 
@@ -148,6 +151,22 @@ class _Job:
                 times.close()
 
 
+@dataclass(frozen=True)
+class _EndedRun:
+    """A run whose job has ended and whose nodes are clean: what its record is made of."""
+
+    run: PlannedRun
+    folder: st.RunFolder
+    job: _Job | None
+    driver: FaultDriver
+    started: float
+    ended: float
+    attempts: list[Attempt]
+    fatal: list[str]
+    interrupted: bool
+    agent_logs: dict[str, list[str]]
+
+
 @dataclass
 class RunExecutor:
     """Carries out the runs of one plan on a testbed whose agents are started."""
@@ -164,6 +183,9 @@ class RunExecutor:
     def __post_init__(self) -> None:
         self._git: GitState | None = git_state(r2bench_checkout())  # once: git is slow
         self._threads = ThreadPoolExecutor(max_workers=max(1, len(self.agents)))
+        self._clock: tuple[float, dict[str, float]] | None = None  # (when, offsets)
+        # one worker: runs are collected and recorded one at a time, in the order they ran
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="r2bench-record")
         # Nodes that can observe a run with NCCL's RAS client: asked once per sweep.
         has_ras = self._each_agent(lambda a: a.run(["sh", "-c", "command -v ncclras >/dev/null"]))
         self._ras_nodes = {name for name, code in has_ras.items() if code == 0}
@@ -188,8 +210,16 @@ class RunExecutor:
         self.on_stage(run_id, stage.value)
 
     def execute(self, run: PlannedRun) -> RunResult:
-        """Carry out one run; a run that fails is recorded, one that cannot be cleaned up raises
-        SweepStop after its record is written."""
+        """Carry out one run, record included; a run that fails is recorded, one that cannot
+        be cleaned up raises SweepStop after its record is written."""
+        return self.start(run).result()
+
+    def start(self, run: PlannedRun) -> Future[RunResult]:
+        """Carry out one run up to its teardown; its collect and record then go on in the
+        background (one run at a time, in order) while the caller starts the next run: the
+        nodes are clean once teardown is done, and what is left reads the run's own folder.
+        The future's result is the run's; a run that cannot be cleaned up is recorded here
+        and raises SweepStop. `finish_background` waits for what is left."""
         run_id = run.spec.run_id
         self._enter(run_id, Stage.PREFLIGHT)
         self.preflight(run)
@@ -223,21 +253,44 @@ class RunExecutor:
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
                 job.close()
-        self._enter(run_id, Stage.COLLECT)
-        self.collect(run, folder, job)
-        self._enter(run_id, Stage.RECORD)
-        outcome = self.record(run, folder, job, driver, started, ended, attempts)
-        result = RunResult(
-            run_id,
+        ended_run = _EndedRun(
+            run, folder, job, driver, started, ended, attempts, fatal,
+            interrupted=self.interrupted.is_set(), agent_logs=self._take_agent_logs(),
+        )  # fmt: skip
+        if not fatal:
+            return self._background.submit(self._finish, ended_run)
+        self.finish_background()  # the records stay in run order
+        result = self._finish(ended_run)
+        raise SweepStop(result.fatal or "")
+
+    def finish_background(self) -> None:
+        """Wait until every run started has been collected and recorded."""
+        self._background.submit(lambda: None).result()
+
+    def _finish(self, ended: _EndedRun) -> RunResult:
+        """Collect and record a run whose nodes are clean again."""
+        run, folder, job, driver = ended.run, ended.folder, ended.job, ended.driver
+        self._enter(run.spec.run_id, Stage.COLLECT)
+        self.collect(run, folder, job, ended.agent_logs)
+        self._enter(run.spec.run_id, Stage.RECORD)
+        outcome = self.record(
+            run, folder, job, driver, ended.started, ended.ended, ended.attempts, ended.interrupted
+        )
+        return RunResult(
+            run.spec.run_id,
             outcome.status,
             outcome.reason,
-            ended - started,
-            "; ".join(fatal) or None,
+            ended.ended - ended.started,
+            "; ".join(ended.fatal) or None,
             "; ".join(driver.problems) or None,
         )
-        if fatal:
-            raise SweepStop(result.fatal or "")
-        return result
+
+    def _take_agent_logs(self) -> dict[str, list[str]]:
+        """What each agent logged during the run, taken now (the next run's lines are its)."""
+        logs = {name: list(agent.log) for name, agent in self.agents.items() if agent.log}
+        for agent in self.agents.values():
+            agent.log.clear()
+        return logs
 
     # ---- stages -----------------------------------------------------------------------------
     def preflight(self, run: PlannedRun) -> None:
@@ -361,8 +414,14 @@ class RunExecutor:
                 fatal.append(f"{name}: {count} process(es) of run {run.spec.run_id} survived KILL")
         return fatal
 
-    def collect(self, run: PlannedRun, folder: st.RunFolder, job: _Job | None) -> None:
-        """Commit the streamed output and fetch the job's node-side files."""
+    def collect(
+        self,
+        run: PlannedRun,
+        folder: st.RunFolder,
+        job: _Job | None,
+        agent_logs: Mapping[str, list[str]],
+    ) -> None:
+        """Commit the streamed output, fetch the job's node-side files, keep the agents' logs."""
         for name in (
             runformat.STDOUT,
             runformat.STDERR,
@@ -383,10 +442,8 @@ class RunExecutor:
         local.unlink(missing_ok=True)
         counters.fetch(run, self.pool, folder)
         collect_observers(self.pool, run, folder, self._ras_nodes)
-        for name, agent in self.agents.items():
-            if agent.log:
-                folder.write_node_file(name, "agent.log", "\n".join(agent.log) + "\n")
-                agent.log.clear()
+        for name, lines in agent_logs.items():
+            folder.write_node_file(name, "agent.log", "\n".join(lines) + "\n")
 
     def record(
         self,
@@ -397,6 +454,7 @@ class RunExecutor:
         started: float,
         ended: float,
         attempts: list[Attempt] | None = None,
+        interrupted: bool = False,
     ) -> Outcome:
         """Parse, decide the outcome (`decision.decide`, through `parse_run`, as the tables
         would for the same folder), write the record; COMPLETE last (not for an interrupted
@@ -421,7 +479,7 @@ class RunExecutor:
             ended_at=ended,
             exit_code=result.exit_code if result else None,
             timed_out=bool(result and result.timed_out) or (job is not None and result is None),
-            interrupted=self.interrupted.is_set(),
+            interrupted=interrupted,
             launched=job is not None,
             never_fired=tuple(driver.never_fired),
             first_result_seen=job is not None and job.first_result.seen,
@@ -453,13 +511,19 @@ class RunExecutor:
 
     # ---- helpers ----------------------------------------------------------------------------
     def _offsets(self, run: PlannedRun) -> dict[str, float]:
+        """Each node's clock offset, probed again when the last probe is CLOCK_REPROBE_S old
+        (clocks drift by microseconds a minute; three probes a node cost a run 10-20 ms)."""
+        now = time.monotonic()
+        if self._clock is not None and now - self._clock[0] < CLOCK_REPROBE_S:
+            return dict(self._clock[1])
         samples = self._each_agent(lambda agent: agent.clock_offset().offset)
         offsets = {}
         for name, value in samples.items():
             if isinstance(value, NodeError):
                 raise SweepStop(f"{name}: clock probe failed: {value.message}")
             offsets[name] = value
-        return offsets
+        self._clock = (now, offsets)
+        return dict(offsets)
 
     def _provenance(self, run: PlannedRun) -> Provenance:
         env, dropped = redact_env(run.spec.env)

@@ -25,7 +25,13 @@ from r2bench.plan.build import load_inputs
 from r2bench.setup import cache
 from r2bench.setup.libcheck import header_version, version_text
 from r2bench.setup.probe import NodeFacts, parse_facts
-from r2bench.setup.source import tree_digest, tree_files, write_tarball
+from r2bench.setup.source import (
+    PACKAGE_ROOT_TOKEN,
+    resolve_local_path,
+    tree_digest,
+    tree_files,
+    write_tarball,
+)
 from r2bench.setup.steps import node_steps
 from tests.support import paths
 
@@ -209,6 +215,15 @@ def test_tree_digest_and_tarball(tmp_path: Path) -> None:
     assert tree_digest(src) != before
     with tarfile.open(write_tarball(src, tmp_path / "t.tar.gz")) as archive:
         assert sorted(archive.getnames()) == ["Makefile", "pkg/a.py"]
+
+
+def test_of_r2benchs_own_tree_only_the_package_travels() -> None:
+    """`{r2bench}` (a checkout here): the package the nodes run, not the tests and examples."""
+    root = resolve_local_path(PACKAGE_ROOT_TOKEN)
+    files = [str(p) for p in tree_files(root)]
+    assert "r2bench/workloads/ring_allreduce.py" in files
+    assert "r2bench/workloads/verify/r2b_verify.cu" in files  # the verification build's source
+    assert {f.split("/")[0] for f in files} == {"r2bench"}
 
 
 def test_the_verification_workload_says_which_nccl_it_loaded() -> None:

@@ -11,14 +11,16 @@ tests/integration/test_sweep_units.py (those with real processes).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from r2bench.config.errors import ConfigError
 from r2bench.parse.models import OutcomeStatus
 from r2bench.sweep.agent import parse_fault_line
-from r2bench.sweep.display import summary_table
+from r2bench.sweep.display import SweepDisplay, summary_table
 from r2bench.sweep.run import RunResult
 from r2bench.sweep.schedule import fault_actions
 from tests.support import paths
@@ -132,3 +134,19 @@ def test_summary_counts_outcomes_per_scenario_and_mode() -> None:
     text = console.export_text()
     assert "crashed" in text and "nccl-emulated" in text
     assert "r2ccl-m0 mode 0" in text and "r2ccl-m2 mode 2" in text
+
+
+def test_display_shows_the_current_run_while_the_one_before_is_recorded() -> None:
+    """Run 1's collect and record overlap run 2's start: the line keeps showing run 2."""
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    with SweepDisplay(console, total=2) as display:
+        display.stage("run-1", "preflight")
+        display.stage("run-1", "teardown")
+        display.stage("run-2", "preflight")
+        display.stage("run-1", "record")  # from the thread that records run 1
+        assert display._description == "run-2 [dim]preflight[/]"
+        display.finished(RunResult("run-1", OutcomeStatus.OK, "", 2.0))
+        assert display._description == "run-2 [dim]preflight[/]"
+        assert display.done == 1 and display.counts == {"ok": 1}
+        display.stage("run-2", "launch")
+        assert display._description == "run-2 [dim]launch[/]"
