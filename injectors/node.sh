@@ -25,7 +25,7 @@ r2b_node_id() {
     local host mid=nomachineid file
     host=$(uname -n)
     for file in /etc/machine-id /var/lib/dbus/machine-id; do
-        if [[ -r $file ]]; then mid=$(head -c 12 "$file"); break; fi
+        if [[ -r $file ]]; then read -r -n 12 mid <"$file"; break; fi
     done
     host=${host//[^A-Za-z0-9_.-]/_}
     mid=${mid//[^A-Za-z0-9]/_}
@@ -33,6 +33,16 @@ r2b_node_id() {
 }
 
 r2b_node_active_dir() { echo "$1/$(r2b_node_id)"; }  # r2b_node_active_dir ACTIVE_DIR
+
+# r2b_active_records ACTIVE_DIR: this node's active fault records, one path a line (a glob, not
+# `find`: the sweep asks before every run).
+r2b_active_records() {
+    local record
+    for record in "$(r2b_node_active_dir "$1")"/*; do
+        [[ -f $record ]] && printf '%s\n' "$record"
+    done
+    return 0
+}
 
 # r2b_record_owner RECORD: the node id written in a record ('' for none).
 r2b_record_owner() { sed -n 's/^node_id=//p' "$1" 2>/dev/null | head -n 1; }

@@ -50,7 +50,9 @@ running() {  # running PID: alive and not a zombie (an init that does not reap k
 loop() {  # loop OUT PIDFILE INTERVAL_MS NIC...
     local out=$1 pidfile=$2 ms=$3 spec name netdev dev port base now tx rx state i wait_fd fifo
     shift 3
-    echo $$ >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"
+    # one write(2) of a few bytes: `start` waits for the file to be non-empty, and by then
+    # the whole pid is in it (no temporary file and `mv`: a fork on the run's critical path)
+    echo $$ >"$pidfile"
     local -a names=() src=() txf=() rxf=() stf=()
     for spec in "$@"; do
         IFS=: read -r name netdev dev port <<<"$spec"
@@ -104,12 +106,18 @@ case ${1:-} in
         out=$2 pidfile=$3 ms=$4
         shift 4
         [[ $ms =~ ^[0-9]+$ && $ms -ge 1 ]] || { echo "bad interval '$ms'" >&2; exit 2; }
-        mkdir -p "$(dirname "$out")" "$(dirname "$pidfile")" || exit 1
+        [[ $out == */* ]] && { mkdir -p "${out%/*}" || exit 1; }
+        [[ $pidfile == */* ]] && { mkdir -p "${pidfile%/*}" || exit 1; }
         : >"$out" || exit 1
-        rm -f "$pidfile"
+        : >"$pidfile" || exit 1  # emptied: the loop's pid is what makes it non-empty
         # setsid may fork (when already a group leader): the loop writes its own pid.
         setsid bash --noprofile --norc "${BASH_SOURCE[0]}" loop "$out" "$pidfile" "$ms" "$@" \
             </dev/null >/dev/null 2>&1 &
+        # A bash starts in a few ms: look without forking first (the test is a builtin; a
+        # `sleep` per look cost a run ~10 ms), then every 5 ms for up to 2 s.
+        for _ in {1..5000}; do
+            [[ -s $pidfile ]] && exit 0
+        done
         for _ in {1..400}; do
             [[ -s $pidfile ]] && exit 0
             sleep 0.005
@@ -122,10 +130,18 @@ case ${1:-} in
         [[ -r $2 ]] || exit 0
         read -r pid <"$2" || exit 0
         [[ $pid =~ ^[0-9]+$ ]] || exit 0
-        # only our own loop: its command line names this script and `loop`
-        if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "sampler.sh loop"; then
+        # only our own loop: its command line names this script and `loop` (read with
+        # builtins: a stop is on every run's teardown)
+        cmdline=()
+        mapfile -d '' cmdline <"/proc/$pid/cmdline" 2>/dev/null
+        if [[ " ${cmdline[*]} " == *"sampler.sh loop "* ]]; then
             kill -TERM "$pid" 2>/dev/null
-            for _ in {1..50}; do  # TERM ends it within ms (its `read -t` is interrupted)
+            # TERM ends it within ms (its `read -t` is interrupted): look without forking
+            # first, then every 10 ms for up to 0.5 s
+            for _ in {1..5000}; do
+                running "$pid" || break
+            done
+            for _ in {1..50}; do
                 running "$pid" || break
                 sleep 0.01
             done

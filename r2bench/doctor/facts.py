@@ -102,7 +102,7 @@ NODE_ID_SHELL = """r2b_node_id() {
     local host mid=nomachineid file
     host=$(uname -n)
     for file in /etc/machine-id /var/lib/dbus/machine-id; do
-        if [[ -r $file ]]; then mid=$(head -c 12 "$file"); break; fi
+        if [[ -r $file ]]; then read -r -n 12 mid <"$file"; break; fi
     done
     host=${host//[^A-Za-z0-9_.-]/_}
     mid=${mid//[^A-Za-z0-9]/_}

@@ -29,10 +29,7 @@ def own_records_script(work_dir: str) -> str:
     per node under faults/active/<node id>/, so a shared work folder shows only our own)."""
     node_sh = shlex.quote(f"{work_dir}/injectors/node.sh")
     active = shlex.quote(f"{work_dir}/faults/active")
-    return (
-        f"( source {node_sh} && find \"$(r2b_node_active_dir {active})\" -type f ! -name '.*' ) "
-        "2>/dev/null"
-    )
+    return f"( source {node_sh} && r2b_active_records {active} ) 2>/dev/null"
 
 
 def _digest(files: list[Path]) -> str:
