@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from r2bench.analysis.evidence import FaultEvidence, apply_to_outcome
 from r2bench.analysis.outcome import classify, software_fault_check
 from r2bench.analysis.training import training_outcome
-from r2bench.parse.library import other_library_loaded
+from r2bench.parse.library import other_file_loaded, other_library_loaded
 from r2bench.parse.models import Event, Evidence, Outcome, OutcomeStatus, ParsedNcclTests
 from r2bench.parse.training import TrainingLog
 from r2bench.parse.verify import Verification, with_verification
@@ -45,6 +45,8 @@ class JobFacts:
     """Whether the job printed a result line the fault driver recognised."""
     fault_problems: tuple[str, ...] = ()
     """Faults that could not be armed or applied."""
+    library_dir: str | None = None
+    """The folder the run's library is to be loaded from (`PlannedRun.library_dir`)."""
 
 
 def decide(
@@ -75,7 +77,7 @@ def decide(
     )
     outcome = training_outcome(outcome, training, found)
     if job is not None:  # a program r2bench built against the library under test
-        outcome = served_library_check(outcome, parsed, source)
+        outcome = served_library_check(outcome, parsed, source, job.library_dir)
     outcome = software_fault_check(outcome, {k: str(v) for k, v in (env or {}).items()}, found)
     outcome = with_verification(outcome, verification, source) or outcome
     if job is not None and job.never_fired:
@@ -91,17 +93,23 @@ _STOPPED = (
 )  # fmt: skip
 
 
-def served_library_check(outcome: Outcome, parsed: ParsedNcclTests, source: str) -> Outcome:
-    """A run whose program loaded another NCCL than r2bench built it against is
-    `wrong_library` (its results are that NCCL's); a run that stopped keeps its status, the
-    finding first in its reason. Only for runs r2bench launched: someone else's log may pair
-    other headers and library on purpose."""
+def served_library_check(
+    outcome: Outcome, parsed: ParsedNcclTests, source: str, library_dir: str | None = None
+) -> Outcome:
+    """A run whose program loaded another NCCL than r2bench built it against (the versions
+    differ), or a libnccl file from outside the library's folder `library_dir` (where the
+    output names the file), is `wrong_library` (its results are that NCCL's); a run that
+    stopped keeps its status, the finding first in its reason. Only for runs r2bench
+    launched: someone else's log may pair other headers and library on purpose."""
     problem = other_library_loaded(parsed)
+    text = f"nccl-headers={parsed.nccl_headers} nccl-library={parsed.nccl_library}"
+    if problem is None:
+        problem = other_file_loaded(parsed, library_dir)
+        text = f"loaded {parsed.library_path}"
     if problem is None:
         return outcome
     if outcome.status in _STOPPED:
         return outcome.model_copy(update={"reason": f"{problem}; {outcome.reason}"})
-    text = f"nccl-headers={parsed.nccl_headers} nccl-library={parsed.nccl_library}"
     return Outcome(
         status=OutcomeStatus.WRONG_LIBRARY, reason=problem,
         evidence=[Evidence(text=text, source=source)],

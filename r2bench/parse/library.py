@@ -6,6 +6,7 @@ and the tables share; NCCL_VERSION_CODE as a dotted version."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,28 @@ def other_library_loaded(parsed: ParsedNcclTests) -> str | None:
         f"built against {nccl_version_text(built)} (nccl-headers={built}): the results are not "
         "the library under test's; put its lib folder first on LD_LIBRARY_PATH (the recipe's "
         "lib_dir)"
+    )
+
+
+def other_file_loaded(parsed: ParsedNcclTests, library_dir: str | None) -> str | None:
+    """Why a run's results are not the library under test's, when its output names the
+    libnccl file that was loaded (r2b_verify's banner, a loader's trace) and that file is not
+    in the library's folder `library_dir`; None when it is, or either is unknown. A folder
+    given relative to the node's home (`.r2bench/...`, `~/...`) is matched as the end of the
+    loaded file's folder, which the loader may name absolute."""
+    loaded = parsed.library_path
+    if not loaded or not library_dir:
+        return None
+    folder = posixpath.normpath(library_dir.removeprefix("~/"))
+    loaded_in = posixpath.dirname(posixpath.normpath(loaded))
+    if loaded_in == folder or (
+        not posixpath.isabs(folder) and (loaded_in + "/").endswith("/" + folder + "/")
+    ):
+        return None
+    return (
+        f"the program loaded {loaded}, not the library under test from {library_dir}: the "
+        "results are not that library's; an LD_PRELOAD, an RPATH or an LD_LIBRARY_PATH put the "
+        "other file first"
     )
 
 

@@ -305,7 +305,22 @@ class _Renderer:
         launch = launch_command(self.testbed, job)
         command = NodeCommand(node=launch.node, command=launch.shell())
         faults = [self.fault_step(spec, i) for i in range(len(spec.faults))]
-        return PlannedRun(spec=spec, run_dir=run_dir, launch=command, faults=faults)
+        return PlannedRun(
+            spec=spec,
+            run_dir=run_dir,
+            launch=command,
+            faults=faults,
+            library_dir=self.library_dir(spec),
+        )
+
+    def library_dir(self, spec: RunSpec) -> str | None:
+        """The folder the run's library is loaded from, where r2bench builds it (its recipe's
+        `lib_dir` in its build folder); None for an NCCL installed on the nodes, which the
+        loader may find in a folder of the system's choosing."""
+        library = self.inputs.recipes[spec.library.recipe]
+        if library.source is None or not library.lib_dir:
+            return None
+        return self.fill_home(library.lib_dir, spec.library)
 
     def spec(self, point: Point, repeat: int, trial: int = 0) -> RunSpec:
         label = point.values["library"]

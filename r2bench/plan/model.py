@@ -52,6 +52,10 @@ class PlannedRun(Frozen):
     run_dir: str
     launch: NodeCommand
     faults: list[FaultStep]
+    library_dir: str | None = None
+    """The folder on the nodes the library under test is loaded from (first on
+    LD_LIBRARY_PATH); None when the system's loader finds it. A log naming another loaded
+    libnccl file makes the run `wrong_library`."""
 
 
 class SetupStep(Frozen):

@@ -484,6 +484,7 @@ class RunExecutor:
             never_fired=tuple(driver.never_fired),
             first_result_seen=job is not None and job.first_result.seen,
             fault_problems=tuple(driver.problems),
+            library_dir=run.library_dir,
         )
         outcome = parse_run(runmodel.load_run(path), outputs, facts).outcome
         assert outcome is not None  # parse_run decides every run it is given JobFacts for

@@ -18,7 +18,7 @@ from r2bench.analysis.verdict import OutcomeClass, verdict_of
 from r2bench.config.recipe import KnownFailure
 from r2bench.config.recipes import load_recipes
 from r2bench.parse.buildlog import analyze, first_error
-from r2bench.parse.library import other_library_loaded
+from r2bench.parse.library import other_file_loaded, other_library_loaded
 from r2bench.parse.models import OutcomeStatus
 from r2bench.parse.nccltests.text import parse_text
 from r2bench.plan.build import load_inputs
@@ -151,6 +151,49 @@ def test_a_program_that_loaded_another_nccl_ran_the_wrong_library() -> None:
     assert decide(swapped, []).status is not OutcomeStatus.WRONG_LIBRARY
     stopped = decide(swapped, [], job=JobFacts(0.0, exit_code=None, timed_out=True))
     assert stopped.status is OutcomeStatus.TIMEOUT and stopped.reason.startswith(error)
+
+
+VERIFY_LOADED = DATA / "verify" / "loaded"
+WHEEL_LIB = "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib"
+
+
+def test_a_program_that_loaded_a_libnccl_from_another_folder_ran_the_wrong_library() -> None:
+    """Real r2b_verify banners (one H100): the same NCCL 2.28.9 from its RUNPATH, and a copy
+    put first by LD_LIBRARY_PATH, which only the loaded file's folder tells apart."""
+    own = parse_text((VERIFY_LOADED / "rpath.stdout.txt").read_text())
+    other = parse_text((VERIFY_LOADED / "other-folder.stdout.txt").read_text())
+    assert own.library_path == f"{WHEEL_LIB}/libnccl.so.2"
+    assert other.library_path == "/tmp/other/libnccl.so.2"
+    assert own.nccl_library == other.nccl_library == own.nccl_headers == 22809
+    job = JobFacts(0.0, exit_code=0, library_dir=WHEEL_LIB + "/")
+    assert decide(own, [], job=job).status is OutcomeStatus.OK
+    outcome = decide(other, [], job=job)
+    assert outcome.status is OutcomeStatus.WRONG_LIBRARY
+    assert "/tmp/other/libnccl.so.2" in outcome.reason and WHEEL_LIB in outcome.reason
+    assert outcome.evidence[0].text == "loaded /tmp/other/libnccl.so.2"
+    # The folder as a testbed gives it, relative to the node's home: the end of the path.
+    home = JobFacts(
+        0.0, exit_code=0, library_dir="~/.venv/lib/python3.12/site-packages/nvidia/nccl/lib"
+    )
+    assert decide(own, [], job=home).status is OutcomeStatus.OK
+    assert other_file_loaded(own, ".r2bench/src/r2ccl/build/lib") is not None
+    # No folder to hold it to (an NCCL installed on the nodes), or no file named: as it is.
+    assert decide(other, [], job=JobFacts(0.0, exit_code=0)).status is OutcomeStatus.OK
+    assert (
+        other_file_loaded(
+            parse_text((DATA / "verify" / "all_reduce.np2.ok.stdout.txt").read_text()), WHEEL_LIB
+        )
+        is None
+    )
+
+
+def test_a_planned_run_names_the_folder_its_library_is_loaded_from(tmp_path: Path) -> None:
+    from r2bench.plan.build import make_plan
+
+    plan = make_plan(load_inputs(PAPER, _bare_cloudlab(tmp_path)))
+    for run in plan.runs:
+        assert run.library_dir is not None and run.library_dir.endswith("/build/lib")
+        assert f"LD_LIBRARY_PATH={run.library_dir}" in run.launch.command
 
 
 # ---- probe and per-node rendering -----------------------------------------------------------

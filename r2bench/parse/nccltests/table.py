@@ -249,7 +249,7 @@ def parse_comment(st: RunState, lineno: int, line: str) -> None:
             if st.pending is not None:
                 short_row(st)
             parse_row(st, lineno, tokens, final=True)
-    elif "ersion" in line:
+    elif "ersion" in line or "libnccl" in line:  # r2b_verify's `loaded NCCL from <file>` too
         st.library.feed(line)
 
 

@@ -14,6 +14,7 @@
 // -T timeout).
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <getopt.h>
 #include <nccl.h>
 #include <sched.h>
@@ -356,6 +357,16 @@ static std::string float_str(double v, int width) {
   return std::string(buf).substr(0, width);
 }
 
+// The file the dynamic loader bound NCCL's symbols to: the library that serves this job, which
+// LD_LIBRARY_PATH, an RPATH or LD_PRELOAD may make another than the one built against.
+static std::string loaded_library() {
+  Dl_info info;
+  void* symbol = dlsym(RTLD_DEFAULT, "ncclGetVersion");
+  if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr)
+    return "an unknown file (dladdr found none)";
+  return info.dli_fname;
+}
+
 static std::string version_text(int code) {
   char buf[64];
   if (code >= 10000)
@@ -636,6 +647,7 @@ int main(int argc, char** argv) {
            "NCCL version %s (library %d, headers %d)\n",
            PROGRAM, R2B_VERIFY_VERSION, coll, version_text(lib_version).c_str(), lib_version,
            NCCL_VERSION_CODE);
+    printf("# r2bench verification workload: loaded NCCL from %s\n", loaded_library().c_str());
     printf("# Collective test starting: %s_%s_perf\n", PROGRAM, coll);
     printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: ", o.min_bytes, o.max_bytes);
     if (o.step_factor > 1) printf("%d(factor)", o.step_factor);
