@@ -21,13 +21,13 @@ median step time of the updates completed before the fault.
 - loss_delta: the loss at the last update both this run and its fault-free baseline logged,
   minus the baseline's; final_loss_delta: the `#train-end` final losses' difference.
 
-Pure: `parse_attempts` and `strategy_of` read text and documents the caller read.
+Pure: `parse_attempts` reads text the caller read.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,13 +136,6 @@ def parse_attempts(text: str) -> list[Attempt]:
         else:
             ended[event.attempt] = (event.at, event.exit_code)
     return [Attempt(n, launched[n], *ended.get(n, (None, None))) for n in sorted(launched)]
-
-
-def strategy_of(spec: Mapping[str, Any]) -> str | None:
-    """The strategy of a run's spec.json (`recovery.strategy`), None without one."""
-    recovery = spec.get("recovery")
-    strategy = recovery.get("strategy") if isinstance(recovery, Mapping) else None
-    return strategy if isinstance(strategy, str) else None
 
 
 # --------------------------------------------------------------------------- the cost

@@ -35,6 +35,7 @@ from r2bench.analysis.evidence import FaultEvidence, Iterations, IterationWindow
 from r2bench.analysis.windows import FaultWindow
 from r2bench.parse.models import Event, EventKind, Outcome, OutcomeStatus
 from r2bench.parse.training import TrainingLog, Updates
+from r2bench.workloads.train_format import TrainResume
 
 TORCH_WORKLOAD = "train_torch"
 """The PyTorch workload's name on its `#train-start` line: "PyTorch called it"."""
@@ -479,7 +480,7 @@ def fault_cost(log: TrainingLog, base: TrainingLog | None, hit: FaultHit) -> Fau
     baseline the loss identical before it and its drift after it."""
     u, n = log.updates, hit.update
     at = u.index_of(n) if n is not None else None
-    hit_step = u.step_s[at] if at is not None else None
+    hit_step = _hit_step(log, at)
     before = _median(u.step_s[: _count_below(u, n)]) if n is not None else None
     equal = drift = final = ppl = None
     if base is not None and n is not None:
@@ -512,6 +513,19 @@ def fault_cost(log: TrainingLog, base: TrainingLog | None, hit: FaultHit) -> Fau
     if ppl is not None:
         parts.append(f"eval perplexity {ppl:+.3g} %")
     return FaultCost(hit, hit_step, before, equal, drift, final, ppl, "; ".join(parts))
+
+
+def _hit_step(log: TrainingLog, at: int | None) -> float | None:
+    """The hit update's step time (`at`: its index): as the job timed it, or, when the job was
+    restarted (it resumed from a checkpoint), from the end of the update before it to its own
+    end on rank 0's clock: the process that finished it timed only its own last try."""
+    if at is None:
+        return None
+    u = log.updates
+    resumed = any(isinstance(record, TrainResume) for record in log.recovery)
+    if resumed and at > 0 and u.update[at - 1] == u.update[at] - 1:
+        return u.end[at] - u.end[at - 1]
+    return u.step_s[at]
 
 
 def _max_drift(ours: Updates, theirs: Updates, hit: int) -> float | None:

@@ -521,7 +521,9 @@ def sweep_facts(tables: Tables) -> SweepFacts:
     runs = tables.runs
     sizes = pd.to_numeric(tables.results["size_bytes"], errors="coerce").dropna()
     nodes = pd.to_numeric(runs["n_nodes"], errors="coerce").dropna() if len(runs) else None
-    keys = [k for k in ("library", MODE_ENV, "scenario", "collective") if k in runs.columns]
+    keys = [
+        k for k in ("library", MODE_ENV, "scenario", "recovery", "collective") if k in runs.columns
+    ]
     repeats = runs.groupby(keys, dropna=False).size().max() if len(runs) else 0
     return SweepFacts(
         runs=len(runs),

@@ -255,6 +255,13 @@ class SpecFields(_Lenient):
     faults: Any = None
     """As written, not checked (`evidence.cap_rates` takes the caps it can read)."""
 
+    @property
+    def recovery_strategy(self) -> str | None:
+        """A training run's recovery strategy (`recovery.strategy`), None without one."""
+        recovery = (self.model_extra or {}).get("recovery")
+        strategy = recovery.get("strategy") if isinstance(recovery, dict) else None
+        return strategy if isinstance(strategy, str) else None
+
 
 class ProvenanceFields(_Lenient):
     """provenance.json as the tables and report read it."""

@@ -21,7 +21,6 @@ from r2bench.analysis.recovery_cost import (
     parse_attempts,
     quality,
     recovery_cost,
-    strategy_of,
 )
 from r2bench.analysis.training import TrainingRun, baseline_for
 from r2bench.parse.models import EventKind, OutcomeStatus
@@ -56,7 +55,7 @@ STEPS_KEY = "steps"
 def cost_doc(run: ParsedRun) -> dict[str, Any] | None:
     """A training run's cost, without the baseline (None: the run names no strategy)."""
     log, spec = run.training, run.record.spec
-    strategy = strategy_of(_recovery_spec(spec))
+    strategy = spec.recovery_strategy
     if log is None or strategy is None:
         return None
     fault = run.windows[0].applied if run.windows else None
@@ -71,17 +70,6 @@ def cost_doc(run: ParsedRun) -> dict[str, Any] | None:
     doc[STEPS_KEY] = [[name, at] for name, at in cost.steps]
     doc["fault_at"] = fault
     return doc
-
-
-def _recovery_spec(spec: Any) -> Mapping[str, Any]:
-    """The spec's `recovery` as a mapping (a declared field or an extra one)."""
-    value = getattr(spec, "recovery", None)
-    if value is None:
-        value = (getattr(spec, "model_extra", None) or {}).get("recovery")
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        value = dump()
-    return {"recovery": value}
 
 
 def _failed_exit(run: ParsedRun) -> float | None:

@@ -513,6 +513,8 @@ def _run_row(sweep_dir: Path, run: ParsedRun, metrics: dict[str, Any]) -> dict[s
         "library_recipe": spec.library.recipe if spec.library else None,
         "collective": spec.collective or run.parsed.collective,
         "scenario": spec.scenario,
+        # the recovery strategy a training run was run with (`recovery:`), None for others
+        "recovery": spec.recovery_strategy,
         "repeat": spec.repeat,
         "nodes": ",".join(spec.nodes),
         # MPI ranks (processes): one process driving 8 GPUs (`-g 8`) is 1 rank x 8 GPUs.

@@ -41,6 +41,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "extras",
         "markup",
         "shellwords",
+        "plaintable",
     ),
     ("config",),
     ("nodes", "launch", "workloads"),

@@ -14,9 +14,9 @@ from r2bench.analysis.recovery_cost import (
     RecoveryInputs,
     parse_attempts,
     recovery_cost,
-    strategy_of,
 )
 from r2bench.parse.training import parse_training
+from r2bench.runfolder.runmodel import SpecFields
 from r2bench.sweep.restarts import Attempt as SupervisedAttempt
 from r2bench.sweep.restarts import AttemptLog
 from r2bench.workloads.train_format import (
@@ -199,8 +199,10 @@ def test_attempts_are_read_as_the_sweep_writes_them_and_bad_lines_skipped(
     log.launched(2, 3.0)
     text = path.read_text() + '{"attempt": 2, "event": "end", "at": 9.'  # cut short
     assert parse_attempts(text) == [Attempt(1, 1.0, 2.5, 4), Attempt(2, 3.0, None, None)]
-    assert strategy_of({"recovery": {"strategy": "shrink", "watchdog_s": 10}}) == "shrink"
-    assert strategy_of({"recovery": None}) is None
+    shrink = SpecFields.model_validate({"recovery": {"strategy": "shrink", "watchdog_s": 10}})
+    assert shrink.recovery_strategy == "shrink"
+    assert SpecFields.model_validate({"recovery": None}).recovery_strategy is None
+    assert SpecFields.model_validate({}).recovery_strategy is None
 
 
 def test_row_has_a_basis_for_every_metric() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from r2bench.analysis.attempts import last_attempt_events
 from r2bench.analysis.parsedrun import parse_run
+from r2bench.analysis.training import fault_cost
 from r2bench.parse.models import Event, EventKind, OutcomeStatus
 from r2bench.runfolder import runformat, runmodel
 from tests.support import paths
@@ -43,3 +44,20 @@ def test_only_the_last_starts_lines_decide() -> None:
     assert [(s, e.line) for s, e in kept] == [("stderr.txt", 3), ("stderr.txt", 4), ("other", 1)]
     assert last_attempt_events(events, [0.5], arrivals) == events  # one start: all of them
     assert last_attempt_events(events, [0.5, 4.0], {"stderr.txt": None}) == events  # no times
+
+
+def test_the_hit_updates_step_of_a_restarted_run_spans_the_restart(tmp_path: Path) -> None:
+    """Update 11 was cut, the job aborted, restarted and resumed from update 10: the update
+    took from update 10's end to its own (27.6 s on rank 0's clock), not the 0.917 s its
+    second process timed."""
+    run = parse_run(runmodel.load_run(RESTART_RUN))
+    assert (
+        run.training is not None and run.training_hit is not None and run.training_hit.update == 11
+    )
+    updates = run.training.updates
+    at = updates.index_of(11)
+    assert at is not None and updates.step_s[at] < 1.0  # what the resumed process timed
+    cost = fault_cost(run.training, None, run.training_hit)
+    assert cost.hit_step_s == updates.end[at] - updates.end[at - 1]
+    assert 27.0 < cost.hit_step_s < 28.0
+    assert "update 11 took 27.6 s" in cost.sentence
