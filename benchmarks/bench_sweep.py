@@ -132,7 +132,13 @@ class StageClock:
             print(f"  {name:32} {statistics.median(values):7.3f} s  (sum {sum(values):6.2f} s)")
         foreground = sum(m["returned"] - m["start"] for m in runs)
         inside = foreground - sum(jobs.values())
-        print(f"  foreground minus the job, per run: {inside / max(1, len(runs)):.3f} s")
+        per_run = inside / max(1, len(runs))
+        mean_job = sum(jobs.values()) / max(1, len(jobs))
+        print(
+            f"  foreground minus the job, per run: {per_run:.3f} s ({per_run / mean_job:.1%} of "
+            f"a {mean_job:.2f} s job: the ratio a sweep of many such runs tends to, the fixed "
+            f"costs below spread thin, is {(mean_job + per_run) / mean_job:.3f})"
+        )
         tail = runs[-1]["done"] - runs[-1]["returned"] if runs else 0.0
         print(
             f"  outside the runs (connections, agents, doctor, setup, the last record, tables, "
