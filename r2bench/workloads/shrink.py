@@ -5,6 +5,9 @@ saw (:class:`FailureReport`), the reports are gathered over MPI's control plane 
 network, which a data-NIC fault does not cut), and every rank applies the same rule to the same
 table, so they agree without a further round:
 
+- a rank whose own data NIC is down (the kernel says so, as a port event tells a real job)
+  is the failed one, whatever stalled: a stall alone cannot tell a dead sender from a dead
+  receiver when the rank behind the dead NIC was waiting to receive;
 - a rank whose sends to its right neighbour stalled (units not acknowledged, no bytes leaving)
   points at its own link: with a frozen or dead NIC, its data does not leave;
 - a node whose data link is down stalls in both directions: its own sends, and its left
@@ -33,6 +36,8 @@ class FailureReport:
     """The connection from the left neighbour broke."""
     detected_at: float = 0.0
     """When this rank saw the failure (wall clock, unix s)."""
+    link_down: bool = False
+    """One of this rank's own data NICs is down (its interface's operstate)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,9 @@ class ShrinkPlan:
 
 def failed_ranks(reports: list[FailureReport]) -> tuple[int, ...]:
     """The ranks whose link failed, by the module's rules (empty: no evidence)."""
+    down = {r.rank for r in reports if r.link_down}
+    if down:
+        return tuple(sorted(down))
     size = len(reports)
     stalled = {r.rank for r in reports if r.send_stalled}
     both_ways = {r for r in stalled if (r - 1) % size in stalled and size > 2}

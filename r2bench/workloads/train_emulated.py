@@ -344,7 +344,7 @@ class Trainer:
         idle_s = min(self.args.watchdog_s / 2, self.library.failover_s)
         mine = FailureReport(
             self.rank, self.node, transport.send_stalled(idle_s), transport.recv_broken(),
-            detected,
+            detected, transport.link_down(),
         )  # fmt: skip
         plan = plan_shrink(self.comm.allgather(mine))
         if not plan.possible:

@@ -135,6 +135,17 @@ def test_a_dead_link_stalls_both_ways_and_the_later_rank_is_the_failed_one() -> 
     assert failed_ranks(reports({3, 0}, ["a", "b", "c", "d"])) == (0,)
 
 
+def test_a_rank_whose_own_link_is_down_is_the_failed_one_whatever_stalled() -> None:
+    """Node 1's link is down, but rank 1 was waiting to receive when the watchdog fired: only
+    rank 0's sends into it stalled. The send rules alone would drop node 0; rank 1's own NIC
+    is down (what the port's event tells a real job), and that decides."""
+    nodes = ["n0", "n1", "n2"]
+    assert failed_ranks(reports({0}, nodes)) == (0,)  # the stalls alone point the wrong way
+    told = [FailureReport(r, nodes[r], r == 0, link_down=r == 1) for r in range(3)]
+    plan = plan_shrink(told)
+    assert plan.failed_ranks == (1,) and plan.survivors == (0, 2)
+
+
 def test_a_broken_connection_names_the_left_neighbour_and_the_whole_node_is_dropped() -> None:
     nodes = ["x", "x", "y", "y"]  # two ranks per node
     plan = plan_shrink(reports(set(), nodes, broken=frozenset({2})))
