@@ -86,7 +86,7 @@ from r2bench.workloads.train_format import (
     TrainStart,
     UpdateLine,
 )
-from r2bench.workloads.train_options import recovery_flag_problem
+from r2bench.workloads.train_options import interface_down, recovery_flag_problem
 from r2bench.workloads.transport import (
     CollectiveTimeout,
     FreezeHook,
@@ -344,7 +344,7 @@ class Trainer:
         idle_s = min(self.args.watchdog_s / 2, self.library.failover_s)
         mine = FailureReport(
             self.rank, self.node, transport.send_stalled(idle_s), transport.recv_broken(),
-            detected, transport.link_down(),
+            detected, any(interface_down(nic.addr) for nic in transport.cfg.nics),
         )  # fmt: skip
         plan = plan_shrink(self.comm.allgather(mine))
         if not plan.possible:

@@ -223,6 +223,19 @@ def interface_ipv4(name: str) -> str | None:
     return socket.inet_ntoa(packed[20:24])
 
 
+def interface_down(addr: str) -> bool:
+    """Whether the interface that holds IPv4 `addr` reports `operstate` down (False when no
+    interface of this network namespace holds it): what a port event tells a real job."""
+    for _, name in socket.if_nameindex():
+        if interface_ipv4(name) == addr:
+            try:
+                with open(f"/sys/class/net/{name}/operstate", encoding="ascii") as state:
+                    return state.read().strip() == "down"
+            except OSError:
+                return False
+    return False
+
+
 def learning_rate(update: int, updates: int, peak: float) -> float:
     """Linear warm-up over min(50, updates/10) updates, then cosine down to a tenth of `peak` at
     the last update (nanoGPT's schedule; R-2CCL's training test uses 6e-4 -> 6e-5, warm-up 50)."""

@@ -561,31 +561,6 @@ def split_bytes(nbytes: int, weights: list[float], align: int = 4) -> list[tuple
     return pieces
 
 
-def interface_down(addr: str) -> bool:
-    """Whether the interface that holds IPv4 `addr` reports `operstate` down (False when no
-    interface of this network namespace holds it)."""
-    for _, name in socket.if_nameindex():
-        if _ipv4_of(name) == addr:
-            try:
-                with open(f"/sys/class/net/{name}/operstate", encoding="ascii") as state:
-                    return state.read().strip() == "down"
-            except OSError:
-                return False
-    return False
-
-
-def _ipv4_of(name: str) -> str | None:
-    """The IPv4 address of interface `name` (SIOCGIFADDR), None when it has none."""
-    import fcntl  # POSIX only, and only a failure needs it
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
-        except OSError:
-            return None
-    return socket.inet_ntoa(packed[20:24])
-
-
 def _listen(addr: str, backlog: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -848,11 +823,6 @@ class RingTransport:
     def recv_broken(self) -> bool:
         """A connection from the left neighbour broke."""
         return any(rc.broken for rc in self.recv_conns)
-
-    def link_down(self) -> bool:
-        """One of this rank's data NICs is down: the interface holding its address says
-        `operstate` down (a NIC on loopback, or one whose interface is not found, is not)."""
-        return any(interface_down(nic.addr) for nic in self.cfg.nics)
 
     # ---- hot repair --------------------------------------------------------------------
     def _fail(self, conn: SendConn, msg: str) -> None:
