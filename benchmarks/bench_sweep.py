@@ -127,7 +127,7 @@ class StageClock:
         for earlier, later in itertools.pairwise(runs):
             spans["between runs (the sweep loop)"].append(later["start"] - earlier["returned"])
         print("where a run's time goes (median s over runs; faults+wait hold the job;")
-        print("collect and record run in the background, beside the next run's start):")
+        print("collect and record run in the background, beside the next run's job):")
         for name, values in spans.items():
             print(f"  {name:32} {statistics.median(values):7.3f} s  (sum {sum(values):6.2f} s)")
         foreground = sum(m["returned"] - m["start"] for m in runs)

@@ -9,6 +9,8 @@ the others pick up its share.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from r2bench.report import panels
@@ -66,21 +68,46 @@ def evidence_html(tables: Tables) -> str:
     return intro + f"<table class='runs'>{head}{''.join(body)}</table>{tail}"
 
 
-def traffic_window(tables: Tables, run_id: str) -> tuple[pd.DataFrame, tuple[str, str] | None]:
-    """MB per NIC (columns `node/nic`) per iteration around the run's first NIC fault, and
-    the faulted NIC; empty when the run has no traffic rows."""
-    traffic = tables.traffic[tables.traffic["run_id"] == run_id]
-    if traffic.empty:
-        return pd.DataFrame(), None
-    fault = evidence_rows(tables)
-    fault = fault[fault["run_id"] == run_id]
+@dataclass(frozen=True)
+class TrafficWindow:
+    """MB per NIC (columns `node/nic`) per iteration (rows) around a run's first NIC fault,
+    and the faulted NIC (None when the run has no NIC fault)."""
+
+    run_id: str
+    wide: pd.DataFrame
+    target: tuple[str, str] | None
+
+    @property
+    def marked(self) -> str:
+        """The faulted NIC's column name ('' when none)."""
+        return f"{self.target[0]}/{self.target[1]}" if self.target else ""
+
+
+def traffic_windows(tables: Tables) -> list[TrafficWindow]:
+    """The traffic windows of the first faulted runs with traffic rows (`traffic_runs`): the
+    traffic table split by run and the evidence rows built once for all of them."""
+    wanted = traffic_runs(tables)
+    if not wanted:
+        return []
+    traffic = tables.traffic[tables.traffic["run_id"].isin(wanted)]
+    by_run = {str(k): rows for k, rows in traffic.groupby("run_id", observed=True, sort=False)}
+    faults = evidence_rows(tables)
+    first_fault = (
+        {str(row["run_id"]): row for _, row in faults.drop_duplicates("run_id").iterrows()}
+        if not faults.empty
+        else {}
+    )
+    return [_window(r, by_run[r], first_fault.get(r)) for r in wanted]
+
+
+def _window(run_id: str, traffic: pd.DataFrame, fault: pd.Series | None) -> TrafficWindow:
+    """One run's window: `ITERATIONS_BEFORE` iterations before the one the fault hit and
+    `ITERATIONS_AFTER` from it on."""
     target = None
     centre = int(traffic["iteration"].min())
-    if len(fault):
-        first = fault.iloc[0]
-        target = (str(first["node"]), str(first["nic"]))
-        applied = float(first["applied_at"])
-        started = traffic[traffic["end"] >= applied]["iteration"]
+    if fault is not None:
+        target = (str(fault["node"]), str(fault["nic"]))
+        started = traffic[traffic["end"] >= float(fault["applied_at"])]["iteration"]
         centre = int(started.min()) if len(started) else int(traffic["iteration"].max())
     lo, hi = centre - ITERATIONS_BEFORE, centre + ITERATIONS_AFTER - 1
     chosen = traffic[(traffic["iteration"] >= lo) & (traffic["iteration"] <= hi)].copy()
@@ -95,15 +122,14 @@ def traffic_window(tables: Tables, run_id: str) -> tuple[pd.DataFrame, tuple[str
     wide = chosen.pivot_table(
         index="label", columns="nic_name", values="MB", aggfunc="sum", sort=False
     )
-    return wide, target
+    return TrafficWindow(run_id, wide, target)
 
 
-def traffic_table_html(tables: Tables, run_id: str) -> str:
+def traffic_table_html(window: TrafficWindow) -> str:
     """The per-iteration, per-NIC MB table of one run (the faulted NIC's column marked)."""
-    wide, target = traffic_window(tables, run_id)
+    wide, marked = window.wide, window.marked
     if wide.empty:
         return ""
-    marked = f"{target[0]}/{target[1]}" if target else ""
     head = "<th>iteration</th>" + "".join(
         f"<th>{esc(c)}{' (faulted)' if c == marked else ''}</th>" for c in wide.columns
     )
@@ -114,19 +140,18 @@ def traffic_table_html(tables: Tables, run_id: str) -> str:
         for i, row in zip(wide.index, wide.to_numpy(), strict=True)
     )
     return (
-        f"<h3>MB moved per NIC (tx+rx) per iteration: {esc(run_id)}</h3>"
+        f"<h3>MB moved per NIC (tx+rx) per iteration: {esc(window.run_id)}</h3>"
         f"<table><tr>{head}</tr>{body}</table>"
     )
 
 
-def traffic_figure(tables: Tables, run_id: str, index: int) -> Figure | None:
+def traffic_figure(window: TrafficWindow, index: int) -> Figure | None:
     """MB each NIC moved in each iteration around the fault: a panel per node, its NICs'
     bars stacked (the faulted NIC red), so the faulted NIC's share falls away and the others'
     grow while the total holds."""
-    wide, target = traffic_window(tables, run_id)
+    wide, marked, run_id = window.wide, window.marked, window.run_id
     if wide.empty:
         return None
-    marked = f"{target[0]}/{target[1]}" if target else ""
     names = [str(c) for c in wide.columns]
     nodes = sorted({n.split("/", 1)[0] for n in names})
     nics = sorted({n.split("/", 1)[1] for n in names})

@@ -437,9 +437,9 @@ def _evidence_section(tables: Tables) -> list[str]:
     if not table:
         return []
     parts = [table]
-    for i, run_id in enumerate(ev.traffic_runs(tables)):
-        parts.append(ev.traffic_table_html(tables, run_id))
-        fig = ev.traffic_figure(tables, run_id, i)
+    for i, window in enumerate(ev.traffic_windows(tables)):
+        parts.append(ev.traffic_table_html(window))
+        fig = ev.traffic_figure(window, i)
         parts.append(_figure_block(fig) if fig else "")
     return [_section(ev.SECTION_TITLE, "\n".join(parts))]
 

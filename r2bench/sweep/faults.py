@@ -1,8 +1,9 @@
-"""Faults in flight: arm before launch, fire on time, revert, verify, and record every step.
+"""Faults in flight: arm around the launch, fire on time, revert, verify, and record every step.
 
 The driver runs a run's schedule (`schedule.fault_actions`) in a thread of its own while the
-job runs. Each inject was armed before the launch (`inject --armed`: checks, record and lease
-done), so firing is one line on the node's open agent channel. Every step becomes a
+job runs. Each inject is armed before its schedule starts (`inject --armed`: checks, record and
+lease done; while the job launches, or before the launch for a fault due right after it), so
+firing is one line on the node's open agent channel. Every step becomes a
 `FaultEvent` with the planned time (controller clock), the time the request left (controller),
 and the applied/verified times (node clock) plus the node's clock offset, so the history can be
 put on one time line.
@@ -41,6 +42,8 @@ class _FaultState:
     node_offset: float
     """The affected node's: the records put the fault on that node's clock."""
     armed: str | None = None
+    seen: int = 0
+    """The agent's fault-line count when the injector was started (where its answer starts)."""
     active: bool = False
     cycle: int = 0
     fired: bool = False
@@ -83,19 +86,38 @@ class FaultDriver:
     # ---- before launch ------------------------------------------------------------------------
     def arm(self) -> None:
         """Arm the first cycle of every fault; FaultError (nothing left armed) if one refuses."""
+        self.request_arming()
+        self.wait_armed()
+
+    def request_arming(self) -> None:
+        """Start every fault's first-cycle injector (`--armed`) without waiting for it to be
+        ready: its checks, record and lease take tens of ms on the node, which the launch can
+        overlap. `wait_armed` collects the answers."""
+        for state in self._states.values():
+            self._request(state)
+
+    def wait_armed(self) -> None:
+        """Wait until every requested injector says `armed`; FaultError (nothing left armed)
+        if one refuses or does not answer."""
         try:
             for state in self._states.values():
-                self._arm(state)
+                self._await(state)
         except FaultError:
             self._cancel_armed()
             raise
 
     def _arm(self, state: _FaultState) -> None:
-        agent, step = state.agent, state.step
-        seen = agent.fault_count
-        argv = _argv(step.inject.command)
-        state.armed = agent.arm([*argv[:3], "--armed", *argv[3:]])
-        line, _ = agent.wait_fault(step.tag, ("armed", "inject"), seen, ARM_TIMEOUT_S)
+        self._request(state)
+        self._await(state)
+
+    def _request(self, state: _FaultState) -> None:
+        argv = _argv(state.step.inject.command)
+        state.seen = state.agent.fault_count
+        state.armed = state.agent.arm([*argv[:3], "--armed", *argv[3:]])
+
+    def _await(self, state: _FaultState) -> None:
+        step = state.step
+        line, _ = state.agent.wait_fault(step.tag, ("armed", "inject"), state.seen, ARM_TIMEOUT_S)
         if line is None or line.action != "armed" or not line.ok:
             state.armed = None
             why = line.text if line else f"no answer in {ARM_TIMEOUT_S:g} s"

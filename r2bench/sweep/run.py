@@ -53,6 +53,7 @@ from r2bench.sweep.flood import LogCondenser
 from r2bench.sweep.observers import collect_observers, start_observers
 from r2bench.sweep.preflight import preflight_problems
 from r2bench.sweep.restarts import Attempt, AttemptLog, restart_pause, supervised_outcome
+from r2bench.sweep.schedule import injects_soon_after_launch
 from r2bench.tables.rowcache import fingerprint
 from r2bench.tables.rows import folder_rows
 
@@ -77,6 +78,9 @@ class Stage(str, Enum):
 CLOCK_REPROBE_S = 30.0
 """The nodes' clock offsets are probed again when older (a drift of 100 ppm, a poor clock's,
 is 3 ms in that time: the order of a probe's own round trip)."""
+ARM_LEAD_S = 1.0
+"""A fault due less than this after the launch is armed before the job starts; later ones arm
+while it launches (an injector is ready in tens of ms)."""
 DEADLINE_GRACE_S = 15.0
 """Past the run's deadline, the controller stops waiting for the node-side kill."""
 
@@ -167,6 +171,40 @@ class _EndedRun:
     agent_logs: dict[str, list[str]]
 
 
+class _RecordGate:
+    """Holds each run's collect and record until the next run's job has launched (or that
+    run ended without launching one, or the sweep ends). They then overlap a job, not the
+    next run's preflight and launch, whose round trips to the nodes would share the
+    controller's CPU with them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._moves = 0
+        self._open = False
+
+    def ticket(self) -> int:
+        """Where the sweep is now; `wait(ticket)` returns once it has moved on."""
+        with self._cond:
+            return self._moves
+
+    def advance(self) -> None:
+        """A job launched, or a run ended."""
+        with self._cond:
+            self._moves += 1
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        """No more runs: nothing waits from now on."""
+        with self._cond:
+            self._open = True
+            self._cond.notify_all()
+
+    def wait(self, ticket: int) -> None:
+        """Until the sweep has moved past `ticket`, or the gate is open."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._open or self._moves > ticket)
+
+
 @dataclass
 class RunExecutor:
     """Carries out the runs of one plan on a testbed whose agents are started."""
@@ -186,6 +224,7 @@ class RunExecutor:
         self._clock: tuple[float, dict[str, float]] | None = None  # (when, offsets)
         # one worker: runs are collected and recorded one at a time, in the order they ran
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="r2bench-record")
+        self._gate = _RecordGate()
         # Nodes that can observe a run with NCCL's RAS client: asked once per sweep.
         has_ras = self._each_agent(lambda a: a.run(["sh", "-c", "command -v ncclras >/dev/null"]))
         self._ras_nodes = {name for name, code in has_ras.items() if code == 0}
@@ -212,12 +251,14 @@ class RunExecutor:
     def execute(self, run: PlannedRun) -> RunResult:
         """Carry out one run, record included; a run that fails is recorded, one that cannot
         be cleaned up raises SweepStop after its record is written."""
-        return self.start(run).result()
+        recorded = self.start(run)
+        self.finish_background()
+        return recorded.result()
 
     def start(self, run: PlannedRun) -> Future[RunResult]:
         """Carry out one run up to its teardown; its collect and record then go on in the
-        background (one run at a time, in order) while the caller starts the next run: the
-        nodes are clean once teardown is done, and what is left reads the run's own folder.
+        background (one run at a time, in order) while the next run's job runs: the nodes
+        are clean once teardown is done, and what is left reads the run's own folder.
         The future's result is the run's; a run that cannot be cleaned up is recorded here
         and raises SweepStop. `finish_background` waits for what is left."""
         run_id = run.spec.run_id
@@ -231,17 +272,25 @@ class RunExecutor:
         started = ended = time.time()
         try:
             self._enter(run_id, Stage.LAUNCH)
-            # The samplers start while the injectors arm (both wait on the nodes). Waited for
-            # even when arming fails: a sampler still starting during teardown would miss its
-            # stop and the kill, and outlive the run.
+            # The samplers start and the injectors arm while the job launches (all of them
+            # wait on the nodes; a job's first traffic is well over their tens of ms away).
+            # The samplers are waited for even when arming fails: one still starting during
+            # teardown would miss its stop and the kill, and outlive the run.
             sampling = self._start_each(lambda agent: counters.start(agent, run, self.testbed))
             try:
-                driver.arm()
+                if injects_soon_after_launch(run.faults, ARM_LEAD_S):
+                    driver.arm()
+                else:
+                    driver.request_arming()
+                    job, started = self.launch(run, folder, driver)
+                    driver.wait_armed()
             finally:
                 wait_futures(sampling.values())
-            job, started = self.launch(run, folder, driver)
+            if job is None:
+                job, started = self.launch(run, folder, driver)
             self._enter(run_id, Stage.FAULTS)
             driver.start(started)
+            self._gate.advance()  # the run before this one is recorded while this job runs
             self._enter(run_id, Stage.WAIT)
             attempts = self.supervise(run, folder, job, started)
         except FaultError as exc:
@@ -253,19 +302,26 @@ class RunExecutor:
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
                 job.close()
+            self._gate.advance()  # this run never launched its job: no reason to wait
         ended_run = _EndedRun(
             run, folder, job, driver, started, ended, attempts, fatal,
             interrupted=self.interrupted.is_set(), agent_logs=self._take_agent_logs(),
         )  # fmt: skip
         if not fatal:
-            return self._background.submit(self._finish, ended_run)
+            return self._background.submit(self._finish_later, ended_run, self._gate.ticket())
         self.finish_background()  # the records stay in run order
         result = self._finish(ended_run)
         raise SweepStop(result.fatal or "")
 
     def finish_background(self) -> None:
-        """Wait until every run started has been collected and recorded."""
+        """Wait until every run started has been collected and recorded (no record waits
+        for a next run from now on)."""
+        self._gate.open()
         self._background.submit(lambda: None).result()
+
+    def _finish_later(self, ended: _EndedRun, ticket: int) -> RunResult:
+        self._gate.wait(ticket)
+        return self._finish(ended)
 
     def _finish(self, ended: _EndedRun) -> RunResult:
         """Collect and record a run whose nodes are clean again."""

@@ -49,6 +49,11 @@ def fault_actions(faults: list[FaultStep]) -> list[FaultAction]:
     return sorted(actions, key=lambda a: (_anchor_order(a.anchor), a.at_s, a.kind != "inject"))
 
 
+def injects_soon_after_launch(faults: list[FaultStep], lead_s: float) -> bool:
+    """Whether a fault's first inject is due less than `lead_s` after the job's launch."""
+    return any(f.anchor == "launch" and f.inject_after_s < lead_s for f in faults)
+
+
 def _anchor_order(anchor: Anchor) -> tuple[int, int]:
     """Anchors in the order a job reaches them: launch, first result, update 1, 2..."""
     if anchor.startswith("update "):

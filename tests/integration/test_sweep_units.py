@@ -147,6 +147,35 @@ def test_driver_refuses_to_arm_a_fault_whose_precheck_fails(
         FaultDriver(run, {"node1": agent}, {"node1": 0.0}).arm()
 
 
+def test_injectors_armed_during_the_launch_answer_before_the_schedule(
+    agent: NodeAgent, injectors: Path, tmp_path: Path
+) -> None:
+    """`request_arming` returns before the injector is ready; `wait_armed` collects its
+    answer, and a refusal then leaves nothing armed (no lease, no record)."""
+    state = tmp_path / "link"
+    state.write_text("up\n")
+    run = PlannedRun.model_construct(
+        spec=None, run_dir="", launch=None, faults=[fault_step(injectors, state)]
+    )
+    driver = FaultDriver(run, {"node1": agent}, {"node1": 0.0})
+    driver.request_arming()
+    assert agent.fault_count == 0, "the request must not wait for the injector's answer"
+    driver.wait_armed()
+    assert list((tmp_path / "faults" / "active").glob("*/t0")), "armed: record written"
+    driver.finish()
+    line, _ = agent.wait_fault("t0", ("inject",), 0, 10)  # the cancel's answer
+    assert line is not None and line.result == "cancelled" and driver.never_fired
+    assert not list((tmp_path / "faults" / "active").glob("*/t0"))
+
+    state.write_text("down\n")  # already down: the injector refuses
+    refused = FaultDriver(run, {"node1": agent}, {"node1": 0.0})
+    refused.request_arming()
+    with pytest.raises(FaultError, match="already down"):
+        refused.wait_armed()
+    leases = subprocess.run(["pgrep", "-f", "r2b-lease.*--tag t0"], capture_output=True)
+    assert leases.stdout.strip() == b"" and not list((tmp_path / "faults" / "active").glob("*/t0"))
+
+
 # ---- lock and summary ------------------------------------------------------------------------
 def test_lock_refuses_a_second_sweep_and_dies_with_its_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen(

@@ -77,6 +77,23 @@ def test_a_training_update_anchors_a_fault(tmp_path: Path) -> None:
         Trigger.model_validate({"after_s": 0, "update": 4})
 
 
+def test_only_a_fault_due_right_after_the_launch_is_armed_before_it(tmp_path: Path) -> None:
+    """Injectors arm while the job launches, unless a first inject is due within the lead
+    (then arming first keeps it on time); repeat cycles and other anchors never force it."""
+    from r2bench.plan.model import FaultStep
+    from r2bench.sweep.schedule import injects_soon_after_launch
+
+    def early(*steps: FaultStep) -> bool:
+        return injects_soon_after_launch(list(steps), 1.0)
+
+    state = tmp_path / "s"
+    assert early(fault_step(tmp_path, state, inject_after_s=0.3, heal_after_s=0.6))
+    assert not early(fault_step(tmp_path, state, inject_after_s=1.0, heal_after_s=1.5))
+    assert not early(fault_step(tmp_path, state, since="first_result", inject_after_s=0.0))
+    assert not early(fault_step(tmp_path, state, since="update", at_update=3, inject_after_s=0))
+    assert not early()
+
+
 def test_flap_needs_duration_shorter_than_period(tmp_path: Path) -> None:
     from r2bench.config.experiment import FaultSpec
 
