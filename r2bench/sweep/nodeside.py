@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
 import shlex
+import tarfile
+import tempfile
 from pathlib import Path
 
 from r2bench import resources
@@ -54,20 +57,45 @@ def injectors_current(node: Node, target: str, digest: str) -> bool:
 def install_injectors(node: Node, target: str) -> bool:
     """Copy the injectors to `target` on `node` unless the same set is there; True if copied.
 
-    Files are uploaded under temporary names and renamed, so a node that shares the folder
-    with another (an NFS home, the virtual testbed) never runs a half-written script."""
+    One tar file goes over (a copy per script costs a round trip each), is unpacked into a
+    temporary folder beside the scripts and each script renamed into place, so a node that
+    shares the folder with another (an NFS home, the virtual testbed) never runs a
+    half-written script."""
     files = _injector_files()
     digest = _digest(files)
-    q = shlex.quote(target)
     if injectors_current(node, target, digest):
         return False
-    node.run(["mkdir", "-p", target], timeout=30)
-    renames = []
-    for path in files:
-        node.put(path, f"{target}/.{path.name}.tmp")
-        renames.append(shlex.join(["mv", "-f", f".{path.name}.tmp", path.name]))
-    node.run(f"cd {q} && {' && '.join(renames)} && echo {digest} > {DIGEST_FILE}", timeout=30)
+    staged = f"/tmp/.r2bench-injectors-{digest}-{secrets.token_hex(4)}.tar"
+    with tempfile.TemporaryDirectory(prefix="r2bench-injectors-") as tmp:
+        bundle = Path(tmp) / "injectors.tar"
+        _write_bundle(files, bundle)
+        node.put(bundle, staged)
+    node.run(_unpack_script(target, staged, digest), timeout=30)
     return True
+
+
+def _write_bundle(files: list[Path], bundle: Path) -> None:
+    """A tar of the scripts, owned by nobody in particular (root unpacks it as its own)."""
+    with tarfile.open(bundle, "w") as tar:
+        for path in files:
+            info = tar.gettarinfo(str(path), arcname=path.name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o644
+            with path.open("rb") as data:
+                tar.addfile(info, data)
+
+
+def _unpack_script(target: str, staged: str, digest: str) -> str:
+    """Unpack `staged` into `target` script by script (each a rename), then stamp it."""
+    q, tar = shlex.quote(target), shlex.quote(staged)
+    return (
+        f'trap \'rm -f {tar}; [ -z "$d" ] || rm -rf "$d"\' EXIT; set -e; '
+        f"mkdir -p {q}; cd {q}; d=$(mktemp -d .unpack.XXXXXX); "
+        f'tar -xf {tar} -C "$d" --no-same-owner; '
+        f'for f in "$d"/*.sh; do mv -f "$f" .; done; '
+        f"echo {digest} > {DIGEST_FILE}"
+    )
 
 
 def start_agents(pool: NodePool, testbed: Testbed) -> dict[str, NodeAgent]:

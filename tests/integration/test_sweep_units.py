@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -34,6 +35,26 @@ def agent(injectors: Path) -> Iterator[NodeAgent]:
     agent = NodeAgent(LocalNode("node1", sudo=False), str(injectors)).start()
     yield agent
     agent.close()
+
+
+# ---- the injectors on a node ----------------------------------------------------------------
+def test_injectors_go_over_in_one_file_and_only_when_changed(tmp_path: Path) -> None:
+    """Every script arrives whole with its digest; the staged tar is gone; a second install
+    of the same set copies nothing; a changed set is copied again."""
+    from r2bench.sweep.nodeside import _injector_files, injectors_current, install_injectors
+
+    node, target = LocalNode("node1", sudo=False), str(tmp_path / "work" / "injectors")
+    with mock.patch.object(node, "put", wraps=node.put) as put:
+        assert install_injectors(node, target) is True
+        assert put.call_count == 1, "one file goes over"
+        assert not Path(put.call_args.args[1]).exists(), "the staged tar is removed"
+        for script in _injector_files():
+            assert (Path(target) / script.name).read_bytes() == script.read_bytes()
+        assert not list(Path(target).glob(".unpack.*")), "no unpack folder left"
+        assert install_injectors(node, target) is False and put.call_count == 1
+        (Path(target) / ".digest").write_text("older\n")
+        assert not injectors_current(node, target, "0" * 16)
+        assert install_injectors(node, target) is True and put.call_count == 2
 
 
 # ---- the agent -------------------------------------------------------------------------------
