@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -251,7 +251,8 @@ def _recover(
     than when their leases end. Nothing of anyone else's is touched."""
     own = {run.spec.run_id for run in todo}
     steps = {f.tag: f for run in todo for f in run.faults}
-    for name, agent in agents.items():
+
+    def recover(name: str, agent: NodeAgent) -> None:
         for run_id in sorted(set(agent.run_processes().values()) & own):
             console.print(f"{name}: ending the processes of interrupted run {run_id}")
             agent.kill_run(run_id)
@@ -261,6 +262,10 @@ def _recover(
         for tag in sorted({Path(line).name for line in listing.stdout.split()} & steps.keys()):
             console.print(f"{name}: reverting fault {tag} of an interrupted run")
             agent.run(shlex.split(steps[tag].revert.command), timeout=HEAL_TIMEOUT_S)
+
+    with ThreadPoolExecutor(max_workers=len(agents) or 1) as threads:  # every node at once
+        for done in [threads.submit(recover, name, agent) for name, agent in agents.items()]:
+            done.result()
 
 
 def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[PlannedRun]:
