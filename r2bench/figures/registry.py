@@ -510,7 +510,7 @@ def stall_numbers(tables: Tables, run_id: str) -> dict[str, float | None]:
     the stall (the runs table's `stall_s`), the first R2CC event after it, and whether any
     result came after it. Windows and stall are those of `analysis.parsedrun` and `analysis.metrics`:
     the report's recovery table and timelines read the same ones."""
-    events = tables.events[tables.events["run_id"] == run_id]
+    events = tables.of_run("events", run_id)
     points = rf.timeline_points(tables, run_id)
     times = np.sort(points["timestamp"].to_numpy(float))
     windows = rf.run_windows(tables, run_id, float(times.max()) if len(times) else 0.0)
@@ -669,8 +669,8 @@ def draw_nic_traffic(tables: Tables) -> Drawn:
     ended_ok = set(tables.runs[tables.runs["outcome"].astype(str) == rs.OK]["run_id"].astype(str))
     run_id = next((r for r in runs if r in ended_ok), runs[0])
     figure = nics.nic_figure(tables, run_id, 0)
-    events = tables.events[tables.events["run_id"].astype(str) == run_id]
-    samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
+    events = tables.of_run("events", run_id)
+    samples = tables.of_run("counters", run_id)
     windows = rf.run_windows(tables, run_id, float(samples["time"].max()))
     injects = events[events["kind"].astype(str) == "fault_inject"]
     if not windows or injects.empty:

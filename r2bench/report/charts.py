@@ -449,7 +449,7 @@ def fault_windows(windows: pd.DataFrame, end_default: float) -> list[Window]:
 
 def run_windows(tables: Tables, run_id: str, end_default: float) -> list[Window]:
     """The fault windows of a run of the sweep."""
-    return fault_windows(tables.windows[tables.windows["run_id"] == run_id], end_default)
+    return fault_windows(tables.of_run("windows", run_id), end_default)
 
 
 def _fault_label(window: Any) -> str:
@@ -487,7 +487,7 @@ def timeline_figure(tables: Tables, run_id: str, index: int) -> Figure:
     """busbw against time (s since the run started) with fault windows and events."""
     run = tables.runs[tables.runs["run_id"] == run_id].iloc[0]
     pts = timeline_points(tables, run_id)
-    events = tables.events[tables.events["run_id"] == run_id]
+    events = tables.of_run("events", run_id)
     times = pts["timestamp"].to_numpy(float)
     t0 = _t0(run, times, events)
     windows = run_windows(tables, run_id, float(np.nanmax(times)) if len(times) else t0)

@@ -84,20 +84,18 @@ class TrafficWindow:
 
 
 def traffic_windows(tables: Tables) -> list[TrafficWindow]:
-    """The traffic windows of the first faulted runs with traffic rows (`traffic_runs`): the
-    traffic table split by run and the evidence rows built once for all of them."""
+    """The traffic windows of the first faulted runs with traffic rows (`traffic_runs`), the
+    evidence rows built once for all of them."""
     wanted = traffic_runs(tables)
     if not wanted:
         return []
-    traffic = tables.traffic[tables.traffic["run_id"].isin(wanted)]
-    by_run = {str(k): rows for k, rows in traffic.groupby("run_id", observed=True, sort=False)}
     faults = evidence_rows(tables)
     first_fault = (
         {str(row["run_id"]): row for _, row in faults.drop_duplicates("run_id").iterrows()}
         if not faults.empty
         else {}
     )
-    return [_window(r, by_run[r], first_fault.get(r)) for r in wanted]
+    return [_window(r, tables.of_run("traffic", r), first_fault.get(r)) for r in wanted]
 
 
 def _window(run_id: str, traffic: pd.DataFrame, fault: pd.Series | None) -> TrafficWindow:

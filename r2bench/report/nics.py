@@ -73,7 +73,7 @@ def _caption(means: pd.DataFrame, window: Window) -> str:
 
 def nic_figure(tables: Tables, run_id: str, index: int) -> Figure:
     """One run's per-NIC tx throughput over time with its fault windows shaded."""
-    samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
+    samples = tables.of_run("counters", run_id)
     t0 = float(samples["time"].min())
     windows = run_windows(tables, run_id, float(samples["time"].max()))
     traces = []
@@ -132,7 +132,7 @@ def nic_figures(tables: Tables) -> list[Figure]:
 
 def _faulted_nic(tables: Tables, run_id: str) -> tuple[str, str] | None:
     """(node, NIC) of the run's first fault window, if it has one."""
-    windows = tables.windows[tables.windows["run_id"].astype(str) == run_id]
+    windows = tables.of_run("windows", run_id)
     if windows.empty:
         return None
     first = windows.sort_values("applied_at").iloc[0]
@@ -148,7 +148,7 @@ def _title(run: pd.Series, run_id: str) -> str:
 def nic_panel_figure(tables: Tables, run_id: str, index: int) -> Figure:
     """One run's per-NIC tx throughput, a small panel per NIC (a row per node, a column per
     NIC), the same y range in all, the fault windows shaded in each, the faulted NIC red."""
-    samples = tables.counters[tables.counters["run_id"].astype(str) == run_id]
+    samples = tables.of_run("counters", run_id)
     t0 = float(samples["time"].min())
     windows = run_windows(tables, run_id, float(samples["time"].max()))
     nodes = sorted(samples["node"].astype(str).unique())

@@ -33,7 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from r2bench.analysis import recovery
 from r2bench.analysis.metrics import MIN_BASELINE
@@ -405,6 +405,10 @@ class _Iterations:
         tables.__dict__[self.slot] = frame
 
 
+RunTable = Literal["windows", "counters", "events", "traffic"]
+"""Tables with a run_id column that the report reads run by run (`Tables.of_run`)."""
+
+
 @dataclass
 class Tables:
     """The tidy tables of a sweep.
@@ -461,6 +465,24 @@ class Tables:
         blocks = self.blocks
         chosen = [i for i, run_id in enumerate(blocks.run_id) if run_id in ids]
         return _iterations_frame(blocks.select(chosen), _categories(blocks))
+
+    def of_run(self, table: RunTable, run_id: str) -> pd.DataFrame:
+        """The rows of one run in a per-run table (`windows`, `counters`, `events`,
+        `traffic`), in table order. The table is split by run once and the split kept while
+        the table is the same frame: a report's figures ask run by run, and filtering the
+        whole table each time costs its length per figure."""
+        frame: pd.DataFrame = getattr(self, table)
+        cache = self.__dict__.setdefault("_by_run", {})
+        kept = cache.get(table)
+        if kept is None or kept[0] is not frame:
+            if frame.empty or "run_id" not in frame:
+                split: dict[str, pd.DataFrame] = {}
+            else:
+                keys = frame["run_id"].astype(str)
+                split = {str(k): rows for k, rows in frame.groupby(keys, sort=False)}
+            kept = cache[table] = (frame, split)
+        rows = kept[1].get(str(run_id))
+        return frame.iloc[0:0] if rows is None else rows
 
     def iteration_slices(
         self, rows: int, columns: list[str] | None = None

@@ -265,3 +265,18 @@ def test_a_hostile_ib_timeout_in_a_run_s_environment_never_kills_the_report(
     result = invoke_wide("report", str(sweep))
     assert result.exit_code == 0, result.output
     assert len(rebuild(sweep).runs) == len(list(st.RunStore.at(sweep).run_dirs()))
+
+
+def test_of_run_gives_a_runs_rows_in_order_and_follows_a_replaced_table() -> None:
+    """`Tables.of_run` splits a per-run table once; it gives what filtering would, an empty
+    frame with the columns for a run without rows, and a table assigned anew is split anew."""
+    events = pd.DataFrame(
+        {"run_id": ["b", "a", "b", "c"], "time": [1.0, 2.0, 3.0, 4.0], "kind": list("wxyz")}
+    )
+    tables = tb.Tables(results=pd.DataFrame(), events=events)
+    pd.testing.assert_frame_equal(tables.of_run("events", "b"), events[events["run_id"] == "b"])
+    missing = tables.of_run("events", "nope")
+    assert missing.empty and list(missing.columns) == ["run_id", "time", "kind"]
+    tables.events = events[events["run_id"] != "b"]
+    assert tables.of_run("events", "b").empty and len(tables.of_run("events", "c")) == 1
+    assert tables.of_run("traffic", "a").empty  # an empty table, no run_id rows at all
