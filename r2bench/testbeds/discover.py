@@ -40,7 +40,10 @@ for d in "$S"/class/infiniband/*; do
     if [ -z "$nd" ]; then
       for c in "$d"/device/net/*; do
         [ -e "$c" ] || continue
-        [ "$(cat "$c/dev_port" 2>/dev/null || echo 0)" = "$((n - 1))" ] || continue
+        # before Linux 3.15 (no dev_port) IPoIB numbered its port in dev_id (0x0, 0x1)
+        if [ -e "$c/dev_port" ]; then dp=$(cat "$c/dev_port" 2>/dev/null)
+        else dp=$(printf '%d' "$(cat "$c/dev_id" 2>/dev/null)" 2>/dev/null) || dp=0; fi
+        [ "$dp" = "$((n - 1))" ] || continue
         t=$(cat "$c/type" 2>/dev/null)
         if [ "$ll" = InfiniBand ] && [ "$t" != 32 ]; then continue; fi
         if [ "$ll" = Ethernet ] && [ "$t" = 32 ]; then continue; fi
@@ -62,7 +65,7 @@ ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "de
 """
 """Each RDMA port's netdev: the RoCE GID table's (`gid_attrs/ndevs/0`, the bond master on a
 LAG), else the PCI function's netdev whose `dev_port` is the port's (ports count from 1,
-`dev_port` from 0) and whose type fits the link layer (32 IPoIB for InfiniBand, Ethernet
+`dev_port` from 0; `dev_id` on kernels before 3.15, which have no `dev_port`) and whose type fits the link layer (32 IPoIB for InfiniBand, Ethernet
 otherwise): a dual-port HCA's second port gets its own netdev, and an IB port without IPoIB
 gets none (`-`). R2B_SYSFS (default /sys) is where sysfs is."""
 
