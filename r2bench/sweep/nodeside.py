@@ -7,6 +7,8 @@ import secrets
 import shlex
 import tarfile
 import tempfile
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from r2bench import resources
@@ -112,7 +114,13 @@ def start_agents(pool: NodePool, testbed: Testbed) -> dict[str, NodeAgent]:
     agents = {n: a for n, a in started.items() if isinstance(a, NodeAgent)}
     errors = [e for e in started.values() if isinstance(e, NodeError)]
     if errors:
-        for agent in agents.values():
-            agent.close()
+        close_agents(agents)
         raise errors[0]
     return agents
+
+
+def close_agents(agents: Mapping[str, NodeAgent]) -> None:
+    """Ask every agent to quit and wait for them all at once (each waits on its node)."""
+    with ThreadPoolExecutor(max_workers=len(agents) or 1) as threads:
+        for closed in [threads.submit(agent.close) for agent in agents.values()]:
+            closed.result()

@@ -54,7 +54,7 @@ from r2bench.sweep.display import SweepDisplay, answer_lines, failed_list, summa
 from r2bench.sweep.embedded import EmbeddedTestbed, HoldRequest, embedded_testbed
 from r2bench.sweep.interrupts import Interrupts
 from r2bench.sweep.lock import SweepLock
-from r2bench.sweep.nodeside import injectors_dir, own_records_script, start_agents
+from r2bench.sweep.nodeside import close_agents, injectors_dir, own_records_script, start_agents
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
 from r2bench.testbeds.virtual.hold import HeldError
 from r2bench.textsafe import markup_safe, printable
@@ -209,8 +209,7 @@ def _sweep(
                 )
             finally:
                 healed = _final_heal(agents, inputs.testbed, console)
-                for agent in agents.values():
-                    agent.close()
+                close_agents(agents)
         answer = outputs.write(store, console)
         console.print(summary_table(plan.runs, _all_results(plan, store, results)))
         for block in (failed_list(results), answer_lines(answer)):

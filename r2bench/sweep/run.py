@@ -219,11 +219,12 @@ class RunExecutor:
     interrupted: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        self._git: GitState | None = git_state(r2bench_checkout())  # once: git is slow
         self._threads = ThreadPoolExecutor(max_workers=max(1, len(self.agents)))
         self._clock: tuple[float, dict[str, float]] | None = None  # (when, offsets)
         # one worker: runs are collected and recorded one at a time, in the order they ran
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="r2bench-record")
+        # once, there too, beside the nodes' first questions: git takes tens of ms
+        self._git: Future[GitState | None] = self._background.submit(git_state, r2bench_checkout())
         self._gate = _RecordGate()
         # Nodes that can observe a run with NCCL's RAS client: asked once per sweep.
         has_ras = self._each_agent(lambda a: a.run(["sh", "-c", "command -v ncclras >/dev/null"]))
@@ -276,6 +277,7 @@ class RunExecutor:
             # wait on the nodes; a job's first traffic is well over their tens of ms away).
             # The samplers are waited for even when arming fails: one still starting during
             # teardown would miss its stop and the kill, and outlive the run.
+            self.prepare_run_dir(run)
             sampling = self._start_each(lambda agent: counters.start(agent, run, self.testbed))
             try:
                 if injects_soon_after_launch(run.faults, ARM_LEAD_S):
@@ -369,18 +371,22 @@ class RunExecutor:
             on_first_result=lambda node_time: driver.set_anchor("first_result", node_time - offset),
             on_update=lambda n, node_time: driver.set_anchor(f"update {n}", node_time - offset),
         )
-        # A result.json left by an earlier run of the same spec (same run folder on the node)
-        # would make the job write result.json.0 and be collected in its place; its checkpoints
-        # would make a restart run resume at its first start.
+        start_observers(
+            self.pool, run, self._ras_nodes
+        )  # ncclras -m -f json where present (R2B_RUN-tagged)
+        return job, self._start_attempt(run, job, run.spec.deadline_s)
+
+    def prepare_run_dir(self, run: PlannedRun) -> None:
+        """Create the run's folder on the launch node, without what an earlier run of the
+        same spec left there: its result.json would make the job write result.json.0 and be
+        collected in its place; its checkpoints would make a restart run resume at its first
+        start. Done before the samplers and injectors are asked to start: the node's agent
+        answers one request at a time, and the launch waits on this one."""
         q = shlex.quote(run.run_dir)
         stale = f"{q}/result.json {q}/result.json.* {q}/{CHECKPOINT_DIR}"
         mkdir = ["sh", "-c", f"mkdir -p {q} && rm -rf {stale}"]
         if self.agents[run.launch.node].run(mkdir) != 0:
             raise SweepStop(f"{run.launch.node}: cannot create {run.run_dir}")
-        start_observers(
-            self.pool, run, self._ras_nodes
-        )  # ncclras -m -f json where present (R2B_RUN-tagged)
-        return job, self._start_attempt(run, job, run.spec.deadline_s)
 
     def _start_attempt(self, run: PlannedRun, job: _Job, timeout_s: float) -> float:
         """Run the launch line once more on the launch node (its output appended to the job's
@@ -585,7 +591,7 @@ class RunExecutor:
     def _provenance(self, run: PlannedRun) -> Provenance:
         env, dropped = redact_env(run.spec.env)
         return Provenance(
-            r2bench_git=self._git,
+            r2bench_git=self._git.result(),
             hostnames=sorted(n.address for n in self.testbed.nodes if n.name in run.spec.nodes),
             env=env,
             env_dropped=dropped,
