@@ -22,34 +22,34 @@ is_down() { ! is_up; }
 kind_precheck() { is_up || die "'${OPT[dev]}' is already down: not ours to fault or to bring back"; }
 
 # Armed: `ip -batch` is started before `go`, so applying is one line to a running process (a
-# fork and an exec of `ip` cost about 1.5 ms), and the change is seen in sysfs's flags with the
-# shell's own `read`. Unarmed, or if the batch process is gone, a plain `ip link set`.
+# fork and an exec of `ip` cost about 1.5 ms). It is then asked to show the link: it answers
+# once the change is made (one request at a time), so the injector sleeps in `read` until then
+# instead of spinning on sysfs beside it for the CPU. Unarmed, or if the batch process is gone
+# or does not answer, a plain `ip link set`.
 APPLIER_PID=""  # the `ip -batch` process (bash unsets IPB_PID when a coproc ends)
-APPLIER_FD=""
+APPLIER_IN=""
+APPLIER_OUT=""
 kind_prepare() {
-    coproc IPB { exec ip -batch - >/dev/null; }
+    coproc IPB { exec ip -o -batch - 2>/dev/null; }
     APPLIER_PID=$IPB_PID
-    APPLIER_FD=${IPB[1]}
+    APPLIER_IN=${IPB[1]}
+    APPLIER_OUT=${IPB[0]}
 }
 flags_down() {  # IFF_UP (bit 0) clear in sysfs's flags: no process started
     local flags
     IFS= read -r flags <"$SYSFS/class/net/${OPT[dev]}/flags" || return 1
     (( (flags & 1) == 0 ))
 }
-down_within() {  # down_within SECONDS: spin on the flags (microseconds a look)
-    local until=$(( ${EPOCHREALTIME//[.,]/} + $1 * 1000000 ))  # microseconds
-    until flags_down; do
-        (( ${EPOCHREALTIME//[.,]/} < until )) || return 1
-    done
-}
 batch_down() {
     [[ -n $APPLIER_PID ]] && kill -0 "$APPLIER_PID" 2>/dev/null || return 1
-    printf 'link set dev %s down\n' "${OPT[dev]}" 1>&"$APPLIER_FD" || return 1
-    down_within 1
+    printf 'link set dev %s down\nlink show dev %s\n' "${OPT[dev]}" "${OPT[dev]}" \
+        1>&"$APPLIER_IN" || return 1
+    IFS= read -r -t 1 _ <&"$APPLIER_OUT" || return 1
+    flags_down
 }
 end_batch() {  # close its input: it reads the end and exits
     [[ -n $APPLIER_PID ]] || return 0
-    exec {APPLIER_FD}>&- 2>/dev/null || true
+    exec {APPLIER_IN}>&- 2>/dev/null || true
     wait "$APPLIER_PID" 2>/dev/null || true
     APPLIER_PID=""
 }
