@@ -21,7 +21,7 @@ import shlex
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -145,6 +145,10 @@ def _nccl_version(node: Node, home: str | None) -> int | None:
     return header_version(_cat(node, f"{home}/include/nccl.h")) if home else None
 
 
+Probed = Mapping[str, NodeFacts | NodeError]
+"""What `Builder.probe` found on each node."""
+
+
 class Builder:
     """One `setup` over the experiment's nodes."""
 
@@ -163,29 +167,41 @@ class Builder:
             transient=True,
         )
 
-    def run(self, open_pool: NodePool | None = None) -> list[StepResult]:
+    def run(
+        self, open_pool: NodePool | None = None, probed: Probed | None = None
+    ) -> list[StepResult]:
         """Probe, then work through every node's steps; returns one result per node and step.
 
         `open_pool`: connections the caller already holds to the testbed (a sweep's); they are
-        used and left open. Without it, setup opens its own and closes them at the end."""
+        used and left open. Without it, setup opens its own and closes them at the end.
+        `probed`: what `probe` answered on `open_pool` (a sweep asks while its doctor runs)."""
         if not self.nodes:
             return []
         testbed = self.inputs.testbed
         if open_pool is not None:
-            pool = NodePool({name: open_pool[name] for name in self.nodes})
+            pool = self._own_nodes(open_pool)
         else:
             models = {name: testbed.node(name) for name in self.nodes}
             pool = NodePool({name: make_node(testbed.kind, m) for name, m in models.items() if m})
         closing: AbstractContextManager[object] = pool if open_pool is None else nullcontext()
         with closing, self.progress, tempfile.TemporaryDirectory(prefix="r2bench-setup-") as tmp:
             trees = LocalTrees(Path(tmp))
-            facts = pool.map(lambda node: probe(node, testbed.paths))
+            facts = dict(probed if probed is not None else self.probe(pool))
             groups = _by_filesystem(facts)
             with ThreadPoolExecutor(max_workers=len(groups) or 1) as workers:
                 jobs = [workers.submit(self._group, pool, g, facts, trees) for g in groups]
                 for job in jobs:
                     job.result()
         return self.results
+
+    def probe(self, pool: NodePool) -> Probed:
+        """Each of setup's nodes' facts (paths, tools, the work folder's filesystem), or the
+        error that kept a node from answering; read-only."""
+        own = self._own_nodes(pool)
+        return own.map(lambda node: probe(node, self.inputs.testbed.paths))
+
+    def _own_nodes(self, pool: NodePool) -> NodePool:
+        return NodePool({name: pool[name] for name in self.nodes})
 
     def _group(
         self,

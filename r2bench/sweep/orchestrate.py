@@ -290,14 +290,6 @@ def _ready(
     """Doctor (stop on any failed check, naming it and its fix), then setup (cached)."""
     if not work:
         return True
-    if not options.skip_doctor:
-        results = diagnose(inputs.testbed, pool)
-        if any(r.status is Status.FAIL for r in results):
-            print_report(inputs.testbed, results, console)
-            console.print("[red]doctor: a node is not ready; nothing was run[/]")
-            return False
-    if options.skip_setup:
-        return True
     setup_options = SetupOptions(
         # Build logs beside the sweep's results (`--results`), as `r2bench setup` puts them
         # under its default results/.
@@ -306,7 +298,21 @@ def _ready(
         log_dir=options.results / "setup",
         build_timeout_s=BUILD_TIMEOUT_S,
     )
-    built = Builder(inputs, setup_options, console).run(pool)
+    builder = None if options.skip_setup else Builder(inputs, setup_options, console)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="r2bench-probe") as side:
+        # setup's read-only probe of the nodes goes beside the doctor (which waits on its
+        # slowest node); nothing is built before the doctor has passed
+        probing = side.submit(builder.probe, pool) if builder is not None else None
+        if not options.skip_doctor:
+            results = diagnose(inputs.testbed, pool)
+            if any(r.status is Status.FAIL for r in results):
+                print_report(inputs.testbed, results, console)
+                console.print("[red]doctor: a node is not ready; nothing was run[/]")
+                return False
+        probed = probing.result() if probing is not None else None
+    if builder is None:
+        return True
+    built = builder.run(pool, probed)
     if any(r.status is BuildStatus.FAILED for r in built):
         console.print("[red]setup failed; nothing was run[/]")
         return False
