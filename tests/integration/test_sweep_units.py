@@ -172,29 +172,32 @@ def test_injectors_armed_during_the_launch_answer_before_the_schedule(
     agent: NodeAgent, injectors: Path, tmp_path: Path
 ) -> None:
     """`request_arming` returns before the injector is ready; `wait_armed` collects its
-    answer, and a refusal then leaves nothing armed (no lease, no record)."""
+    answer, and a refusal then leaves nothing armed (no lease, no record). A tag of its own:
+    other tests' leases run beside it."""
     state = tmp_path / "link"
     state.write_text("up\n")
     run = PlannedRun.model_construct(
-        spec=None, run_dir="", launch=None, faults=[fault_step(injectors, state)]
+        spec=None, run_dir="", launch=None, faults=[fault_step(injectors, state, tag="armlaunch")]
     )
     driver = FaultDriver(run, {"node1": agent}, {"node1": 0.0})
     driver.request_arming()
     assert agent.fault_count == 0, "the request must not wait for the injector's answer"
     driver.wait_armed()
-    assert list((tmp_path / "faults" / "active").glob("*/t0")), "armed: record written"
+    assert list((tmp_path / "faults" / "active").glob("*/armlaunch")), "armed: record written"
     driver.finish()
-    line, _ = agent.wait_fault("t0", ("inject",), 0, 10)  # the cancel's answer
+    line, _ = agent.wait_fault("armlaunch", ("inject",), 0, 10)  # the cancel's answer
     assert line is not None and line.result == "cancelled" and driver.never_fired
-    assert not list((tmp_path / "faults" / "active").glob("*/t0"))
+    assert not list((tmp_path / "faults" / "active").glob("*/armlaunch"))
 
     state.write_text("down\n")  # already down: the injector refuses
     refused = FaultDriver(run, {"node1": agent}, {"node1": 0.0})
     refused.request_arming()
     with pytest.raises(FaultError, match="already down"):
         refused.wait_armed()
-    leases = subprocess.run(["pgrep", "-f", "r2b-lease.*--tag t0"], capture_output=True)
-    assert leases.stdout.strip() == b"" and not list((tmp_path / "faults" / "active").glob("*/t0"))
+    leases = subprocess.run(["pgrep", "-f", "r2b-lease.*--tag armlaunch"], capture_output=True)
+    assert leases.stdout.strip() == b"" and not list(
+        (tmp_path / "faults" / "active").glob("*/armlaunch")
+    )
 
 
 # ---- lock and summary ------------------------------------------------------------------------

@@ -38,8 +38,11 @@ def injectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fault_step(injectors: Path, state: Path, **overrides: object) -> FaultStep:
+    """A test-kind fault step; `tag` (default t0) names it in its commands too."""
+    tag = str(overrides.get("tag", "t0"))
+
     def command(action: str, *extra: str) -> NodeCommand:
-        argv = ["bash", f"{injectors}/file_fault.sh", action, "--tag", "t0", *extra]
+        argv = ["bash", f"{injectors}/file_fault.sh", action, "--tag", tag, *extra]
         return NodeCommand(
             node="node1", command=" ".join([*argv, "--state", str(state)]), root=True
         )
@@ -49,7 +52,7 @@ def fault_step(injectors: Path, state: Path, **overrides: object) -> FaultStep:
         "kind": "file_fault",
         "node": "node1",
         "nic": "nic1",
-        "tag": "t0",
+        "tag": tag,
         "inject_after_s": 0.3,
         "since": "launch",
         "heal_after_s": 0.6,
