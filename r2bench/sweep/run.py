@@ -274,7 +274,8 @@ class RunExecutor:
         try:
             self._enter(run_id, Stage.LAUNCH)
             # The samplers start and the injectors arm while the job launches (all of them
-            # wait on the nodes; a job's first traffic is well over their tens of ms away).
+            # wait on the nodes; a job's first traffic is well over their tens of ms away),
+            # unless a fault is due right after the launch: then the job waits for them.
             # The samplers are waited for even when arming fails: one still starting during
             # teardown would miss its stop and the kill, and outlive the run.
             self.prepare_run_dir(run)
