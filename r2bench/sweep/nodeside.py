@@ -7,7 +7,7 @@ import secrets
 import shlex
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -119,8 +119,17 @@ def start_agents(pool: NodePool, testbed: Testbed) -> dict[str, NodeAgent]:
     return agents
 
 
-def close_agents(agents: Mapping[str, NodeAgent]) -> None:
-    """Ask every agent to quit and wait for them all at once (each waits on its node)."""
+def on_every_agent(
+    agents: Mapping[str, NodeAgent], operation: Callable[[str, NodeAgent], object]
+) -> None:
+    """`operation(name, agent)` on every node's agent at once (each waits on its node); the
+    first error is raised once all have ended."""
     with ThreadPoolExecutor(max_workers=len(agents) or 1) as threads:
-        for closed in [threads.submit(agent.close) for agent in agents.values()]:
-            closed.result()
+        done = [threads.submit(operation, name, agent) for name, agent in agents.items()]
+    for future in done:
+        future.result()
+
+
+def close_agents(agents: Mapping[str, NodeAgent]) -> None:
+    """Ask every agent to quit and wait for them all at once."""
+    on_every_agent(agents, lambda _, agent: agent.close())

@@ -54,7 +54,13 @@ from r2bench.sweep.display import SweepDisplay, answer_lines, failed_list, summa
 from r2bench.sweep.embedded import EmbeddedTestbed, HoldRequest, embedded_testbed
 from r2bench.sweep.interrupts import Interrupts
 from r2bench.sweep.lock import SweepLock
-from r2bench.sweep.nodeside import close_agents, injectors_dir, own_records_script, start_agents
+from r2bench.sweep.nodeside import (
+    close_agents,
+    injectors_dir,
+    on_every_agent,
+    own_records_script,
+    start_agents,
+)
 from r2bench.sweep.run import RunExecutor, RunResult, SweepStop
 from r2bench.testbeds.virtual.hold import HeldError
 from r2bench.textsafe import markup_safe, printable
@@ -262,9 +268,7 @@ def _recover(
             console.print(f"{name}: reverting fault {tag} of an interrupted run")
             agent.run(shlex.split(steps[tag].revert.command), timeout=HEAL_TIMEOUT_S)
 
-    with ThreadPoolExecutor(max_workers=len(agents) or 1) as threads:  # every node at once
-        for done in [threads.submit(recover, name, agent) for name, agent in agents.items()]:
-            done.result()
+    on_every_agent(agents, recover)
 
 
 def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[PlannedRun]:

@@ -305,7 +305,7 @@ class RunExecutor:
             if job is not None:
                 job.done.wait(DEADLINE_GRACE_S)
                 job.close()
-            self._gate.advance()  # this run never launched its job: no reason to wait
+            self._gate.advance()  # ended: the run before waits no longer, launched or not
         ended_run = _EndedRun(
             run, folder, job, driver, started, ended, attempts, fatal,
             interrupted=self.interrupted.is_set(), agent_logs=self._take_agent_logs(),
@@ -381,8 +381,8 @@ class RunExecutor:
         """Create the run's folder on the launch node, without what an earlier run of the
         same spec left there: its result.json would make the job write result.json.0 and be
         collected in its place; its checkpoints would make a restart run resume at its first
-        start. Done before the samplers and injectors are asked to start: the node's agent
-        answers one request at a time, and the launch waits on this one."""
+        start. Done before the samplers and injectors are asked to start, so that the launch,
+        which waits on it, does not wait while they share the node with it."""
         q = shlex.quote(run.run_dir)
         stale = f"{q}/result.json {q}/result.json.* {q}/{CHECKPOINT_DIR}"
         mkdir = ["sh", "-c", f"mkdir -p {q} && rm -rf {stale}"]

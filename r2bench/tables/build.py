@@ -439,6 +439,10 @@ class Tables:
     stored_iterations: tablefiles.StoredIterations | None = field(
         default=None, repr=False, compare=False
     )
+    _by_run: dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """`of_run`'s split of each per-run table, with the frame it was made from."""
 
     @property
     def _made(self) -> pd.DataFrame | None:
@@ -472,15 +476,14 @@ class Tables:
         the table is the same frame: a report's figures ask run by run, and filtering the
         whole table each time costs its length per figure."""
         frame: pd.DataFrame = getattr(self, table)
-        cache = self.__dict__.setdefault("_by_run", {})
-        kept = cache.get(table)
+        kept = self._by_run.get(table)
         if kept is None or kept[0] is not frame:
             if frame.empty or "run_id" not in frame:
                 split: dict[str, pd.DataFrame] = {}
             else:
                 keys = frame["run_id"].astype(str)
                 split = {str(k): rows for k, rows in frame.groupby(keys, sort=False)}
-            kept = cache[table] = (frame, split)
+            kept = self._by_run[table] = (frame, split)
         rows = kept[1].get(str(run_id))
         return frame.iloc[0:0] if rows is None else rows
 

@@ -65,9 +65,9 @@ ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "de
 """
 """Each RDMA port's netdev: the RoCE GID table's (`gid_attrs/ndevs/0`, the bond master on a
 LAG), else the PCI function's netdev whose `dev_port` is the port's (ports count from 1,
-`dev_port` from 0; `dev_id` on kernels before 3.15, which have no `dev_port`) and whose type fits the link layer (32 IPoIB for InfiniBand, Ethernet
-otherwise): a dual-port HCA's second port gets its own netdev, and an IB port without IPoIB
-gets none (`-`). R2B_SYSFS (default /sys) is where sysfs is."""
+`dev_port` from 0; `dev_id` on kernels before 3.15, which have no `dev_port`) and whose type
+fits the link layer (32 IPoIB for InfiniBand, Ethernet otherwise): a dual-port HCA's second
+port gets its own netdev, and an IB port without IPoIB gets none (`-`). R2B_SYSFS (default /sys) is where sysfs is."""
 
 
 @dataclass(frozen=True)
