@@ -93,6 +93,7 @@ from r2bench.workloads.transport import (
     RingTransport,
     TransportConfig,
     disconnected_nics,
+    sleeping_allgather,
 )
 
 PROGRAM = "ring_allreduce"
@@ -568,7 +569,7 @@ def setup(comm: Any, opts: Options, env: dict[str, str]) -> Bench:
         print(status, flush=True)
     freeze = FreezeHook.parse(env.get("R2B_TEST_FREEZE"))
     transport = RingTransport(
-        transport_config(comm, library, nics, env, log, freeze), comm.allgather
+        transport_config(comm, library, nics, env, log, freeze), sleeping_allgather(comm)
     )
     try:
         corrupt = parse_corrupt(opts.corrupt or env.get(CORRUPT_VAR), comm.size)

@@ -93,6 +93,7 @@ from r2bench.workloads.transport import (
     NetworkFailure,
     R2ccLog,
     RingTransport,
+    sleeping_allgather,
 )
 
 PROGRAM = "train_emulated"
@@ -402,13 +403,13 @@ def setup(comm: Any, args: TrainArgs, env: dict[str, str]) -> Trainer:
     nics = local_nics(args.nic_addrs, env)
     freeze = FreezeHook.parse(env.get("R2B_TEST_FREEZE"))
     transport = RingTransport(
-        transport_config(comm, library, nics, env, log, freeze), comm.allgather
+        transport_config(comm, library, nics, env, log, freeze), sleeping_allgather(comm)
     )
 
     def rebuild(new_comm: Any) -> RingTransport:
         # The freeze hook names a world rank: a rebuilt ring renumbers, so it goes without.
         cfg = transport_config(new_comm, library, nics, env, log, None)
-        return RingTransport(cfg, new_comm.allgather)
+        return RingTransport(cfg, sleeping_allgather(new_comm))
 
     model = tinylm.Model.init(args.preset, args.seed)
     try:
