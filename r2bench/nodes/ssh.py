@@ -214,8 +214,11 @@ class SshNode(Node):
         if transport is None or not transport.is_active():
             raise EOFError("ssh transport is not active")
         channel = transport.open_session(timeout=timeout)
-        channel.exec_command(line)
-        channel.shutdown_write()
+        # stdin from /dev/null rather than an EOF sent after the exec: a command that ends first
+        # makes paramiko's transport thread close the channel while that EOF is on its way,
+        # the EOF then follows the close, and sshd drops the whole connection ("ieof packet
+        # referred to nonexistent channel"), the agent's session on it included.
+        channel.exec_command(f"{line} </dev/null")
         return channel
 
     def _execute(
@@ -330,8 +333,11 @@ class SshSession(Session):
 
     def close(self, timeout: float = 5.0) -> None:
         """Close stdin, wait up to `timeout` for the command to exit, close the channel."""
-        with contextlib.suppress(OSError, paramiko.SSHException):
-            self.channel.shutdown_write()
+        # EOF only to a command still running: one sent after the channel closed would make
+        # sshd drop the connection (see `_open_channel`).
+        if not self.channel.closed and not self.channel.exit_status_ready():
+            with contextlib.suppress(OSError, paramiko.SSHException):
+                self.channel.shutdown_write()
         deadline = time.time() + timeout
         while not self.channel.exit_status_ready() and time.time() < deadline:
             time.sleep(0.02)

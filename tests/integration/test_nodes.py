@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,17 @@ def test_pool_builds_ssh_nodes(sshd: SshServer) -> None:  # noqa: F811
         "x": "hi\n",
         "y": "hi\n",
     }
+
+
+@needs_sshd
+def test_many_instant_commands_never_drop_the_connection(sshd: SshServer) -> None:  # noqa: F811
+    """A command that ends before the client's end-of-input reaches the server must not make
+    the client send that EOF after its own close: sshd then drops the whole connection ("ieof
+    packet referred to nonexistent channel"), and with it every session on it."""
+    with SshNode("a", "127.0.0.1", ssh_options(sshd)) as ssh_node:
+        session = ssh_node.open_session(["cat"], lambda line: None)
+        with ThreadPoolExecutor(max_workers=4) as workers:
+            codes = list(workers.map(lambda _: ssh_node.run("true").exit_code, range(400)))
+        assert codes == [0] * 400 and ssh_node.reconnects == 0
+        assert session.alive, "the long-lived session on the same connection survived"
+        session.close()
