@@ -540,19 +540,22 @@ Allgather = Callable[[object], list[Any]]
 """Every rank's value, in rank order (mpi4py's `comm.allgather`: values of any type)."""
 
 
-def sleeping_allgather(comm: Any, poll_s: float = 0.0005) -> Allgather:
-    """``comm.allgather`` that waits for the last rank asleep, not in MPI's busy poll.
+def sleeping_allgather(comm: Any, spin_s: float = 0.002, poll_s: float = 0.0005) -> Allgather:
+    """``comm.allgather`` that waits for a late rank asleep, not in MPI's busy poll.
 
     R-2CCL's bootstrap allgather blocks in the kernel on its sockets. MPI spins instead, and
     where ranks outnumber cores (3 ranks on a 2-core virtual testbed) the early ranks' spin
     takes the CPU from the ranks still computing: fault-free training steps ran 1.6x slower
-    than stock NCCL's, with 2-5 s outliers. An Ibarrier polled with sleeps between tests
-    brings every rank to the gather first, which then completes without waiting."""
+    than stock NCCL's, with 2-5 s outliers. An Ibarrier is tested in a tight loop for
+    `spin_s` (ranks in step, as in a collective benchmark, meet within it at no added
+    latency), then between sleeps; once every rank is there the allgather does not wait."""
 
     def gather(value: object) -> list[Any]:
         arrived = comm.Ibarrier()
+        spin_until = time.monotonic() + spin_s
         while not arrived.Test():
-            time.sleep(poll_s)
+            if time.monotonic() > spin_until:
+                time.sleep(poll_s)
         return list(comm.allgather(value))
 
     return gather

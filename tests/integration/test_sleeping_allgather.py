@@ -3,6 +3,7 @@ first wait asleep, not in MPI's busy poll that took the CPU from the ranks still
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -21,7 +22,9 @@ if comm.rank == 0:
     time.sleep(1.0)  # the last rank to arrive
 cpu = time.process_time()
 values = gather(comm.rank * 10)
-print(comm.rank, repr(values), time.process_time() - cpu, flush=True)
+spent = comm.gather((values, time.process_time() - cpu), root=0)  # after the measurement
+if comm.rank == 0:
+    print(repr(spent), flush=True)
 """
 
 
@@ -34,13 +37,9 @@ def gather_cpu_s(kind: str) -> dict[int, float]:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    cpu = {}
-    for line in proc.stdout.splitlines():
-        rank, values, seconds = line.split(" ", 1)[0], *line.split(" ", 1)[1].rsplit(" ", 1)
-        assert values == "[0, 10, 20]", line
-        cpu[int(rank)] = float(seconds)
-    assert sorted(cpu) == [0, 1, 2], proc.stdout
-    return cpu
+    spent = ast.literal_eval(proc.stdout.strip())
+    assert [values for values, _ in spent] == [[0, 10, 20]] * 3, proc.stdout
+    return {rank: seconds for rank, (_, seconds) in enumerate(spent)}
 
 
 def test_early_ranks_wait_for_the_last_asleep() -> None:
