@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import shlex
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -194,12 +195,11 @@ def _sweep(
         )
         _register_predictions(inputs, store, console)
         preload = outputs.preload()
+        work = bool(todo) and not interrupted.is_set()
         with NodePool.from_testbed(inputs.testbed) as pool:
-            agents = start_agents(pool, inputs.testbed)
+            agents, ready = _agents_and_ready(inputs, pool, console, options, work, store, todo)
             try:
-                _recover(pool, agents, inputs.testbed, todo, console)
-                work = bool(todo) and not interrupted.is_set()
-                if not _ready(inputs, pool, console, options, work):
+                if not ready:
                     return ExitCode.FAILED
                 preload.join()
                 code, results = _run_all(
@@ -286,6 +286,44 @@ def _runs_to_do(plan: Plan, store: RunStore, rerun_failed: bool) -> list[Planned
 def _status(store: RunStore, run_id: str) -> OutcomeStatus | None:
     end = store.end(run_id)
     return end.outcome.status if end else None
+
+
+def _agents_and_ready(
+    inputs: Inputs,
+    pool: NodePool,
+    console: Console,
+    options: SweepOptions,
+    work: bool,
+    store: RunStore,
+    todo: list[PlannedRun],
+) -> tuple[dict[str, NodeAgent], bool]:
+    """The nodes' agents started, left-overs of an interrupted sweep undone, and whether
+    doctor and setup passed. The agents start while doctor and setup run (each waits on the
+    nodes), unless a run of this plan started and never completed: then what it left (a link
+    down, a process) is undone first, before the doctor looks."""
+    if any(store.run_dir(run.spec.run_id).is_dir() for run in todo):
+        agents = start_agents(pool, inputs.testbed)
+        with _closed_on_error(agents):
+            _recover(pool, agents, inputs.testbed, todo, console)
+            return agents, _ready(inputs, pool, console, options, work)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="r2bench-agents") as starting:
+        started = starting.submit(start_agents, pool, inputs.testbed)
+        try:
+            ready = _ready(inputs, pool, console, options, work)
+        except BaseException:
+            with _closed_on_error(started.result()):
+                raise
+    return started.result(), ready  # a node whose agent cannot start raises, as before
+
+
+@contextmanager
+def _closed_on_error(agents: dict[str, NodeAgent]) -> Iterator[None]:
+    """Close the agents if the block raises (the caller closes them otherwise)."""
+    try:
+        yield
+    except BaseException:
+        close_agents(agents)
+        raise
 
 
 def _ready(
