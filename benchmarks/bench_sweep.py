@@ -108,7 +108,7 @@ class StageClock:
         ):
             yield
 
-    def report(self, jobs: dict[str, float], wall: float) -> None:
+    def report(self, jobs: dict[str, float], began: float, ended: float) -> None:
         """Median seconds per stage over the runs; what each run's foreground (preflight to
         teardown) spends besides its job; its collect and record, which overlap the next
         run's start; the gap between runs; what the sweep spends outside the runs."""
@@ -140,9 +140,12 @@ class StageClock:
             f"costs below spread thin, is {(mean_job + per_run) / mean_job:.3f})"
         )
         tail = runs[-1]["done"] - runs[-1]["returned"] if runs else 0.0
+        before = runs[0]["start"] - began if runs else 0.0
+        after = ended - runs[-1]["returned"] if runs else 0.0
         print(
-            f"  outside the runs (connections, agents, doctor, setup, the last record, tables, "
-            f"report): {wall - foreground:.2f} s (the last run's record: {tail:.3f} s)"
+            f"  outside the runs: {ended - began - foreground:.2f} s; before the first "
+            f"(connections, agents, doctor, setup) {before:.2f} s, after the last (its record, "
+            f"the final heal, tables, report) {after:.2f} s (the last record: {tail:.3f} s)"
         )
 
 
@@ -163,13 +166,14 @@ def main() -> int:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with clock.watching():
             code = sweep_command(options, console)
-        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        wall1 = time.perf_counter()
+        wall, cpu = wall1 - wall0, time.process_time() - cpu0
         by_run = job_seconds(Path(tmp) / "results" / "bench-sweep")
         jobs = list(by_run.values())
     if code != 0 or not jobs:
         print(f"sweep failed (exit {code})", file=sys.stderr)
         return 1
-    clock.report(by_run, wall)
+    clock.report(by_run, wall0, wall1)
     per_run = (wall - sum(jobs)) / len(jobs)
     print(f"runs={len(jobs)} wall_s={wall:.1f} jobs_s={sum(jobs):.1f} cpu_s={cpu:.2f}")
     print(f"harness time per run (doctor, setup, report included): {per_run:.3f} s")

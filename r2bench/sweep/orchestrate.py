@@ -4,7 +4,7 @@ heal, then the tables and report; the sweep behind `r2bench sweep`.
 On resume, what an interrupted earlier sweep of the same plan left on the nodes is undone
 first (`_recover`); a failed doctor check or build stops before the first run (`_ready`);
 the runs go one after another until the end or an interrupt (`_run_all`); whatever happens,
-every node is healed last (`_final_heal`). A run is carried out by `sweep.run.RunExecutor`.
+every node is healed last (`_heal_and_close`). A run is carried out by `sweep.run.RunExecutor`.
 
 The tables and the report need the `report` extra, which a sweep must not: the caller passes
 what writes them (`SweepOutputs`), and this package never imports them.
@@ -196,7 +196,12 @@ def _sweep(
         _register_predictions(inputs, store, console)
         preload = outputs.preload()
         work = bool(todo) and not interrupted.is_set()
-        with NodePool.from_testbed(inputs.testbed) as pool:
+        # the pool is closed before the side thread is waited for: its connections close
+        # while the report is written
+        with (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="r2bench-outputs") as side,
+            NodePool.from_testbed(inputs.testbed) as pool,
+        ):
             agents, ready = _agents_and_ready(inputs, pool, console, options, work, store, todo)
             try:
                 if not ready:
@@ -213,10 +218,12 @@ def _sweep(
                     console,
                     interrupted,
                 )
+                # every record is written: the tables and the report are made while the nodes
+                # heal and the connections close (nothing of those goes into a run folder)
+                writing = side.submit(outputs.write, store, console)
             finally:
-                healed = _final_heal(agents, inputs.testbed, console)
-                close_agents(agents)
-        answer = outputs.write(store, console)
+                healed = _heal_and_close(agents, inputs.testbed, console)
+        answer = writing.result()
         console.print(summary_table(plan.runs, _all_results(plan, store, results)))
         for block in (failed_list(results), answer_lines(answer)):
             if block is not None:
@@ -414,18 +421,22 @@ def _run_all(
     return (ExitCode.INTERRUPTED if interrupted.is_set() else ExitCode.OK), results
 
 
-def _final_heal(agents: dict[str, NodeAgent], testbed: Testbed, console: Console) -> bool:
-    """Revert anything still recorded on any node (the sweep's last word, like Jepsen's)."""
+def _heal_and_close(agents: dict[str, NodeAgent], testbed: Testbed, console: Console) -> bool:
+    """Revert anything still recorded on any node (the sweep's last word, like Jepsen's), then
+    close its agent; every node at once. Whether every node is clean."""
     heal = ["bash", f"{injectors_dir(testbed)}/heal.sh"]
-    clean = True
-    for name, agent in agents.items():
+    clean: dict[str, bool] = {}
+
+    def heal_then_close(name: str, agent: NodeAgent) -> None:
         try:
-            code = agent.run(heal, timeout=HEAL_TIMEOUT_S)
+            clean[name] = agent.run(heal, timeout=HEAL_TIMEOUT_S) == 0
         except NodeError as exc:
-            code = -1
+            clean[name] = False
             console.print(f"[red]final heal on {name} failed: {exc.message}[/]")
-        clean = clean and code == 0
-    return clean
+        agent.close()
+
+    on_every_agent(agents, heal_then_close)
+    return all(clean.get(name, False) for name in agents)
 
 
 def _all_results(plan: Plan, store: RunStore, fresh: dict[str, RunResult]) -> dict[str, RunResult]:
