@@ -145,8 +145,13 @@ field (busybox), every process."""
 
 
 def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) -> str:
-    """The bash script that prints every section doctor needs from `node`."""
+    """The bash script that prints every section doctor needs from `node`. The ssh probes of
+    the peers, a new connection each (over a tenth of a second), start first in the background
+    and are read last, so the other sections are gathered meanwhile."""
     text = 'cd "$HOME" 2>/dev/null\n'
+    if ssh_peers:
+        probes = "; ".join(_ssh_probe(peer) for peer in ssh_peers)
+        text += f"exec 9< <({probes})\n"
     text += _section("os", 'uname -r\n( . /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-}" )')
     text += _gpu_sections(node)
     for nic in node.nics:
@@ -156,7 +161,7 @@ def facts_script(testbed: Testbed, node: NodeModel, ssh_peers: list[NodeModel]) 
     text += _section("procs", PROCS_SHELL)
     text += _section("faults", _faults_body(testbed.paths.work_dir))
     if ssh_peers:
-        text += _section("ssh", "\n".join(_ssh_probe(peer) for peer in ssh_peers))
+        text += _section("ssh", "cat <&9; exec 9<&-")
     return text
 
 
