@@ -343,5 +343,7 @@ class Session(ABC):
         """Whether the command still runs and its channel is open."""
 
     @abstractmethod
-    def close(self, timeout: float = 5.0) -> None:
-        """Close stdin, wait up to `timeout` for the command to end, then stop it (idempotent)."""
+    def close(self, timeout: float = 5.0, *, end_input: bool = True) -> None:
+        """Close stdin, wait up to `timeout` for the command to end, then stop it (idempotent).
+        `end_input=False`: the command was asked to end by a line of its own (an agent's
+        `quit`); it is waited for without an end-of-input first."""

@@ -139,8 +139,9 @@ class LocalSession(Session):
         except (OSError, ValueError) as exc:
             raise NodeError(self.node, self.text, f"session ended: {exc}") from exc
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Close stdin, wait, then kill the process group if it is still there."""
+    def close(self, timeout: float = 5.0, *, end_input: bool = True) -> None:
+        """Close stdin, wait, then kill the process group if it is still there (a pipe's end
+        is safe at any time here: `end_input` matters to ssh channels only)."""
         with contextlib.suppress(OSError, ValueError), self._lock:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()

@@ -331,11 +331,13 @@ class SshSession(Session):
         except (OSError, paramiko.SSHException) as exc:
             raise NodeError(self.node, self.text, f"session ended: {exc}") from exc
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Close stdin, wait up to `timeout` for the command to exit, close the channel."""
-        # EOF only to a command still running: one sent after the channel closed would make
-        # sshd drop the connection (see `_open_channel`).
-        if not self.channel.closed and not self.channel.exit_status_ready():
+    def close(self, timeout: float = 5.0, *, end_input: bool = True) -> None:
+        """Close stdin (unless `end_input` is False), wait up to `timeout` for the command to
+        exit, close the channel (which ends its stdin in any case)."""
+        # EOF only to a command still running, and none to one already asked to end: an EOF
+        # that follows the channel's close makes sshd drop the connection (`_open_channel`).
+        running = not self.channel.closed and not self.channel.exit_status_ready()
+        if end_input and running:
             with contextlib.suppress(OSError, paramiko.SSHException):
                 self.channel.shutdown_write()
         deadline = time.time() + timeout

@@ -245,7 +245,9 @@ class NodeAgent:
         session, self._session = self._session, None
         if session is None:
             return
+        asked = False
         with contextlib.suppress(NodeError):
             session.send("quit")
-        session.close()
+            asked = True
+        session.close(end_input=not asked)
         self._pending.fail_all(NodeError(self.name, "agent", "agent closed"))
