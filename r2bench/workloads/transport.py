@@ -543,10 +543,10 @@ Allgather = Callable[[object], list[Any]]
 def sleeping_allgather(comm: Any, spin_s: float = 0.002, poll_s: float = 0.0005) -> Allgather:
     """``comm.allgather`` that waits for a late rank asleep, not in MPI's busy poll.
 
-    R-2CCL's bootstrap allgather blocks in the kernel on its sockets. MPI spins instead, and
-    where ranks outnumber cores (3 ranks on a 2-core virtual testbed) the early ranks' spin
-    takes the CPU from the ranks still computing: fault-free training steps ran 1.6x slower
-    than stock NCCL's, with 2-5 s outliers. An Ibarrier is tested in a tight loop for
+    This is the emulator's own cost, not a model of R-2CCL's gather: MPI spins while it
+    waits, and where ranks outnumber cores (3 ranks on a 2-core virtual testbed) the early
+    ranks' spin takes the CPU from the ranks still computing: fault-free training steps ran
+    1.6x slower than stock NCCL's, with 2-5 s outliers. An Ibarrier is tested in a tight loop for
     `spin_s` (ranks in step, as in a collective benchmark, meet within it at no added
     latency), then between sleeps; once every rank is there the allgather does not wait."""
 
